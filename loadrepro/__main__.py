@@ -1,0 +1,3 @@
+from loadrepro.cli import main
+
+main()

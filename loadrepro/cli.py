@@ -1,0 +1,108 @@
+"""The `loadrepro` command line: flags in, exit codes out; the work happens in the modules it calls.
+
+Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro itself failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+
+from loadrepro.errors import LoadreproError
+from loadrepro.sim.burst import PLANS, TurnResult, run_burst
+from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
+from loadrepro.sim.serve import serve_forever, sim_in_thread
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Reproduce KV-cache capacity and admission failures of LLM inference servers.")
+
+
+@app.callback()
+def _root() -> None:
+    """Reproduce KV-cache capacity and admission failures of LLM inference servers."""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+def sim(
+    scenario: Annotated[Scenario, typer.Option(help="Which seed failure the engine models.")] = Scenario.DRAFT_POOL,
+    policy: Annotated[Policy, typer.Option(help="stock: the defect; patched: the admission fix.")] = Policy.STOCK,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8000,
+    model: Annotated[str, typer.Option(help="Model id served at /v1/models.")] = "loadrepro-sim",
+    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
+    primary_blocks: Annotated[int | None, typer.Option(help="Blocks in the primary (prefix-reusing) pool.")] = None,
+    draft_blocks: Annotated[int | None, typer.Option(help="Blocks in the draft/indexer mirror pool (0: none).")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Longest context accepted, in tokens.")] = None,
+    beam_width: Annotated[int | None, typer.Option(help="Beams per request (multiplies blocks).")] = None,
+    index_pool_bytes: Annotated[int | None, typer.Option(
+        help="Memory estimate the page-index table is sized from (0: no table).")] = None,
+    prefill_tokens_per_s: Annotated[float | None, typer.Option(help="Prefill speed.")] = None,
+    step_ms: Annotated[float | None, typer.Option(help="Duration of one engine step (one decode token).")] = None,
+    death_status: Annotated[int | None, typer.Option(
+        help="HTTP status of requests after the engine died: 500, or 400 as TensorRT-LLM reports it.")] = None,
+    death_mode: Annotated[DeathMode | None, typer.Option(
+        help="How in-flight streams end when the engine dies.")] = None,
+    log: Annotated[Path | None, typer.Option(help="Write the engine log here instead of stderr.")] = None,
+    demo: Annotated[bool, typer.Option(
+        help="Serve on a free port, send the scenario's scripted burst of conversations, print what happened, "
+             "and exit.")] = False,
+) -> None:
+    """Serve the simulated engine (an OpenAI-compatible server with a paged KV cache) until Ctrl-C."""
+    config = sim_config(scenario, policy, model=model, block_size=block_size, primary_blocks=primary_blocks,
+                        draft_blocks=draft_blocks, max_model_len=max_model_len, beam_width=beam_width,
+                        index_pool_bytes=index_pool_bytes, prefill_tokens_per_s=prefill_tokens_per_s,
+                        step_s=None if step_ms is None else step_ms / 1000, death_status=death_status,
+                        death_mode=death_mode)
+    if demo:
+        _demo(config, log)
+        return
+    if not _is_loopback(host):
+        typer.echo(f"warning: listening on {host}, reachable from other machines", err=True)
+
+    def ready(url: str) -> None:
+        print(f"loadrepro sim: {config.scenario} ({config.policy}) serving {config.model} at {url} "
+              "- Ctrl-C to stop", flush=True)
+
+    serve_forever(config, host, port, log, ready)
+
+
+def _demo(config: SimConfig, log: Path | None) -> None:
+    plan = PLANS[config.scenario]
+    with sim_in_thread(config, log) as running:
+        typer.echo(f"Simulated engine {config.scenario} ({config.policy}) at {running.url}; sending "
+                   f"{plan.conversations} conversations x {plan.turns} turns, ~{plan.prefix_words}-token prefixes")
+        results = asyncio.run(run_burst(running.url, plan))
+        health = httpx.get(f"{running.url}/health", timeout=5).status_code
+    for result in results:
+        typer.echo(_describe(result))
+    completed = sum(r.ok for r in results)
+    typer.echo(f"{completed} of {len(results)} requests completed; /health after the burst: {health}")
+
+
+def _describe(r: TurnResult) -> str:
+    outcome = (f"ok ({r.finish_reason}, {r.prompt_tokens} prompt tokens, {r.cached_tokens} cached)" if r.ok
+               else f"failed (HTTP {r.status}): {r.error}")
+    return f"  conversation {r.conversation} turn {r.turn}: {outcome}"
+
+
+def main() -> None:
+    try:
+        app()
+    except LoadreproError as exc:
+        typer.echo(f"loadrepro: {exc}", err=True)
+        sys.exit(exc.exit_code)

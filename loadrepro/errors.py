@@ -1,0 +1,29 @@
+"""The exceptions raised when loadrepro itself cannot go on.
+
+A misbehaving target is never an exception: it is recorded as data. These classes are for bad input and for
+loadrepro's own failures, and the CLI maps them to exit codes.
+"""
+
+
+class LoadreproError(Exception):
+    """Base of every error loadrepro raises on purpose."""
+
+    exit_code = 3
+
+
+class UsageError(LoadreproError):
+    """The command line or an input file is wrong; the message says what to change."""
+
+    exit_code = 2
+
+
+class ProfileError(UsageError):
+    """A profile cannot be loaded or validated."""
+
+
+class SimConfigError(UsageError):
+    """The simulated engine was given impossible sizing."""
+
+
+class TargetError(LoadreproError):
+    """The target cannot be set up for a run at all (not: the target failed under load)."""

@@ -1,0 +1,130 @@
+"""Runs the pure scheduler in real time and hands each request's events to the HTTP stream waiting for them.
+
+The runtime owns the step loop (one `Scheduler.step()` per `step_s`, asleep while idle), a queue per live
+request, and the engine's log. When the scheduler reports its scripted death, every live request gets the fatal
+message, the log gets the lines an engine prints, and from then on every submission is refused with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from loadrepro.sim.config import SimConfig
+from loadrepro.sim.scheduler import Death, Finished, Rejection, Scheduler, SchedulerStats
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    message: str
+
+
+Event = Token | Finished | Fatal
+
+
+@dataclass(slots=True)
+class RequestHandle:
+    id: int
+    prompt_tokens: int
+    queue: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    emitted: int = 0
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Tokens in order, then exactly one Finished or Fatal."""
+        while True:
+            event = await self.queue.get()
+            yield event
+            if not isinstance(event, Token):
+                return
+
+
+class SimRuntime:
+    def __init__(self, config: SimConfig, log: logging.Logger,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.config = config
+        self.log = log
+        self._scheduler = Scheduler(config)
+        self._clock, self._sleep = clock, sleep
+        self._handles: dict[int, RequestHandle] = {}
+        self._wake = asyncio.Event()
+        self._crash: str | None = None
+
+    @property
+    def fatal(self) -> str | None:
+        death = self._scheduler.death
+        return death.message if death else self._crash
+
+    @property
+    def table_width(self) -> int | None:
+        return self._scheduler.table_width
+
+    def stats(self) -> SchedulerStats:
+        return self._scheduler.stats()
+
+    def submit(self, tokens: list[str], max_tokens: int, ignore_eos: bool) -> RequestHandle | Rejection | Fatal:
+        if self.fatal is not None:
+            return Fatal(self.fatal)
+        accepted = self._scheduler.submit(tokens, max_tokens, ignore_eos)
+        if isinstance(accepted, Rejection):
+            self.log.warning("Rejected a request at admission: %s", accepted.message)
+            return accepted
+        handle = RequestHandle(accepted, len(tokens))
+        self._handles[accepted] = handle
+        self._wake.set()
+        return handle
+
+    def abort(self, request_id: int) -> None:
+        """Forget a request whose client left; a no-op once it has finished."""
+        if self._handles.pop(request_id, None) is not None and self.fatal is None:
+            self._scheduler.abort(request_id)
+
+    async def run(self) -> None:
+        """The engine loop; runs until cancelled."""
+        while True:
+            if self._scheduler.idle or self.fatal is not None:
+                self._wake.clear()
+                await self._wake.wait()
+            started = self._clock()
+            try:
+                out = self._scheduler.step()
+            except Exception as exc:  # a defect of the simulator must not leave clients waiting forever
+                self.log.exception("Simulator step failed")
+                self._crash = f"simulated engine internal error: {exc!r}"
+                self._broadcast_death(Death(self._crash, 0, len(self._handles)))
+                continue
+            for request_id in out.tokens:
+                self._emit_token(request_id)
+            for finished in out.finished:
+                handle = self._handles.pop(finished.request_id, None)
+                if handle is not None:
+                    handle.queue.put_nowait(finished)
+            for request_id in out.preempted:
+                self.log.warning("Request %d is preempted: the primary KV pool is short; it will be recomputed",
+                                 request_id)
+            if out.death is not None:
+                self._broadcast_death(out.death)
+            await self._sleep(max(0.0, self.config.step_s - (self._clock() - started)))
+
+    def _emit_token(self, request_id: int) -> None:
+        handle = self._handles.get(request_id)
+        if handle is not None:
+            handle.queue.put_nowait(Token(handle.emitted))
+            handle.emitted += 1
+
+    def _broadcast_death(self, death: Death) -> None:
+        self.log.error("[RANK 0] %s", death.message)
+        self.log.error("[RANK 0] Executor loop crashed on this rank; hard-killing all 1 ranks")
+        self.log.error("Broadcasting event-loop error to %d pending request(s)", len(self._handles))
+        for handle in self._handles.values():
+            handle.queue.put_nowait(Fatal(death.message))
+        self._handles.clear()
+        self.log.error("The engine is dead: /health answers 503 from now on")
