@@ -6,7 +6,6 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,10 +13,14 @@ from typing import Annotated
 import httpx
 import typer
 
-from loadrepro.errors import LoadreproError
+from loadrepro.dry_run import dry_run
+from loadrepro.errors import LoadreproError, UsageError
+from loadrepro.profile import builtin_profiles, load_profile
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
+from loadrepro.target import check_base_url, is_loopback
+from loadrepro.workload.summary import format_summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Reproduce KV-cache capacity and admission failures of LLM inference servers.")
@@ -26,15 +29,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 @app.callback()
 def _root() -> None:
     """Reproduce KV-cache capacity and admission failures of LLM inference servers."""
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @app.command()
@@ -71,7 +65,7 @@ def sim(
     if demo:
         _demo(config, log)
         return
-    if not _is_loopback(host):
+    if not is_loopback(host):
         typer.echo(f"warning: listening on {host}, reachable from other machines", err=True)
 
     def ready(url: str) -> None:
@@ -98,6 +92,37 @@ def _describe(r: TurnResult) -> str:
     outcome = (f"ok ({r.finish_reason}, {r.prompt_tokens} prompt tokens, {r.cached_tokens} cached)" if r.ok
                else f"failed (HTTP {r.status}): {r.error}")
     return f"  conversation {r.conversation} turn {r.turn}: {outcome}"
+
+
+@app.command()
+def run(
+    profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible target; without it the embedded simulated engine is started.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (created if needed).")] = None,
+    dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback target is an isolated test engine.")] = False,
+) -> None:
+    """Send a profile's workload to the target and judge what happened."""
+    resolved = load_profile(profile, set_ or [])
+    url = check_base_url(base_url, target_is_isolated) if base_url else None
+    if not dry_run_:
+        raise UsageError("sending load is not available in this version; use --dry-run to plan a workload")
+    result = asyncio.run(dry_run(resolved, url, model, out))
+    typer.echo(f"profile    {resolved.name}: {resolved.description}")
+    typer.echo(format_summary(result.summary))
+    if result.written:
+        typer.echo(f"written    {result.written}")
+
+
+@app.command("profiles")
+def list_profiles() -> None:
+    """List the built-in profiles with their descriptions."""
+    for name in builtin_profiles():
+        typer.echo(f"{name:22} {load_profile(name).description}")
 
 
 def main() -> None:

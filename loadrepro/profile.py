@@ -1,0 +1,187 @@
+"""Profiles: the TOML description of one reproduction (traffic, load, watching, verdict), validated strictly.
+
+A profile is named (a file in the project's `profiles/` folder) or a path. Every key is checked: a typo is an
+error that names the key. `--set a.b=VALUE` overrides any key; VALUE is read as TOML, or as a plain string when
+it is not valid TOML.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from loadrepro.errors import ProfileError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WorkloadSpec(_Section):
+    kind: Literal["conversations", "trace"] = "conversations"
+    trace: str = ""
+    trace_block_tokens: int = Field(512, ge=1)
+    seed: int = 7
+    conversations: int = Field(12, ge=1)
+    groups: int = Field(0, ge=0)
+    group_prefix_tokens: int = Field(0, ge=0)  # groups > 0: tokens of the shared group document (0: half the prefix)
+    turns: int = Field(2, ge=1)
+    prefix_tokens: int = Field(81000, ge=64)
+    prefix_tokens_p95: int = Field(0, ge=0)
+    turn_tokens: int = Field(600, ge=1)
+    max_tokens: int = Field(32768, ge=1)
+    warm_max_tokens: int = Field(1, ge=1)
+    ignore_eos: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSpec:
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("kind = 'trace' needs workload.trace, the path of a Mooncake-format JSONL file")
+        if self.prefix_tokens_p95 and self.prefix_tokens_p95 <= self.prefix_tokens:
+            raise ValueError("prefix_tokens_p95 must be greater than prefix_tokens (the p50), or 0")
+        if self.groups > self.conversations:
+            raise ValueError("groups cannot exceed conversations")
+        if self.group_prefix_tokens >= self.prefix_tokens:
+            raise ValueError("group_prefix_tokens must be smaller than prefix_tokens")
+        return self
+
+
+class LoadSpec(_Section):
+    concurrency: int = Field(12, ge=1)
+    arrival: Literal["closed", "poisson"] = "closed"
+    rate: float = Field(0.0, ge=0)
+    duration_s: float = Field(0, ge=0)
+    cancel_fraction: float = Field(0.0, ge=0, le=1)
+    request_timeout_s: float = Field(900, gt=0)
+    stall_timeout_s: float = Field(60, gt=0)
+    stop_on_death: bool = True
+
+    @model_validator(mode="after")
+    def _rate_for_poisson(self) -> LoadSpec:
+        if self.arrival == "poisson" and self.rate <= 0:
+            raise ValueError("arrival = 'poisson' needs rate > 0 (requests per second)")
+        return self
+
+
+class WatchSpec(_Section):
+    health_path: str = "/health"
+    health_interval_s: float = Field(1.0, gt=0)
+    metrics_path: str = "/metrics"
+    engine_log: str = ""
+
+
+class SimSpec(_Section):
+    """The embedded simulated engine; keys beyond scenario and policy override its sizing."""
+
+    scenario: Literal["draft-pool", "page-index", "blocks-exhausted", "healthy"] = "draft-pool"
+    policy: Literal["stock", "patched"] = "stock"
+    block_size: int | None = None
+    primary_blocks: int | None = None
+    draft_blocks: int | None = None
+    max_model_len: int | None = None
+    beam_width: int | None = None
+    index_pool_bytes: int | None = None
+    prefill_tokens_per_s: float | None = None
+    step_s: float | None = None
+    death_status: int | None = None
+    death_mode: Literal["error-event", "cut"] | None = None
+
+
+class VerdictSpec(_Section):
+    allow_rejected: bool = True
+    min_completed: float = Field(1.0, ge=0, le=1)
+    require_post_health: bool = True
+    min_cache_hit: float = Field(0.0, ge=0, le=1)
+
+
+class SignatureSpec(_Section):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str
+    pattern: str
+    class_: Literal["F", "P", "T", "R"] = Field(alias="class")
+
+
+class Profile(_Section):
+    name: str
+    description: str = ""
+    api: Literal["chat", "completions"] = "chat"
+    model: str = ""
+    workload: WorkloadSpec = WorkloadSpec()
+    load: LoadSpec = LoadSpec()
+    watch: WatchSpec = WatchSpec()
+    sim: SimSpec = SimSpec()
+    verdict: VerdictSpec = VerdictSpec()
+    signatures: tuple[SignatureSpec, ...] = ()
+
+
+def builtin_profiles() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(PROFILES_DIR.glob("*.toml"))}
+
+
+def _resolve(path_or_name: str) -> Path:
+    path = Path(path_or_name)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"profile file not found: {path}")
+        return path
+    known = builtin_profiles()
+    if path_or_name not in known:
+        raise ProfileError(f"no built-in profile named {path_or_name!r}; known: {', '.join(known) or 'none'}")
+    return known[path_or_name]
+
+
+def parse_override(assignment: str) -> tuple[list[str], Any]:
+    """`a.b=VALUE` -> (["a", "b"], value); VALUE is TOML (4, 0.5, true, "x", [1, 2]) or else a plain string."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ProfileError(f"--set wants KEY=VALUE, got {assignment!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ProfileError(f"--set {'.'.join(path)}: {part} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "profile"
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
+    """Read, override and validate a profile; ProfileError names every bad key."""
+    path = _resolve(path_or_name)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProfileError(f"cannot read profile {path}: {exc}") from exc
+    data.setdefault("name", path.stem)
+    workload = data.get("workload")
+    if isinstance(workload, dict) and isinstance(workload.get("trace"), str) and workload["trace"]:
+        # A trace path written in a profile is relative to the profile's own folder; one given with --set is
+        # relative to where the command runs.
+        workload["trace"] = str((path.parent / workload["trace"]).resolve())
+    for assignment in overrides:
+        _apply(data, *parse_override(assignment))
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"profile {path} is not valid:\n{_describe(exc)}") from exc

@@ -1,0 +1,109 @@
+"""Prefix-shared multi-turn conversations, built from the record pool to token targets. Pure.
+
+Conversation i: a system prompt shared by all, then a user message holding (its group's shared document, when
+`groups` > 0, and) its own document of records, sized so the whole turn-1 prompt is `prefix_tokens` long in
+the target's tokens, template included. Turn 1 warms that prefix. Each later turn resends the full history plus
+a fixed synthetic assistant reply for the previous turn and a new tool result of `turn_tokens`, so every turn's
+prompt starts with the previous one byte for byte, whatever the engine answered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from loadrepro.errors import ProfileError
+from loadrepro.profile import WorkloadSpec
+from loadrepro.workload.assemble import Assembler
+from loadrepro.workload.corpus import FAKER_VERSION
+from loadrepro.workload.lengths import prefix_lengths
+from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+
+SYSTEM_PROMPT = ("You are an operations analyst for an online retailer. You read customer records, orders, "
+                 "support tickets, service logs and tool results, keep all of them in mind, and answer precisely, "
+                 "citing record ids.")
+QUESTION = "Review every record above. Questions about them follow in this conversation."
+_MIN_OWN_TOKENS = 32
+# Streams for numpy's SeedSequence: (seed, stream, index) keeps each piece independent of the others' sizes.
+_LENGTHS, _GROUP, _CONVERSATION = 1, 2, 3
+
+
+def _reply(conversation: int, turn: int) -> str:
+    return (f"Noted for case {conversation}, step {turn}: I have checked the records so far and will continue "
+            "with the next result.")
+
+
+@dataclass(frozen=True, slots=True)
+class _Framing:
+    """How one API wraps the conversation, and what that costs in tokens."""
+
+    chat: bool
+    base: float  # around system + first user message
+    per_turn: float  # around each later reply + user message
+
+    def first(self, user: str) -> dict[str, Any]:
+        if self.chat:
+            return {"messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]}
+        return {"prompt": f"### System\n{SYSTEM_PROMPT}\n\n### User\n{user}\n\n### Assistant\n"}
+
+    def extend(self, body: dict[str, Any], reply: str, user: str) -> dict[str, Any]:
+        if self.chat:
+            return {"messages": body["messages"] + [{"role": "assistant", "content": reply},
+                                                    {"role": "user", "content": user}]}
+        return {"prompt": f"{body['prompt']}{reply}\n\n### User\n{user}\n\n### Assistant\n"}
+
+
+def _framing(api: str, assembler: Assembler) -> _Framing:
+    c = assembler.calibration
+    if api == "chat":
+        return _Framing(True, c.chat_base, 2 * c.chat_per_message)
+    return _Framing(False, c.text_base + c.estimate("### System\n\n\n### User\n\n\n### Assistant\n"),
+                    c.estimate("\n\n### User\n\n\n### Assistant\n"))
+
+
+def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadSpec, chat: bool,
+             expected: float, shared: float) -> PlannedRequest:
+    max_tokens = spec.warm_max_tokens if turn == 1 else spec.max_tokens
+    body = {**body, "max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if chat:
+        body["max_completion_tokens"] = max_tokens
+    return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)))
+
+
+def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
+    c = assembler.calibration
+    framing = _framing(api, assembler)
+    lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
+                             np.random.default_rng([spec.seed, _LENGTHS]))
+    group_tokens = (spec.group_prefix_tokens or spec.prefix_tokens // 2) if spec.groups else 0
+    groups = [assembler.text(np.random.default_rng([spec.seed, _GROUP, g]), group_tokens,
+                             lead=f"Shared reference {g} for every case in this group:") for g in range(spec.groups)]
+    fixed = framing.base + c.estimate(SYSTEM_PROMPT) + c.estimate(QUESTION) + c.join_tokens
+    conversations = []
+    for i, prefix in enumerate(lengths.tolist()):
+        group = i % spec.groups if spec.groups else None
+        head = groups[group] + "\n" if group is not None else ""
+        head_tokens = group_tokens + c.join_tokens if head else 0.0
+        own = prefix - fixed - head_tokens
+        if own < _MIN_OWN_TOKENS:
+            raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves {own:.0f} "
+                               f"for its own records after the system prompt, group prefix and template "
+                               f"(at least {_MIN_OWN_TOKENS} needed)")
+        rng = np.random.default_rng([spec.seed, _CONVERSATION, i])
+        document = assembler.text(rng, own, lead=f"Case file {spec.seed}-{i}: the records under review.")
+        body = framing.first(f"{head}{document}\n{QUESTION}")
+        expected = float(prefix)
+        shared = framing.base + c.estimate(SYSTEM_PROMPT) + head_tokens if head else 0.0
+        turns = [_request(i, 1, body, spec, framing.chat, expected, shared)]
+        for turn in range(2, spec.turns + 1):
+            reply = _reply(i, turn - 1)
+            result = assembler.text(rng, spec.turn_tokens, lead=f"Tool result for step {turn}:")
+            body = framing.extend(body, reply, result)
+            shared = expected
+            expected += framing.per_turn + c.estimate(reply) + spec.turn_tokens
+            turns.append(_request(i, turn, body, spec, framing.chat, expected, shared))
+        conversations.append(Conversation(i, group, tuple(turns)))
+    return Workload("conversations", api, spec.seed, FAKER_VERSION, c.source, tuple(conversations))

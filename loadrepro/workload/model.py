@@ -1,0 +1,38 @@
+"""A Workload is plain data: conversations of turns, each a request body with its expected lengths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    conversation: int
+    turn: int  # 1-based; turn 1 warms the conversation's prefix
+    body: dict[str, Any]  # `messages` (chat) or `prompt` (completions); the client adds model and stream fields
+    max_tokens: int
+    expected_prompt_tokens: int
+    shared_prefix_tokens: int  # of those, expected to be found in the prefix cache
+    arrival_s: float | None = None  # trace replay: offset from the start; None: sent when its turn comes
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    index: int
+    group: int | None
+    turns: tuple[PlannedRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    kind: str  # conversations | trace
+    api: str  # chat | completions
+    seed: int
+    faker_version: str
+    calibration_source: str
+    conversations: tuple[Conversation, ...]
+
+    @property
+    def requests(self) -> list[PlannedRequest]:
+        return [turn for conversation in self.conversations for turn in conversation.turns]

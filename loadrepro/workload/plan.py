@@ -1,0 +1,82 @@
+"""From a profile and a token counter to a verified Workload: calibrate, build, check a sample, correct once."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from loadrepro.profile import Profile
+from loadrepro.workload.assemble import Assembler
+from loadrepro.workload.conversations import build_conversations
+from loadrepro.workload.corpus import RecordPool, record_pool
+from loadrepro.workload.model import PlannedRequest, Workload
+from loadrepro.workload.tokens import Calibration, TokenCounter, calibrate
+from loadrepro.workload.trace import TraceRow, build_trace, read_trace
+
+TOLERANCE = 0.02
+_CORRECT_ABOVE = 0.005  # a sample further off than this triggers one rebuild with measured costs
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    conversation: int
+    turn: int
+    expected: int
+    actual: int
+
+    @property
+    def error(self) -> float:
+        return (self.actual - self.expected) / self.expected
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    workload: Workload
+    calibration: Calibration
+    checks: tuple[Check, ...]  # the target's own count of a sample of prompts
+
+    @property
+    def within_tolerance(self) -> bool:
+        return all(abs(c.error) <= TOLERANCE for c in self.checks)
+
+
+def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
+                   trace: list[TraceRow] | None = None) -> Workload:
+    """Pure: the same inputs always give byte-identical request bodies."""
+    assembler = Assembler(pool, calibration)
+    if profile.workload.kind == "trace":
+        return build_trace(trace or [], profile.workload, profile.api, assembler)
+    return build_conversations(profile.workload, profile.api, assembler)
+
+
+def _sample(workload: Workload) -> list[PlannedRequest]:
+    requests = workload.requests
+    picks = {0, len(requests) - 1, max(range(len(requests)), key=lambda i: requests[i].expected_prompt_tokens)}
+    return [requests[i] for i in sorted(picks)]
+
+
+async def _count(counter: TokenCounter, request: PlannedRequest) -> int:
+    body = request.body
+    return await (counter.count_chat(body["messages"]) if "messages" in body else counter.count_text(body["prompt"]))
+
+
+async def _check(counter: TokenCounter, workload: Workload) -> tuple[Check, ...]:
+    sample = _sample(workload)
+    actual = await asyncio.gather(*(_count(counter, r) for r in sample))
+    return tuple(Check(r.conversation, r.turn, r.expected_prompt_tokens, a) for r, a in zip(sample, actual))
+
+
+async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = True) -> Plan:
+    pool = record_pool(profile.workload.seed)
+    trace = read_trace(profile.workload.trace) if profile.workload.kind == "trace" else None
+    calibration = await calibrate(counter, pool)
+    workload = build_workload(profile, pool, calibration, trace)
+    if not verify:
+        return Plan(workload, calibration, ())
+    checks = await _check(counter, workload)
+    if any(abs(c.error) > _CORRECT_ABOVE for c in checks):
+        factor = sum(c.actual for c in checks) / sum(c.expected for c in checks)
+        calibration = calibration.scaled(factor)
+        workload = build_workload(profile, pool, calibration, trace)
+        checks = await _check(counter, workload)
+    return Plan(workload, calibration, checks)

@@ -1,0 +1,65 @@
+"""What a workload holds, in numbers a person checks before sending it. Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadrepro.workload.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSummary:
+    kind: str
+    api: str
+    seed: int
+    faker_version: str
+    calibration_source: str
+    conversations: int
+    groups: int
+    requests: int
+    prompt_tokens_p50: int
+    prompt_tokens_p95: int
+    prompt_tokens_max: int
+    prompt_tokens_total: int
+    shared_prefix_tokens_total: int  # expected to come from the prefix cache
+    max_output_tokens_total: int
+    payload_bytes: int
+    checks: tuple[tuple[int, int, int, int], ...]  # (conversation, turn, expected, counted by the target)
+
+
+def summarize(plan: Plan) -> WorkloadSummary:
+    workload = plan.workload
+    requests = workload.requests
+    prompts = np.array([r.expected_prompt_tokens for r in requests])
+    groups = {c.group for c in workload.conversations if c.group is not None}
+    return WorkloadSummary(
+        kind=workload.kind, api=workload.api, seed=workload.seed, faker_version=workload.faker_version,
+        calibration_source=workload.calibration_source, conversations=len(workload.conversations),
+        groups=len(groups), requests=len(requests),
+        prompt_tokens_p50=int(np.percentile(prompts, 50)), prompt_tokens_p95=int(np.percentile(prompts, 95)),
+        prompt_tokens_max=int(prompts.max()), prompt_tokens_total=int(prompts.sum()),
+        shared_prefix_tokens_total=sum(r.shared_prefix_tokens for r in requests),
+        max_output_tokens_total=sum(r.max_tokens for r in requests),
+        payload_bytes=sum(len(json.dumps(r.body).encode()) for r in requests),
+        checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
+    )
+
+
+def format_summary(s: WorkloadSummary) -> str:
+    lines = [
+        f"workload   {s.kind} ({s.api} API), seed {s.seed}, faker {s.faker_version}",
+        f"requests   {s.requests} in {s.conversations} conversations" + (f", {s.groups} groups" if s.groups else ""),
+        f"prompts    p50 {s.prompt_tokens_p50:,} / p95 {s.prompt_tokens_p95:,} / max {s.prompt_tokens_max:,} tokens; "
+        f"{s.prompt_tokens_total:,} in all, {s.shared_prefix_tokens_total:,} expected from the prefix cache",
+        f"outputs    up to {s.max_output_tokens_total:,} tokens in all",
+        f"payloads   {s.payload_bytes / 1e6:,.1f} MB of JSON",
+        f"tokens     counted with {s.calibration_source}",
+    ]
+    for conversation, turn, expected, actual in s.checks:
+        error = (actual - expected) / expected * 100
+        lines.append(f"check      conversation {conversation} turn {turn}: planned {expected:,}, "
+                     f"target counts {actual:,} ({error:+.2f}%)")
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""Token counts in the target's own tokens, and the calibration that sizes text from them.
+
+A TokenCounter asks the target: `POST /tokenize` (vLLM: `prompt` or `messages`), `POST /v1/tokenize` (SGLang),
+`POST /tokenize` with `content` (llama.cpp), or, for any engine, `usage.prompt_tokens` of a one-token request.
+The simulated engine's tokenizer is also available locally, where counting is free and exact.
+
+Calibration counts the record pool (all of it when counting is local, a sample per record kind otherwise) plus
+the chat template's overhead, so that text can be assembled to a token target without asking again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+
+from loadrepro.errors import TargetError
+from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.corpus import KINDS, RecordPool
+
+Messages = list[dict[str, Any]]
+FILLER_WORD = "pad"
+_SAMPLE_PER_KIND = 12
+_PROBE_SYSTEM = "You are a careful analyst."
+_PROBE_USER = "List the accounts that changed tier this month and say why."
+_PROBE_REPLY = "Three accounts changed tier; the details follow."
+
+
+class TokenCounter(Protocol):
+    source: str
+    local: bool  # counting is free: count every record instead of a sample
+
+    async def count_text(self, text: str) -> int: ...
+
+    async def count_chat(self, messages: Messages) -> int: ...
+
+
+class SimTokenCounter:
+    """The simulated engine's tokenizer, in process."""
+
+    source = "simulated engine tokenizer (local)"
+    local = True
+
+    @staticmethod
+    def count_now(text: str) -> int:
+        return len(tokenize(text))
+
+    async def count_text(self, text: str) -> int:
+        return len(tokenize(text))
+
+    async def count_chat(self, messages: Messages) -> int:
+        return len(tokenize(render_chat(messages)))
+
+
+class HttpTokenCounter:
+    """Counts with the target's tokenize endpoint, falling back to one-token probe requests for what it lacks."""
+
+    local = False
+
+    def __init__(self, client: httpx.AsyncClient, flavour: str, model: str) -> None:
+        self._client, self._flavour, self._model = client, flavour, model
+        self.source = {"vllm": "POST /tokenize (vLLM)", "sglang": "POST /v1/tokenize (SGLang)",
+                       "llamacpp": "POST /tokenize (llama.cpp)", "probe": "usage.prompt_tokens of probes"}[flavour]
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = await self._client.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise TargetError(f"counting tokens with {path} failed: {exc}") from exc
+        if response.status_code != 200:
+            raise TargetError(f"counting tokens with {path} failed: HTTP {response.status_code} "
+                              f"{response.text[:300]}")
+        return response.json()
+
+    async def _probe(self, path: str, body: dict[str, Any]) -> int:
+        data = await self._post(path, {**body, "model": self._model, "max_tokens": 1, "stream": False})
+        return int(data["usage"]["prompt_tokens"])
+
+    async def count_text(self, text: str) -> int:
+        match self._flavour:
+            case "vllm":
+                return int((await self._post("/tokenize", {"model": self._model, "prompt": text}))["count"])
+            case "sglang":
+                return int((await self._post("/v1/tokenize", {"model": self._model, "prompt": text}))["count"])
+            case "llamacpp":
+                return len((await self._post("/tokenize", {"content": text, "add_special": True}))["tokens"])
+            case _:
+                return await self._probe("/v1/completions", {"prompt": text})
+
+    async def count_chat(self, messages: Messages) -> int:
+        if self._flavour == "vllm":
+            return int((await self._post("/tokenize", {"model": self._model, "messages": messages}))["count"])
+        if self._flavour == "llamacpp":
+            rendered = await self._post("/apply-template", {"messages": messages})
+            return await self.count_text(rendered["prompt"])
+        return await self._probe("/v1/chat/completions", {"messages": messages})
+
+
+async def detect_counter(client: httpx.AsyncClient, model: str) -> HttpTokenCounter:
+    """The best way this target offers to count tokens; `client` has the target's base URL."""
+    attempts = (("vllm", "/tokenize", {"model": model, "prompt": "hello world"}, "count"),
+                ("sglang", "/v1/tokenize", {"model": model, "prompt": "hello world"}, "count"),
+                ("llamacpp", "/tokenize", {"content": "hello world"}, "tokens"))
+    for flavour, path, body, key in attempts:
+        try:
+            response = await client.post(path, json=body)
+            if response.status_code == 200 and key in response.json():
+                return HttpTokenCounter(client, flavour, model)
+        except (httpx.HTTPError, ValueError):
+            continue
+    return HttpTokenCounter(client, "probe", model)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """How many target tokens each piece of assembled text costs."""
+
+    source: str
+    counted_records: int  # records the target counted (the whole pool when counting is local)
+    record_tokens: np.ndarray  # per pool record, without special tokens
+    join_tokens: float  # added by the newline between two records
+    filler_tokens: float  # per filler word
+    tokens_per_char: float  # for other text (headers, replies)
+    chat_base: float  # tokens the chat template adds around a system + user exchange
+    chat_per_message: float  # and per further message
+    text_base: float  # tokens added to a bare completions prompt (BOS and the like)
+    exact_count: Callable[[str], int] | None = None  # where counting is local, any text is counted exactly
+
+    def estimate(self, text: str) -> float:
+        if self.exact_count is not None:
+            return float(self.exact_count(text))
+        return len(text) * self.tokens_per_char
+
+    def scaled(self, factor: float) -> Calibration:
+        """The same calibration with every text cost multiplied by `factor` (a measured correction)."""
+        return dataclasses.replace(
+            self, record_tokens=self.record_tokens * factor, join_tokens=self.join_tokens * factor,
+            filler_tokens=self.filler_tokens * factor, tokens_per_char=self.tokens_per_char * factor,
+            exact_count=None)
+
+
+async def _gather_limited(calls: list, limit: int = 8) -> list[int]:
+    gate = asyncio.Semaphore(limit)
+
+    async def run(call) -> int:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(run(c) for c in calls)))
+
+
+async def calibrate(counter: TokenCounter, pool: RecordPool) -> Calibration:
+    """Measure the pool's record costs and the template overheads on the target."""
+    # Special tokens (BOS and the like) added to every count, from two counts so no empty prompt is needed.
+    one, two = await counter.count_text(FILLER_WORD), await counter.count_text(f"{FILLER_WORD} {FILLER_WORD}")
+    base = 2 * one - two
+    if counter.local:
+        sample = np.arange(len(pool))
+    else:
+        sample = np.concatenate([np.flatnonzero(pool.kinds == k)[:_SAMPLE_PER_KIND] for k in range(len(KINDS))])
+    counts = np.array(await _gather_limited([counter.count_text(pool.texts[i]) for i in sample]), float) - base
+    if counter.local:
+        record_tokens = counts
+    else:
+        ratios = np.array([counts[pool.kinds[sample] == k].sum() / pool.chars[sample][pool.kinds[sample] == k].sum()
+                           for k in range(len(KINDS))])
+        record_tokens = pool.chars * ratios[pool.kinds]
+    joined = sample[:24]
+    join_count = await counter.count_text("\n".join(pool.texts[i] for i in joined)) - base
+    join_tokens = max(0.0, (join_count - record_tokens[joined].sum()) / (len(joined) - 1))
+    filler_tokens = (await counter.count_text(" ".join([FILLER_WORD] * 256)) - base) / 256
+    tokens_per_char = float(counts.sum() / pool.chars[sample].sum())
+    chat_base, chat_per_message = await _chat_overheads(counter, base)
+    return Calibration(counter.source, len(sample), record_tokens, join_tokens, filler_tokens, tokens_per_char,
+                       chat_base, chat_per_message, float(base), getattr(counter, "count_now", None))
+
+
+async def _chat_overheads(counter: TokenCounter, base: int) -> tuple[float, float]:
+    texts = (_PROBE_SYSTEM, _PROBE_USER, _PROBE_REPLY, _PROBE_USER)
+    alone = [await counter.count_text(t) - base for t in texts]
+    two = [{"role": "system", "content": texts[0]}, {"role": "user", "content": texts[1]}]
+    four = two + [{"role": "assistant", "content": texts[2]}, {"role": "user", "content": texts[3]}]
+    two_count, four_count = await counter.count_chat(two), await counter.count_chat(four)
+    chat_base = two_count - sum(alone[:2])
+    return float(chat_base), float((four_count - two_count - sum(alone[2:])) / 2)

@@ -1,0 +1,40 @@
+import gzip
+import json
+import subprocess
+import sys
+
+
+def loadrepro(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_dry_run_describes_and_writes_the_exact_payloads(tmp_path):
+    result = loadrepro("run", "--profile", "quickstart", "--dry-run", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "requests   24 in 12 conversations" in result.stdout
+    assert "faker" in result.stdout and "+0.00%" in result.stdout
+    with gzip.open(tmp_path / "run" / "workload.jsonl.gz", "rt") as lines:
+        rows = [json.loads(line) for line in lines]
+    assert rows[0]["type"] == "workload" and rows[0]["seed"] == 7
+    requests = rows[1:]
+    assert len(requests) == 24
+    assert requests[0]["body"]["max_tokens"] == 1 and requests[1]["body"]["max_tokens"] == 256
+    assert requests[0]["body"]["messages"][0]["role"] == "system"
+
+
+def test_bad_profile_input_exits_2_with_the_reason():
+    result = loadrepro("run", "--profile", "quickstart", "--dry-run", "--set", "workload.bogus=1")
+    assert result.returncode == 2
+    assert "workload.bogus: unknown key" in result.stderr
+
+
+def test_a_remote_target_needs_confirmation_that_it_is_isolated():
+    result = loadrepro("run", "--dry-run", "--base-url", "http://10.1.2.3:8000")
+    assert result.returncode == 2
+    assert "--target-is-isolated" in result.stderr
+
+
+def test_profiles_lists_the_builtins():
+    result = loadrepro("profiles")
+    assert result.returncode == 0
+    assert "dsa-prefix-shared" in result.stdout and "quickstart" in result.stdout

@@ -1,0 +1,99 @@
+import hashlib
+import json
+import os
+
+import numpy as np
+
+from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.conversations import SYSTEM_PROMPT
+
+
+def digest(workload) -> str:
+    h = hashlib.sha256()
+    for r in workload.requests:
+        h.update(json.dumps(r.body, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def rendered(request) -> str:
+    body = request.body
+    return render_chat(body["messages"]) if "messages" in body else body["prompt"]
+
+
+def common_prefix(a: str, b: str) -> str:
+    return a[:len(os.path.commonprefix([a, b]))]
+
+
+def test_one_seed_gives_byte_identical_payloads_and_another_seed_does_not(plan_local):
+    first = plan_local("quickstart").workload
+    again = plan_local("quickstart").workload
+    other = plan_local("quickstart", "workload.seed=8").workload
+    assert digest(first) == digest(again)
+    assert digest(first) != digest(other)
+
+
+def test_later_turns_start_with_the_earlier_prompts_byte_for_byte(plan_local):
+    for api in ("chat", "completions"):
+        workload = plan_local("healthy", f"api={api}").workload
+        for conversation in workload.conversations:
+            texts = [rendered(t) for t in conversation.turns]
+            assert len(texts) == 3
+            for earlier, later in zip(texts, texts[1:]):
+                # The chat template's generation prompt opens the assistant message that the next turn holds.
+                assert later.startswith(earlier if api == "completions" else earlier.removesuffix("<|assistant|>\n"))
+            if api == "chat":
+                first = conversation.turns[0].body["messages"]
+                assert conversation.turns[-1].body["messages"][:len(first)] == first
+
+
+def test_distinct_conversations_share_only_the_short_system_prompt(plan_local):
+    workload = plan_local("quickstart").workload
+    prompts = [rendered(c.turns[0]) for c in workload.conversations]
+    for a, b in zip(prompts, prompts[1:]):
+        shared = len(tokenize(common_prefix(a, b)))
+        assert SYSTEM_PROMPT in common_prefix(a, b)
+        assert shared <= 0.05 * 4000
+
+
+def test_group_members_share_exactly_the_group_prefix(plan_local):
+    workload = plan_local("quickstart", "workload.groups=3", "workload.group_prefix_tokens=1500").workload
+    members = {}
+    for conversation in workload.conversations:
+        members.setdefault(conversation.group, []).append(conversation)
+    assert sorted(members) == [0, 1, 2] and all(len(m) == 4 for m in members.values())
+    group_docs = {}
+    for group, convs in members.items():
+        contents = [c.turns[0].body["messages"][1]["content"] for c in convs]
+        group_part = contents[0][:contents[0].index("\nCase file ") + 1]
+        assert group_part.startswith(f"Shared reference {group} ")
+        assert abs(len(tokenize(group_part)) - 1500) <= 1
+        for a, b in zip(contents, contents[1:]):
+            shared = common_prefix(a, b)
+            assert shared.startswith(group_part)
+            assert len(tokenize(shared[len(group_part):])) <= 4  # then only "Case file <seed>-" is alike
+        group_docs[group] = group_part
+    assert len(tokenize(common_prefix(group_docs[0], group_docs[1]))) <= 3  # "Shared reference"
+
+
+def test_prefix_lengths_follow_the_requested_p50_and_p95(plan_local):
+    workload = plan_local("quickstart", "workload.conversations=400", "workload.turns=1",
+                          "workload.prefix_tokens=2000", "workload.prefix_tokens_p95=5000").workload
+    lengths = np.array([c.turns[0].expected_prompt_tokens for c in workload.conversations])
+    assert abs(np.percentile(lengths, 50) - 2000) / 2000 < 0.1
+    assert abs(np.percentile(lengths, 95) - 5000) / 5000 < 0.15
+    actual = [len(tokenize(rendered(c.turns[0]))) for c in workload.conversations[:20]]
+    assert actual == [c.turns[0].expected_prompt_tokens for c in workload.conversations[:20]]
+
+
+def test_turn_structure_and_output_caps(plan_local):
+    workload = plan_local("dsa-prefix-shared").workload
+    assert len(workload.conversations) == 12 and len(workload.requests) == 24
+    for conversation in workload.conversations:
+        warm, follow = conversation.turns
+        assert warm.max_tokens == 1 and warm.body["max_tokens"] == 1 and warm.body["ignore_eos"] is True
+        assert follow.max_tokens == 32768 and follow.body["max_completion_tokens"] == 32768
+        assert follow.shared_prefix_tokens == warm.expected_prompt_tokens == 81000
+        assert len(tokenize(rendered(follow))) == follow.expected_prompt_tokens
+    text = workload.requests[0].body["messages"][1]["content"]
+    for marker in ("CUSTOMER", "ORDER", "TICKET", "TOOL RESULT", " INFO "):
+        assert marker in text  # varied records, not one repeated word
