@@ -14,8 +14,10 @@ import httpx
 import typer
 
 from loadrepro.dry_run import dry_run
-from loadrepro.errors import LoadreproError, UsageError
+from loadrepro.errors import LoadreproError
 from loadrepro.profile import builtin_profiles, load_profile
+from loadrepro.session import RunOptions, run_session
+from loadrepro.summary_lines import describe_run
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
@@ -100,22 +102,33 @@ def run(
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible target; without it the embedded simulated engine is started.")] = None,
     model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    label: Annotated[str | None, typer.Option(help="Names the run (default: the sim policy, or 'run').")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (created if needed).")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback target is an isolated test engine.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
-    """Send a profile's workload to the target and judge what happened."""
+    """Send a profile's workload to the target and record what happened."""
     resolved = load_profile(profile, set_ or [])
     url = check_base_url(base_url, target_is_isolated) if base_url else None
-    if not dry_run_:
-        raise UsageError("sending load is not available in this version; use --dry-run to plan a workload")
-    result = asyncio.run(dry_run(resolved, url, model, out))
-    typer.echo(f"profile    {resolved.name}: {resolved.description}")
-    typer.echo(format_summary(result.summary))
-    if result.written:
-        typer.echo(f"written    {result.written}")
+    if dry_run_:
+        result = asyncio.run(dry_run(resolved, url, model, out))
+        typer.echo(f"profile    {resolved.name}: {resolved.description}")
+        typer.echo(format_summary(result.summary))
+        if result.written:
+            typer.echo(f"written    {result.written}")
+        return
+    options = RunOptions(resolved, url, model, label or (resolved.sim.policy if url is None else "run"), out,
+                         api_key_env, quiet)
+    session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
+    for line in describe_run(session.result):
+        typer.echo(line)
+    typer.echo(f"run directory: {session.run_dir}")
+    if session.result.interrupted:
+        raise typer.Exit(130)
 
 
 @app.command("profiles")

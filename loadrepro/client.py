@@ -1,0 +1,288 @@
+"""One request to an OpenAI-compatible target -> one RequestRecord, with SSE timing. Never raises on target faults.
+
+httpx's API runs on the aiohttp transport: httpx's own pure-Python HTTP/1.1 cannot keep hundreds of streams in
+flight at this CPU cost. A stall is a read that waits `stall_timeout_s` for a byte (aiohttp's per-read timer, reset
+by every byte); a timeout is the whole request exceeding `request_timeout_s`. 429 and 503 with Retry-After are
+retried with bounded backoff before they count as throttled. Every fault is mapped to an Outcome in
+`outcome_for_exception` or `outcome_for_status`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import httpx
+from httpx_aiohttp import HttpxAiohttpClient
+from httpx_sse import EventSource, SSEError
+
+from loadrepro.records import Outcome, RequestRecord
+from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
+from loadrepro.workload.model import PlannedRequest
+
+DETAIL_LIMIT = 4096
+_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+class ProtocolViolation(Exception):
+    """The target answered with something that is not OpenAI JSON or SSE."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    base_url: str
+    api: str  # chat | completions
+    model: str
+    concurrency: int
+    request_timeout_s: float
+    stall_timeout_s: float
+    api_key: str | None = None
+    max_retries: int = 3
+    max_backoff_s: float = 10.0
+    signatures: tuple[Signature, ...] = CATALOG
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one request has seen so far; becomes the RequestRecord."""
+
+    sent_ns: int | None = None
+    first_byte_ns: int | None = None
+    first_token_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)
+    status: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    done: bool = False
+    retry_after_s: float | None = None
+
+
+def _root_causes(exc: BaseException) -> list[BaseException]:
+    chain, seen = [exc], {id(exc)}
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and id(nxt) not in seen and len(chain) < 5:
+        chain.append(nxt)
+        seen.add(id(nxt))
+    return chain
+
+
+def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
+    """The one place a transport or parsing exception becomes an outcome; most specific first."""
+    chain = _root_causes(exc)
+    described = f"{type(exc).__name__}: {exc}"
+    for cause in chain:  # the aiohttp transport maps some errors to misleading httpx classes: trust the cause
+        if isinstance(cause, aiohttp.ClientConnectorError):
+            return Outcome.UNREACHABLE, f"{type(cause).__name__}: {cause}"
+        if isinstance(cause, (aiohttp.ServerTimeoutError, aiohttp.SocketTimeoutError)):
+            return Outcome.STALLED, "no byte from the target within the stall timeout"
+        if isinstance(cause, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError,
+                              ConnectionResetError)):
+            return Outcome.TRUNCATED, f"connection closed by the target: {type(cause).__name__}: {cause}"
+    match exc:
+        case httpx.ReadTimeout() | httpx.WriteTimeout():
+            return Outcome.STALLED, "no byte from the target within the stall timeout"
+        case httpx.ConnectError() | httpx.ConnectTimeout():
+            return Outcome.UNREACHABLE, described
+        case httpx.RemoteProtocolError() | httpx.ReadError():
+            return Outcome.TRUNCATED, described
+        case ProtocolViolation() | SSEError() | json.JSONDecodeError() | UnicodeDecodeError():
+            return Outcome.PROTOCOL_ERROR, described
+        case TimeoutError():
+            return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
+        case httpx.HTTPError() | OSError():
+            return (Outcome.TRUNCATED if got_response else Outcome.UNREACHABLE), described
+    return Outcome.PROTOCOL_ERROR, f"unexpected response: {described}"
+
+
+def outcome_for_status(status: int, text: str, retry_after: bool,
+                       signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
+    """A non-200 answer: the text decides, since TensorRT-LLM reports engine failures as 400."""
+    if status == 429 or (status == 503 and retry_after):
+        return Outcome.THROTTLED
+    if 400 <= status < 500:
+        signature = match(text, signatures)
+        return Outcome.SERVER_ERROR if signature and signature.klass is SignatureClass.FATAL else Outcome.REJECTED
+    if status >= 500:
+        return Outcome.SERVER_ERROR
+    return Outcome.PROTOCOL_ERROR
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return 1.0  # an HTTP date: wait a little rather than parse it
+
+
+def _error_text(payload: Any) -> str | None:
+    """The message of an error object inside a 200 response, in any engine's shape."""
+    if not isinstance(payload, dict):
+        return None
+    if "error" in payload:
+        error = payload["error"]
+        return str(error.get("message", error)) if isinstance(error, dict) else str(error)
+    if payload.get("object") == "error":
+        return str(payload.get("message", payload))
+    return None
+
+
+class Client:
+    """Sends PlannedRequests; one instance per run, used by many tasks at once."""
+
+    def __init__(self, config: ClientConfig, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.config = config
+        self._clock = clock
+        headers = {"authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        pool = config.concurrency + 8
+        self._http = HttpxAiohttpClient(
+            base_url=config.base_url, headers=headers,
+            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
+            timeout=httpx.Timeout(connect=10.0, read=config.stall_timeout_s, write=config.stall_timeout_s,
+                                  pool=None))
+        self._path = _PATHS[config.api]
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
+                   on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
+                   ) -> RequestRecord:
+        """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled."""
+        content = json.dumps({**planned.body, "model": self.config.model}).encode()
+        retries = 0
+        while True:
+            attempt = _Attempt()
+            try:
+                outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
+            except asyncio.CancelledError:
+                on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
+                                       "cancelled by loadrepro", retries))
+                raise
+            if outcome is not Outcome.THROTTLED or retries >= self.config.max_retries:
+                break
+            retries += 1
+            delay = attempt.retry_after_s if attempt.retry_after_s is not None else 0.5 * 2 ** retries
+            try:
+                await asyncio.sleep(min(delay, self.config.max_backoff_s))
+            except asyncio.CancelledError:
+                on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries))
+                raise
+        record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries)
+        on_record(record)
+        return record
+
+    async def _attempt(self, content: bytes, planned: PlannedRequest, a: _Attempt,
+                       cancel_after_chunks: int | None) -> tuple[Outcome, str]:
+        deadline = asyncio.timeout(self.config.request_timeout_s)
+        try:
+            async with deadline:
+                a.sent_ns = self._clock()
+                async with self._http.stream("POST", self._path, content=content,
+                                             headers={"content-type": "application/json"}) as response:
+                    a.first_byte_ns = self._clock()
+                    a.status = response.status_code
+                    if response.status_code != 200:
+                        return await self._refused(response, a)
+                    if planned.body.get("stream", False) and "text/event-stream" in response.headers.get(
+                            "content-type", ""):
+                        return await self._read_stream(response, a, cancel_after_chunks)
+                    return await self._read_whole(response, a)
+        except Exception as exc:  # noqa: BLE001 - every target fault becomes data
+            if deadline.expired():
+                return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
+            return outcome_for_exception(exc, a.status is not None)
+
+    async def _refused(self, response: httpx.Response, a: _Attempt) -> tuple[Outcome, str]:
+        text = (await response.aread())[:DETAIL_LIMIT].decode("utf-8", "replace")
+        a.retry_after_s = _retry_after(response.headers)
+        outcome = outcome_for_status(response.status_code, text, a.retry_after_s is not None, self.config.signatures)
+        return outcome, text or f"HTTP {response.status_code}"
+
+    async def _read_stream(self, response: httpx.Response, a: _Attempt,
+                           cancel_after_chunks: int | None) -> tuple[Outcome, str]:
+        chat = self.config.api == "chat"
+        async for event in EventSource(response).aiter_sse():
+            now = self._clock()
+            if event.data == "[DONE]":
+                a.done = True
+                break
+            payload = json.loads(event.data)
+            error = _error_text(payload)
+            if error is not None:
+                a.error = error[:DETAIL_LIMIT]
+                continue
+            if not isinstance(payload, dict):
+                raise ProtocolViolation(f"an SSE event that is not a JSON object: {event.data[:200]}")
+            if payload.get("usage"):
+                a.usage = payload["usage"]
+            for choice in payload.get("choices") or ():
+                text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+                if text:
+                    if a.first_token_ns is None:
+                        a.first_token_ns = now
+                    a.chunk_ns.append(now)
+                if choice.get("finish_reason"):
+                    a.finish_reason = choice["finish_reason"]
+            if cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks:
+                return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
+        return self._stream_outcome(a)
+
+    def _stream_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
+        if a.error is not None:
+            return Outcome.STREAM_ERROR, a.error
+        reason = a.finish_reason
+        if isinstance(reason, dict):  # SGLang reports aborts as {"type": "abort", "message": ...}
+            if reason.get("type") == "abort":
+                return Outcome.STREAM_ERROR, str(reason.get("message", "aborted by the engine"))
+            a.finish_reason = str(reason.get("type"))
+        if a.finish_reason is None:
+            return Outcome.TRUNCATED, "the stream ended before a finish reason"
+        return Outcome.OK, "" if a.done else "the stream ended without data: [DONE]"
+
+    async def _read_whole(self, response: httpx.Response, a: _Attempt) -> tuple[Outcome, str]:
+        payload = json.loads(await response.aread())
+        error = _error_text(payload)
+        if error is not None:
+            a.error = error[:DETAIL_LIMIT]
+            return Outcome.STREAM_ERROR, a.error
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        if not choices:
+            raise ProtocolViolation("a response without choices")
+        a.first_token_ns = self._clock()
+        a.chunk_ns.append(a.first_token_ns)
+        a.usage = payload.get("usage") or {}
+        a.finish_reason = choices[0].get("finish_reason")
+        a.done = True
+        return self._stream_outcome(a)
+
+    def unsent(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float) -> RequestRecord:
+        """The record of a request cancelled while it waited for a free slot."""
+        return self._record(request_id, planned, queued_ns, wall_time, _Attempt(), Outcome.CANCELLED,
+                            "cancelled by loadrepro before it was sent", 0)
+
+    def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: _Attempt,
+                outcome: Outcome, detail: str, retries: int) -> RequestRecord:
+        usage = a.usage or {}
+        details = usage.get("prompt_tokens_details") or {}
+        signature = match(detail, self.config.signatures) if detail and outcome is not Outcome.OK else None
+        return RequestRecord(
+            id=request_id, conversation=planned.conversation, turn=planned.turn, outcome=outcome,
+            detail=detail[:DETAIL_LIMIT], status=a.status, wall_time=wall_time, queued_ns=queued_ns,
+            sent_ns=a.sent_ns, first_byte_ns=a.first_byte_ns, first_token_ns=a.first_token_ns, end_ns=self._clock(),
+            chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+            cached_tokens=details.get("cached_tokens"), expected_prompt_tokens=planned.expected_prompt_tokens,
+            shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
+            signature=signature.name if signature else None)
+

@@ -1,0 +1,165 @@
+"""What a run observed: one RequestRecord per request, watcher samples, and the RunResult that holds them.
+
+Times are integers in nanoseconds from `time.perf_counter_ns()` (suffix `_ns`), plus one wall-clock timestamp
+per record. Records and samples are appended to JSONL files as they happen, so a crash loses only what was
+still in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    REJECTED = "rejected"
+    THROTTLED = "throttled"
+    SERVER_ERROR = "server_error"
+    STREAM_ERROR = "stream_error"
+    TRUNCATED = "truncated"
+    PROTOCOL_ERROR = "protocol_error"
+    STALLED = "stalled"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    id: int
+    conversation: int
+    turn: int
+    outcome: Outcome
+    detail: str  # the target's error text (first 4 KiB) or why the outcome was chosen; "" when ok
+    status: int | None
+    wall_time: float  # time.time() when the request was queued
+    queued_ns: int  # when the runner wanted to send it
+    sent_ns: int | None
+    first_byte_ns: int | None
+    first_token_ns: int | None
+    end_ns: int
+    chunk_ns: tuple[int, ...]  # arrival of each content chunk
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    expected_prompt_tokens: int
+    shared_prefix_tokens: int
+    max_tokens: int
+    retries: int = 0
+    signature: str | None = None  # catalog name of the error text, when it matched
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["kind"] = "request"
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+        data = {k: v for k, v in data.items() if k != "kind"}
+        return cls(**{**data, "outcome": Outcome(data["outcome"]), "chunk_ns": tuple(data["chunk_ns"])})
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSample:
+    t_ns: int
+    status: int | str  # an HTTP status code, or "unreachable"
+    latency_ns: int
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == 200
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSample:
+    t_ns: int
+    values: dict[str, float]  # "family{label=value,...}" -> value, for the families that describe KV pressure
+
+
+@dataclass(frozen=True, slots=True)
+class LogMatch:
+    t_ns: int
+    line_number: int
+    signature: str
+    klass: str
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something a watcher or the runner wants the report to say once (an endpoint missing, a stop reason)."""
+
+    t_ns: int
+    source: str
+    text: str
+
+
+Sample = HealthSample | MetricsSample | LogMatch | Note
+_SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note}
+_KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
+
+
+def sample_to_json(sample: Sample) -> dict[str, Any]:
+    return {"kind": _KIND_OF[type(sample)], **dataclasses.asdict(sample)}
+
+
+def sample_from_json(data: dict[str, Any]) -> Sample:
+    kind = _SAMPLE_KINDS[data["kind"]]
+    return kind(**{k: v for k, v in data.items() if k != "kind"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    label: str
+    base_url: str
+    model: str
+    engine_cmd: str | None
+    seed: int
+    started_at: str  # ISO 8601, UTC
+    start_ns: int
+    end_ns: int
+    records: tuple[RequestRecord, ...]
+    health: tuple[HealthSample, ...]
+    post_health: HealthSample | None
+    metrics: tuple[MetricsSample, ...]
+    log_matches: tuple[LogMatch, ...]
+    log_context: tuple[str, ...]  # the lines before the first fatal log match
+    notes: tuple[Note, ...]
+    stop_reason: str  # done | duration | engine_death | interrupted
+    interrupted: bool
+
+    def seconds(self, t_ns: int) -> float:
+        """A perf_counter_ns time as seconds since the run started."""
+        return (t_ns - self.start_ns) / 1e9
+
+
+class JsonlWriter:
+    """Appends one JSON object per line and flushes each, so a kill loses nothing already written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, data: dict[str, Any]) -> None:
+        self._file.write(json.dumps(data, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The complete lines of a JSONL file; a last line cut short by a crash is skipped."""
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue

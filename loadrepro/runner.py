@@ -1,0 +1,315 @@
+"""Turns a Workload into traffic, watches the target meanwhile, and returns a RunResult. Owns every task.
+
+Conversations are sequential inside (turn k+1 after turn k ends; a failed turn ends its conversation) and
+concurrent across; at most `concurrency` requests are in flight, warm-ups included. Arrival: closed loop, Poisson
+conversation starts, or the trace's timestamps; `duration_s` > 0 makes a soak that keeps starting conversations
+(cycling through the workload's) until then. Stops: the workload is done, the duration is reached, the engine
+died (with `stop_on_death`: no new requests, a short grace for those in flight, then they are cancelled), or an
+interrupt (in-flight requests are cancelled at once). Every record is written the moment it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from loadrepro.client import Client
+from loadrepro.profile import Profile
+from loadrepro.records import (HealthSample, JsonlWriter, LogMatch, MetricsSample, Note, Outcome, RequestRecord,
+                               RunResult, Sample, sample_to_json)
+from loadrepro.watch.health import HealthWatcher
+from loadrepro.watch.logs import LogWatcher
+from loadrepro.watch.metrics import MetricsWatcher
+from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+
+DEATH_POLLS = 3  # consecutive unhealthy /health polls, with requests failing, that mean the engine died
+GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
+_POISSON, _CANCEL = 9, 11  # SeedSequence streams
+
+
+@dataclass(slots=True)
+class LiveState:
+    """What the progress display shows; updated by the runner as things happen."""
+
+    started_ns: int
+    total: int | None  # requests planned, when known (not in soaks)
+    deadline_s: float | None
+    in_flight: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    health: int | str | None = None
+    kv_usage: float | None = None
+    stopping: str | None = None
+    finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunTarget:
+    base_url: str
+    model: str
+    label: str
+    engine_cmd: str | None = None
+    engine_exit: Callable[[], int | None] | None = None  # a managed engine's exit code, None while it runs
+    engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
+
+
+class Runner:
+    def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.profile, self.workload, self.client, self.target = profile, workload, client, target
+        self._clock = clock
+        self._load = profile.load
+        self._slots = asyncio.Semaphore(self._load.concurrency)
+        self._ids = itertools.count(1)
+        self._records: list[RequestRecord] = []
+        self._health: list[HealthSample] = []
+        self._metrics: list[MetricsSample] = []
+        self._matches: list[LogMatch] = []
+        self._notes: list[Note] = []
+        self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
+        self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
+        self._stopped = asyncio.Event()  # set once no new request may start
+        self._stop_reason: str | None = None
+        self._load_task: asyncio.Task[None] | None = None
+        self._health_usable = False
+        self._unhealthy_streak = 0
+        self._failures_in_streak = 0
+        self._cancel_rng = np.random.default_rng([profile.workload.seed, _CANCEL])
+        self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
+                              self._load.duration_s or None)
+
+    # -- records and samples ----------------------------------------------------------------------------------
+
+    def _on_record(self, record: RequestRecord) -> None:
+        self._records.append(record)
+        self._requests_out.write(record.to_json())
+        self.live.outcomes[record.outcome] += 1
+        if record.outcome not in (Outcome.OK, Outcome.CANCELLED, Outcome.REJECTED):
+            self._failures_in_streak += 1
+
+    def _on_sample(self, sample: Sample) -> None:
+        self._samples_out.write(sample_to_json(sample))
+        match sample:
+            case HealthSample():
+                self._health.append(sample)
+                self.live.health = sample.status
+                self._judge_health(sample)
+            case MetricsSample(values=values):
+                self._metrics.append(sample)
+                self.live.kv_usage = next((v for k, v in values.items() if "kv_cache_usage" in k
+                                           or "token_usage" in k or "kv_cache_utilization" in k), self.live.kv_usage)
+            case LogMatch():
+                self._matches.append(sample)
+            case Note():
+                self._notes.append(sample)
+
+    def _note(self, source: str, text: str) -> None:
+        self._on_sample(Note(self._clock(), source, text))
+
+    def _judge_health(self, sample: HealthSample) -> None:
+        exit_code = self.target.engine_exit() if self.target.engine_exit else None
+        if exit_code is not None and self._stop_reason is None:
+            self._note("engine", f"the engine process exited with code {exit_code}")
+            self._engine_died()
+            return
+        if not self._health_usable:
+            return
+        if sample.healthy:
+            self._unhealthy_streak = self._failures_in_streak = 0
+            return
+        self._unhealthy_streak += 1
+        if self._unhealthy_streak >= DEATH_POLLS and self._failures_in_streak and self._stop_reason is None:
+            self._note("health", f"the engine looks dead: /health answered {sample.status} "
+                                 f"{self._unhealthy_streak} times in a row while requests failed")
+            self._engine_died()
+
+    def _engine_died(self) -> None:
+        if self._load.stop_on_death:
+            self._stop("engine_death", GRACE_S)
+
+    def _stop(self, reason: str, grace_s: float) -> None:
+        """Start no more requests; cancel those in flight after `grace_s`."""
+        if self._stop_reason is not None and reason != "interrupted":
+            return
+        self._stop_reason = reason
+        self.live.stopping = reason
+        self._stopped.set()
+        if self._load_task is not None:
+            asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
+
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM: cancel everything in flight now; the run still ends with a result."""
+        self._stop("interrupted", 0.0)
+
+    # -- sending ----------------------------------------------------------------------------------------------
+
+    def _cancel_point(self, planned: PlannedRequest) -> int | None:
+        if self._load.cancel_fraction <= 0 or self._cancel_rng.random() >= self._load.cancel_fraction:
+            return None
+        return int(self._cancel_rng.integers(1, max(2, planned.max_tokens)))
+
+    async def _send(self, planned: PlannedRequest) -> RequestRecord:
+        request_id, queued_ns, wall = next(self._ids), self._clock(), time.time()
+        cancel_after = self._cancel_point(planned) if self._load.duration_s else None
+        try:
+            await self._slots.acquire()
+        except asyncio.CancelledError:
+            self._on_record(self.client.unsent(request_id, planned, queued_ns, wall))
+            raise
+        self.live.in_flight += 1
+        try:
+            return await self.client.send(request_id, planned, queued_ns, wall, self._on_record, cancel_after)
+        finally:
+            self.live.in_flight -= 1
+            self._slots.release()
+
+    async def _conversation(self, conversation: Conversation) -> None:
+        for planned in conversation.turns:
+            if self._stopped.is_set():
+                return
+            record = await self._send(planned)
+            if record.outcome is not Outcome.OK:
+                return  # later turns extend a history the engine never completed
+
+    async def _wait_until(self, offset_s: float) -> bool:
+        """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""
+        delay = offset_s - (self._clock() - self.live.started_ns) / 1e9
+        if delay > 0:
+            try:
+                await asyncio.wait_for(self._stopped.wait(), delay)
+            except TimeoutError:
+                pass
+        return not self._stopped.is_set()
+
+    async def _conversation_at(self, offset_s: float, conversation: Conversation) -> None:
+        if await self._wait_until(offset_s):
+            await self._conversation(conversation)
+
+    def _poisson_offsets(self, count: int) -> Iterator[float]:
+        rng = np.random.default_rng([self.profile.workload.seed, _POISSON])
+        return iter(np.cumsum(rng.exponential(1 / self._load.rate, count)).tolist())
+
+    async def _load_all(self) -> None:
+        conversations = self.workload.conversations
+        async with asyncio.TaskGroup() as tg:
+            if self._load.duration_s:
+                await self._soak(tg)
+            elif self.workload.kind == "trace":
+                for c in conversations:
+                    tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c))
+            elif self._load.arrival == "poisson":
+                for c, offset in zip(conversations, self._poisson_offsets(len(conversations))):
+                    tg.create_task(self._conversation_at(offset, c))
+            else:
+                for c in conversations:
+                    tg.create_task(self._conversation(c))
+
+    async def _soak(self, tg: asyncio.TaskGroup) -> None:
+        """Keep conversations going until the duration; the deadline is enforced by `run`."""
+        source = itertools.cycle(self.workload.conversations)
+        if self._load.arrival == "poisson":
+            for offset in self._poisson_offsets(1 << 20):
+                if not await self._wait_until(offset):
+                    return
+                tg.create_task(self._conversation(next(source)))
+            return
+
+        async def worker() -> None:
+            while not self._stopped.is_set():
+                await self._conversation(next(source))
+
+        for _ in range(self._load.concurrency):
+            tg.create_task(worker())
+
+    # -- the run ----------------------------------------------------------------------------------------------
+
+    async def run(self, progress: Callable[[LiveState], Awaitable[None]] | None = None) -> RunResult:
+        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        watch = self.profile.watch
+        stop_watching = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self.interrupt)
+        try:
+            async with httpx.AsyncClient(base_url=self.target.base_url, timeout=5.0) as http:
+                health = HealthWatcher(http, watch.health_path, watch.health_interval_s, self._on_sample,
+                                       self._clock) if watch.health_path else None
+                await self._check_health_before(health)
+                logs = self._log_watcher()
+                self.live.started_ns = start_ns = self._clock()
+                async with asyncio.TaskGroup() as tg:
+                    if health:
+                        tg.create_task(health.run(stop_watching))
+                    if watch.metrics_path:
+                        metrics = MetricsWatcher(http, watch.metrics_path, watch.health_interval_s,
+                                                 self._on_sample, self._clock)
+                        tg.create_task(metrics.run(stop_watching))
+                    if logs:
+                        tg.create_task(logs.run(stop_watching))
+                    if progress:
+                        tg.create_task(self._report_progress(progress, stop_watching))
+                    self._load_task = tg.create_task(self._load_all())
+                    deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
+                                if self._load.duration_s else None)
+                    try:
+                        await self._load_task
+                    except asyncio.CancelledError:
+                        if self._stop_reason is None:
+                            raise
+                    finally:
+                        if deadline is not None:
+                            deadline.cancel()
+                    stop_watching.set()
+                end_ns = self._clock()
+                post = await health.poll(timeout_s=5.0) if health else None
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            self._requests_out.close()
+            self._samples_out.close()
+        reason = self._stop_reason or "done"
+        return RunResult(
+            label=self.target.label, base_url=self.target.base_url, model=self.target.model,
+            engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=started_at,
+            start_ns=start_ns, end_ns=end_ns, records=tuple(self._records), health=tuple(self._health),
+            post_health=post, metrics=tuple(self._metrics), log_matches=tuple(self._matches),
+            log_context=logs.context if logs else (), notes=tuple(self._notes), stop_reason=reason,
+            interrupted=reason == "interrupted")
+
+    async def _check_health_before(self, health: HealthWatcher | None) -> None:
+        if health is None:
+            return
+        before = await health.poll()
+        self._health_usable = before.healthy
+        if not before.healthy:
+            self._note("health", f"{self.profile.watch.health_path} answered {before.status} before the run: "
+                                 "engine death is not judged from it")
+
+    def _log_watcher(self) -> LogWatcher | None:
+        """The profile's engine_log is followed from its end; a log of loadrepro's own engine from the start."""
+        if self.profile.watch.engine_log:
+            path, from_start = Path(self.profile.watch.engine_log), False
+        elif self.target.engine_log is not None:
+            path, from_start = self.target.engine_log, True
+        else:
+            return None
+        return LogWatcher(path, self._on_sample, from_start, self.client.config.signatures, self._clock)
+
+    async def _report_progress(self, progress: Callable[[LiveState], Awaitable[None]], stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await progress(self.live)
+            try:
+                await asyncio.wait_for(stop.wait(), 0.5)
+            except TimeoutError:
+                pass
+        self.live.finished = True
+        await progress(self.live)

@@ -1,0 +1,106 @@
+"""One `loadrepro run`: pick the target, plan the workload on it, run, and keep everything in the run directory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from loadrepro.client import Client, ClientConfig
+from loadrepro.profile import Profile
+from loadrepro.progress import Progress
+from loadrepro.records import RunResult
+from loadrepro.runner import Runner, RunTarget
+from loadrepro.signatures import compile_catalog
+from loadrepro.sim.process import SimProcess
+from loadrepro.target import discover_model
+from loadrepro.workload.export import write_workload
+from loadrepro.workload.plan import Plan, plan_workload
+from loadrepro.workload.tokens import SimTokenCounter, TokenCounter, detect_counter
+
+REPORTS_ROOT = Path("reports")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    profile: Profile
+    base_url: str | None  # None: start the embedded simulated engine
+    model: str | None
+    label: str
+    out: Path | None
+    api_key_env: str = "OPENAI_API_KEY"
+    quiet: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    run_dir: Path
+    plan: Plan
+    result: RunResult
+
+
+def run_directory(options: RunOptions) -> Path:
+    if options.out is not None:
+        path = options.out
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        path = REPORTS_ROOT / f"{stamp}-{options.profile.name}-{options.label}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    url: str
+    counter_is_local: bool
+    engine: SimProcess | None
+
+
+@contextlib.contextmanager
+def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
+    if options.base_url is not None:
+        yield _Target(options.base_url, False, None)
+        return
+    engine = SimProcess(options.profile.sim, run_dir / "engine.log")
+    try:
+        url = engine.start()
+        say(f"target: the embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} "
+            f"policy) at {url}; its log is {engine.log}")
+        yield _Target(url, True, engine)
+    finally:
+        code = engine.stop()
+        if code not in (None, 0, -15):
+            say(f"the simulated engine ended with code {code}")
+
+
+async def run_session(options: RunOptions, say=print) -> Session:
+    profile = options.profile
+    run_dir = run_directory(options)
+    with _target(options, run_dir, say) as target:
+        async with httpx.AsyncClient(base_url=target.url, timeout=30) as http:
+            model = options.model or profile.model or await discover_model(http)
+            counter: TokenCounter = SimTokenCounter() if target.counter_is_local else await detect_counter(
+                http, model)
+            plan = await plan_workload(profile, counter)
+        write_workload(plan.workload, run_dir / "workload.jsonl.gz")
+        config = ClientConfig(
+            base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
+            request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
+            api_key=os.environ.get(options.api_key_env) or None,
+            signatures=compile_catalog((s.name, s.pattern, s.class_) for s in profile.signatures))
+        engine = target.engine
+        run_target = RunTarget(target.url, model, options.label,
+                               engine_cmd=shlex.join(engine.command) if engine else None,
+                               engine_exit=engine.exit_code if engine else None,
+                               engine_log=engine.log if engine else None)
+        async with Client(config) as client:
+            runner = Runner(profile, plan.workload, client, run_target, run_dir)
+            with Progress(options.quiet) as progress:
+                result = await runner.run(progress)
+    return Session(run_dir, plan, result)

@@ -1,0 +1,85 @@
+"""The catalog of engine error texts: pattern -> (name, class), for response bodies, SSE errors and log lines.
+
+Classes: F fatal engine death, P permanently infeasible (must be rejected at admission), T temporary pressure
+(waiting or retrying is correct), R graceful rejection. TensorRT-LLM reports fatal engine errors as HTTP 400, so
+the text, not the status, decides what a failed request was.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SignatureClass(StrEnum):
+    FATAL = "F"
+    NEVER_FITS = "P"
+    TEMPORARY = "T"
+    REJECTION = "R"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    name: str
+    pattern: re.Pattern[str]
+    klass: SignatureClass
+    engine: str
+
+
+def _sig(name: str, pattern: str, klass: str, engine: str) -> Signature:
+    return Signature(name, re.compile(pattern), SignatureClass(klass), engine)
+
+
+# Order matters: the first match names a text, so specific patterns come before generic ones.
+CATALOG: tuple[Signature, ...] = (
+    _sig("trtllm-blocks-exhausted", r"Available blocks exhausted", "F", "TensorRT-LLM"),
+    _sig("trtllm-page-indices-too-short", r"User-provided base page indices is too short", "F", "TensorRT-LLM"),
+    _sig("trtllm-history-exceeds-capacity", r"History length cannot exceed capacity", "F", "TensorRT-LLM"),
+    _sig("trtllm-draft-resume-failed", r"Failed to resume draft KV cache for request \d+", "F", "TensorRT-LLM"),
+    _sig("trtllm-draft-resize-failed",
+         r"Draft KV cache context resize failed for request \d+: could not resize to \d+ tokens", "F",
+         "TensorRT-LLM"),
+    _sig("trtllm-executor-crashed", r"Executor loop crashed on this rank; hard-killing all \d+ ranks", "F",
+         "TensorRT-LLM"),
+    _sig("trtllm-hang-detected", r"Hang detected on rank \d+ in PyExecutor|HangDetector|MPI_Abort", "F",
+         "TensorRT-LLM"),
+    _sig("trtllm-broadcast-error", r"Broadcasting event-loop error to \d+ pending request\(s\)", "F",
+         "TensorRT-LLM"),
+    _sig("trtllm-unavailable", r"LLM is unavailable", "F", "TensorRT-LLM"),
+    _sig("trtllm-request-exceeds-capacity",
+         r"Request requires \d+ (?:draft )?KV cache blocks to complete, which exceeds the (?:total|draft pool) "
+         r"capacity of \d+ blocks", "P", "TensorRT-LLM"),
+    _sig("trtllm-exceeds-max-seq-len", r"must be less than max sequence length", "P", "TensorRT-LLM"),
+    _sig("page-index-exceeds-table", r"Request requires \d+ page-index entries to complete", "P", "loadrepro sim"),
+    _sig("vllm-context-length", r"maximum context length is \d+ tokens", "R", "vLLM"),
+    _sig("vllm-longer-than-max-model-len", r"is longer than the maximum model length", "R", "vLLM"),
+    _sig("vllm-max-tokens-too-large", r"'max_tokens' or 'max_completion_tokens' is too large", "R", "vLLM"),
+    _sig("vllm-preempted", r"is preempted by PreemptionMode\.RECOMPUTE", "T", "vLLM"),
+    _sig("vllm-engine-dead", r"EngineDeadError|EngineCore encountered an issue", "F", "vLLM"),
+    _sig("vllm-no-cache-memory", r"No available memory for the cache blocks", "F", "vLLM"),
+    _sig("vllm-engine-busy", r"The engine is currently busy", "T", "vLLM"),
+    _sig("sglang-retract", r"KV cache pool is full\. Retract requests\.", "T", "SGLang"),
+    _sig("sglang-prefill-oom", r"Prefill out of memory", "F", "SGLang"),
+    _sig("sglang-exceeds-max-length", r"exceeds the maximum allowed length", "P", "SGLang"),
+    _sig("sglang-longer-than-context", r"is longer than the model's context length", "R", "SGLang"),
+    _sig("llamacpp-exceeds-context", r"the request exceeds the available context size|exceed_context_size_error",
+         "P", "llama.cpp"),
+    _sig("llamacpp-no-kv-slot", r"failed to find free space in the KV cache|failed to find a memory slot for batch",
+         "T", "llama.cpp"),
+    _sig("llamacpp-context-exceeded", r"Context size has been exceeded|decode\(\) failed", "T", "llama.cpp"),
+    _sig("llamacpp-context-shift-disabled", r"context shift is disabled", "P", "llama.cpp"),
+)
+
+
+def compile_catalog(extra: Iterable[tuple[str, str, str]] = ()) -> tuple[Signature, ...]:
+    """The catalog with user signatures (name, pattern, class) first, so they can refine built-in ones."""
+    return tuple(_sig(name, pattern, klass, "profile") for name, pattern, klass in extra) + CATALOG
+
+
+def match(text: str, catalog: tuple[Signature, ...] = CATALOG) -> Signature | None:
+    for signature in catalog:
+        if signature.pattern.search(text):
+            return signature
+    return None

@@ -1,0 +1,71 @@
+"""Follows an engine log file from its end and matches each new line against the signature catalog."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from loadrepro.records import LogMatch
+from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
+
+CONTEXT_LINES = 100
+_POLL_S = 0.2
+
+
+class LogWatcher:
+    def __init__(self, path: Path, on_match: Callable[[LogMatch], None], from_start: bool = False,
+                 signatures: tuple[Signature, ...] = CATALOG,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.path = path
+        self._on_match, self._signatures, self._clock = on_match, signatures, clock
+        self._offset: int | None = 0 if from_start else None
+        self._line_number = 0
+        self._partial = b""
+        self._recent: deque[str] = deque(maxlen=CONTEXT_LINES)
+        self.context: tuple[str, ...] = ()  # the lines before the first fatal match
+        self.fatal_seen = False
+
+    def _open_offset(self) -> None:
+        """Where following starts: the end of what the file holds now, with its lines counted."""
+        data = self.path.read_bytes()
+        self._line_number = data.count(b"\n")
+        self._offset = len(data)
+
+    def read_new(self) -> None:
+        if not self.path.exists():
+            return
+        if self._offset is None:
+            self._open_offset()
+            return
+        with self.path.open("rb") as log:
+            log.seek(self._offset)
+            data = log.read()
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            self._line(raw.decode("utf-8", "replace").rstrip("\r"))
+
+    def _line(self, line: str) -> None:
+        self._line_number += 1
+        signature = match(line, self._signatures)
+        if signature is not None:
+            if signature.klass is SignatureClass.FATAL and not self.fatal_seen:
+                self.fatal_seen = True
+                self.context = tuple(self._recent)
+            self._on_match(LogMatch(self._clock(), self._line_number, signature.name, signature.klass.value,
+                                    line[:1000]))
+        self._recent.append(line)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while True:
+            self.read_new()
+            if stop.is_set():
+                return
+            try:
+                await asyncio.wait_for(stop.wait(), _POLL_S)
+            except TimeoutError:
+                pass

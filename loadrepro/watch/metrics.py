@@ -1,0 +1,74 @@
+"""Scrapes the target's Prometheus endpoint and keeps the series that describe KV pressure and admission."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadrepro.records import MetricsSample, Note
+
+# Families (prefixes) of vLLM, SGLang, TensorRT-LLM's Prometheus path, llama.cpp and the simulated engine.
+KEPT = (
+    "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_requests_running",
+    "vllm:num_requests_waiting", "vllm:num_preemptions", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+    "vllm:admission_rejections", "vllm:cache_config_info",
+    "sglang:token_usage", "sglang:num_used_tokens", "sglang:num_running_reqs", "sglang:num_queue_reqs",
+    "sglang:cache_hit_rate", "sglang:num_retracted_reqs",
+    "trtllm_kv_cache_utilization", "kv_cache_hit_rate", "num_requests_running", "num_requests_waiting",
+    "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_tokens_max",
+    "loadrepro_sim:",
+)
+_DROPPED_LABELS = {"model_name", "engine"}
+
+
+def parse_kept(text: str) -> dict[str, float]:
+    """`name{label="value",...}` -> value for the kept families; raises ValueError on non-Prometheus text."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith(KEPT):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()) if k not in _DROPPED_LABELS)
+            values[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return values
+
+
+class MetricsWatcher:
+    def __init__(self, http: httpx.AsyncClient, path: str, interval_s: float,
+                 on_sample: Callable[[MetricsSample | Note], None],
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._http, self._path, self._interval_s = http, path, interval_s
+        self._on_sample, self._clock = on_sample, clock
+
+    async def scrape(self) -> bool:
+        """One scrape; False once the endpoint proved unusable (noted once)."""
+        started = self._clock()
+        try:
+            response = await self._http.get(self._path, timeout=max(1.0, self._interval_s))
+        except httpx.HTTPError:
+            return True  # the engine may be busy or gone; /health tells which
+        if response.status_code != 200:
+            return self._unusable(f"{self._path} answered HTTP {response.status_code}; metrics are not watched")
+        try:
+            values = parse_kept(response.text)
+        except (ValueError, TypeError, IndexError) as exc:
+            return self._unusable(f"{self._path} is not Prometheus text ({exc}); metrics are not watched")
+        self._on_sample(MetricsSample(started, values))
+        return True
+
+    def _unusable(self, text: str) -> bool:
+        self._on_sample(Note(self._clock(), "metrics", text))
+        return False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and await self.scrape():
+            try:
+                await asyncio.wait_for(stop.wait(), self._interval_s)
+            except TimeoutError:
+                pass

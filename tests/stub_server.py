@@ -1,0 +1,155 @@
+"""A purpose-built misbehaving OpenAI-compatible server for client and runner tests, on a loopback port.
+
+Each instance has one behaviour for its completions endpoints and counts, server-side, what it saw: requests,
+the most in flight at once, and client disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+BEHAVIOURS = ("ok", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
+              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream")
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    disconnects: int = 0
+    health_polls: int = 0
+    bodies: list[dict] = field(default_factory=list)
+
+
+def _chunk(text: str | None, finish: str | None = None) -> bytes:
+    delta = {"content": text} if text is not None else {}
+    payload = {"id": "x", "object": "chat.completion.chunk", "model": "stub",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _usage(prompt: int, completion: int) -> bytes:
+    payload = {"id": "x", "object": "chat.completion.chunk", "model": "stub", "choices": [],
+               "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                         "prompt_tokens_details": {"cached_tokens": prompt // 2}}}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+class StubServer:
+    def __init__(self, behaviour: str = "ok", tokens: int = 8, token_delay_s: float = 0.0,
+                 first_token_delay_s: float = 0.0, flip_after_polls: int = 2) -> None:
+        assert behaviour in BEHAVIOURS, behaviour
+        self.behaviour, self.tokens = behaviour, tokens
+        self.token_delay_s, self.first_token_delay_s = token_delay_s, first_token_delay_s
+        self.flip_after_polls = flip_after_polls
+        self.stats = Stats()
+        self.url = ""
+
+    @property
+    def flipped(self) -> bool:
+        return self.behaviour == "health_flip" and self.stats.health_polls > self.flip_after_polls
+
+    async def health(self, request: web.Request) -> web.Response:
+        self.stats.health_polls += 1
+        return web.Response(status=503 if self.flipped else 200)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.stats.requests += 1
+        self.stats.bodies.append(body)
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            return await self._respond(request, body)
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.stats.disconnects += 1
+            raise
+        finally:
+            self.stats.in_flight -= 1
+
+    async def _respond(self, request: web.Request, body: dict) -> web.StreamResponse:
+        b = self.behaviour
+        if b == "throttle":
+            return web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "0"})
+        if b == "server_error" or self.flipped:
+            return web.json_response({"error": {"message": "EngineCore encountered an issue"}}, status=500)
+        if b == "fatal_400":
+            return web.json_response({"object": "error", "message": "Available blocks exhausted", "code": 400},
+                                     status=400)
+        if b == "reject_400":
+            return web.json_response({"error": {"message": "This model's maximum context length is 10 tokens."}},
+                                     status=400)
+        if b == "hang_headers":
+            await asyncio.sleep(3600)
+        if b == "plain_json" or b == "nonstream" or not body.get("stream"):
+            return web.json_response({"id": "x", "object": "chat.completion", "model": "stub",
+                                      "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                                   "finish_reason": "stop"}],
+                                      "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        if b == "malformed":
+            await response.write(b"data: {not json\n\n")
+            return response
+        if b == "error_event":
+            await response.write(_chunk(" one"))
+            await response.write(b'data: {"error": {"message": "Failed to resume draft KV cache for request 3"}}\n\n')
+            await response.write(b"data: [DONE]\n\n")
+            return response
+        await asyncio.sleep(self.first_token_delay_s)
+        for i in range(self.tokens):
+            if i:
+                await asyncio.sleep(self.token_delay_s)
+            await response.write(_chunk(f" t{i}"))
+            if b == "reset" and i == 1:
+                request.transport.abort()
+                return response
+            if b == "hang" and i == 1:
+                await asyncio.sleep(3600)
+        if b != "no_finish":
+            await response.write(_chunk(None, "length"))
+            await response.write(_usage(100, self.tokens))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[StubServer]:
+        loop = asyncio.new_event_loop()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        app = web.Application()
+        app.add_routes([web.get("/health", self.health), web.get("/v1/models", self.models),
+                        web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
+        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        started = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.SockSite(runner, sock).start())
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        started.wait(10)
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            sock.close()

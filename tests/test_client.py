@@ -1,0 +1,127 @@
+"""Every outcome from the contract, produced over a real socket by a server that misbehaves on purpose."""
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from loadrepro.client import Client, ClientConfig, outcome_for_status
+from loadrepro.records import Outcome
+from loadrepro.workload.model import PlannedRequest
+from tests.stub_server import StubServer
+
+BODY = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "max_completion_tokens": 8,
+        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def planned(**body) -> PlannedRequest:
+    return PlannedRequest(0, 1, {**BODY, **body}, 8, 5, 0)
+
+
+def send(url: str, request: PlannedRequest | None = None, stall_s: float = 2.0, timeout_s: float = 10.0,
+         cancel_after: int | None = None, api_key: str | None = None):
+    seen = []
+
+    async def go():
+        config = ClientConfig(url, "chat", "stub", 4, timeout_s, stall_s, api_key=api_key, max_backoff_s=0.05)
+        async with Client(config) as client:
+            return await client.send(7, request or planned(), time.perf_counter_ns(), time.time(), seen.append,
+                                     cancel_after)
+
+    record = asyncio.run(go())
+    assert seen == [record]  # reported exactly once
+    return record
+
+
+@pytest.mark.parametrize("behaviour,outcome,detail", [
+    ("ok", Outcome.OK, ""),
+    ("reset", Outcome.TRUNCATED, "connection closed"),
+    ("no_finish", Outcome.TRUNCATED, "before a finish reason"),
+    ("malformed", Outcome.PROTOCOL_ERROR, "JSONDecodeError"),
+    ("error_event", Outcome.STREAM_ERROR, "Failed to resume draft KV cache for request 3"),
+    ("throttle", Outcome.THROTTLED, "slow down"),
+    ("server_error", Outcome.SERVER_ERROR, "EngineCore encountered an issue"),
+    ("fatal_400", Outcome.SERVER_ERROR, "Available blocks exhausted"),
+    ("reject_400", Outcome.REJECTED, "maximum context length"),
+    ("plain_json", Outcome.OK, ""),
+])
+def test_each_fault_maps_to_its_outcome(behaviour, outcome, detail):
+    with StubServer(behaviour).running() as server:
+        record = send(server.url)
+    assert record.outcome is outcome, record
+    assert detail in record.detail
+
+
+def test_a_good_stream_is_timed_and_counted_from_usage():
+    with StubServer("ok", tokens=6, token_delay_s=0.01, first_token_delay_s=0.05).running() as server:
+        record = send(server.url)
+    assert record.outcome is Outcome.OK and record.finish_reason == "length" and record.status == 200
+    assert record.queued_ns <= record.sent_ns <= record.first_byte_ns <= record.first_token_ns <= record.end_ns
+    assert record.first_token_ns - record.sent_ns >= 50_000_000
+    assert len(record.chunk_ns) == 6 and list(record.chunk_ns) == sorted(record.chunk_ns)
+    assert (record.prompt_tokens, record.completion_tokens, record.cached_tokens) == (100, 6, 50)
+
+
+def test_stalled_stream_and_stalled_headers_end_after_the_stall_timeout():
+    for behaviour in ("hang", "hang_headers"):
+        with StubServer(behaviour).running() as server:
+            started = time.monotonic()
+            record = send(server.url, stall_s=0.5)
+            assert record.outcome is Outcome.STALLED, (behaviour, record)
+            assert time.monotonic() - started < 2.0
+
+
+def test_overall_timeout_is_its_own_outcome():
+    with StubServer("ok", tokens=50, token_delay_s=0.05).running() as server:
+        record = send(server.url, stall_s=5, timeout_s=0.5)
+    assert record.outcome is Outcome.TIMEOUT and len(record.chunk_ns) > 0
+
+
+def test_refused_connection_is_unreachable():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    record = send(f"http://127.0.0.1:{port}")
+    assert record.outcome is Outcome.UNREACHABLE and record.status is None
+
+
+def test_throttled_requests_are_retried_before_they_count():
+    with StubServer("throttle").running() as server:
+        record = send(server.url)
+        assert server.stats.requests == 4  # the first try and three retries
+    assert record.retries == 3 and record.outcome is Outcome.THROTTLED
+
+
+def test_cancel_after_chunks_closes_the_stream_and_the_server_sees_it():
+    with StubServer("ok", tokens=40, token_delay_s=0.02).running() as server:
+        record = send(server.url, cancel_after=3)
+        deadline = time.monotonic() + 5
+        while server.stats.disconnects < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.stats.disconnects == 1
+    assert record.outcome is Outcome.CANCELLED and len(record.chunk_ns) == 3
+
+
+def test_non_streaming_requests_and_what_is_always_sent():
+    with StubServer("ok").running() as server:
+        record = send(server.url, planned(stream=False), api_key="sk-test")
+        sent = server.stats.bodies[0]
+    assert record.outcome is Outcome.OK and record.finish_reason == "stop"
+    assert sent["model"] == "stub" and sent["max_tokens"] == 8 and sent["max_completion_tokens"] == 8
+    assert sent["ignore_eos"] is True and sent["stream"] is False
+    assert "sk-test" not in record.detail
+
+
+@pytest.mark.parametrize("status,text,retry_after,outcome", [
+    (400, "Generation failed: Available blocks exhausted", False, Outcome.SERVER_ERROR),
+    (400, "This model's maximum context length is 8192 tokens", False, Outcome.REJECTED),
+    (429, "", False, Outcome.THROTTLED),
+    (503, "busy", True, Outcome.THROTTLED),
+    (503, "LLM is unavailable", False, Outcome.SERVER_ERROR),
+    (500, "", False, Outcome.SERVER_ERROR),
+    (302, "", False, Outcome.PROTOCOL_ERROR),
+])
+def test_status_mapping_reads_the_text(status, text, retry_after, outcome):
+    assert outcome_for_status(status, text, retry_after) is outcome

@@ -1,0 +1,168 @@
+"""The runner against real sockets: concurrency caps, arrivals, soak cancellation, stops and persistence."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loadrepro.client import Client, ClientConfig
+from loadrepro.profile import load_profile
+from loadrepro.records import Outcome, RequestRecord, read_jsonl
+from loadrepro.runner import Runner, RunTarget
+from loadrepro.sim.process import SimProcess
+from loadrepro.workload.plan import plan_workload
+from loadrepro.workload.tokens import SimTokenCounter
+from tests.stub_server import StubServer
+
+SMALL = ["workload.prefix_tokens=200", "workload.turn_tokens=20", "workload.max_tokens=8", "watch.metrics_path=''",
+         "watch.health_interval_s=0.1"]
+
+
+def run(url: str, tmp_path, *overrides: str, engine_exit=None, engine_log=None):
+    profile = load_profile("quickstart", [*SMALL, *overrides])
+
+    async def go():
+        plan = await plan_workload(profile, SimTokenCounter())
+        config = ClientConfig(url, profile.api, "stub", profile.load.concurrency, profile.load.request_timeout_s,
+                              profile.load.stall_timeout_s)
+        async with Client(config) as client:
+            target = RunTarget(url, "stub", "test", engine_exit=engine_exit, engine_log=engine_log)
+            return await Runner(profile, plan.workload, client, target, tmp_path).run()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("arrival", [
+    ["load.arrival='closed'"],
+    ["load.arrival='poisson'", "load.rate=200"],
+    ["load.duration_s=1.5"],
+])
+def test_the_concurrency_cap_holds_server_side(tmp_path, arrival):
+    with StubServer("ok", tokens=6, token_delay_s=0.02).running() as server:
+        result = run(server.url, tmp_path, "workload.conversations=12", "load.concurrency=4", *arrival)
+        assert server.stats.max_in_flight == 4
+    assert result.records and all(r.outcome is Outcome.OK for r in result.records)
+    if "load.duration_s=1.5" in arrival:
+        assert result.stop_reason == "duration" and len(result.records) > 24  # conversations were cycled
+    else:
+        assert len(result.records) == 24 and result.stop_reason == "done"
+
+
+def test_latency_includes_time_queued_for_a_slot(tmp_path):
+    with StubServer("ok", tokens=4, token_delay_s=0.05).running() as server:
+        result = run(server.url, tmp_path, "workload.conversations=4", "workload.turns=1", "load.concurrency=1")
+    waits = sorted(r.sent_ns - r.queued_ns for r in result.records)
+    assert waits[-1] > 3 * 0.15e9  # the last one waited for three others
+
+
+def test_soak_cancels_the_chosen_share_and_the_server_sees_each_disconnect(tmp_path):
+    with StubServer("ok", tokens=40, token_delay_s=0.01).running() as server:
+        result = run(server.url, tmp_path, "workload.conversations=4", "workload.max_tokens=40",
+                     "load.concurrency=4", "load.duration_s=1.5", "load.cancel_fraction=0.5")
+        time.sleep(0.3)
+        cancelled = [r for r in result.records if r.outcome is Outcome.CANCELLED]
+        assert cancelled and server.stats.disconnects >= len(cancelled) - 1
+    share = len(cancelled) / len(result.records)
+    assert 0.2 < share < 0.8
+
+
+def test_a_hanging_server_ends_the_run_within_the_stall_timeout(tmp_path):
+    with StubServer("hang").running() as server:
+        started = time.monotonic()
+        result = run(server.url, tmp_path, "workload.conversations=3", "load.stall_timeout_s=1")
+        elapsed = time.monotonic() - started
+    assert all(r.outcome is Outcome.STALLED for r in result.records) and len(result.records) == 3
+    assert elapsed < 1 + 2.5
+
+
+def test_health_flipping_to_503_while_requests_fail_is_engine_death(tmp_path):
+    with StubServer("health_flip", tokens=4, token_delay_s=0.05, flip_after_polls=3).running() as server:
+        result = run(server.url, tmp_path, "workload.conversations=2", "workload.turns=40", "load.concurrency=2")
+    assert result.stop_reason == "engine_death"
+    assert [h.status for h in result.health][:2] == [200, 200] and 503 in [h.status for h in result.health]
+    assert any(r.outcome is Outcome.SERVER_ERROR for r in result.records)
+    assert any("looks dead" in n.text for n in result.notes)
+    assert result.post_health.status == 503
+
+
+def test_an_engine_process_that_exits_mid_run_is_engine_death(tmp_path):
+    profile = load_profile("healthy", ["sim.step_s=0.02"])
+    engine = SimProcess(profile.sim, tmp_path / "engine.log")
+    url = engine.start()
+    try:
+        async def killer():
+            await asyncio.sleep(1.0)
+            os.killpg(engine._process.pid, signal.SIGKILL)
+
+        async def go():
+            plan = await plan_workload(profile, SimTokenCounter())
+            config = ClientConfig(url, "chat", "loadrepro-sim", 4, 30, 5)
+            async with Client(config) as client:
+                target = RunTarget(url, "loadrepro-sim", "t", engine_exit=engine.exit_code)
+                kill = asyncio.create_task(killer())
+                result = await Runner(profile, plan.workload, client, target, tmp_path).run()
+                await kill
+                return result
+
+        started = time.monotonic()
+        result = asyncio.run(go())
+        assert time.monotonic() - started < 15
+    finally:
+        engine.stop()
+    assert result.stop_reason == "engine_death"
+    assert any("exited with code -9" in n.text for n in result.notes)
+    failed = [r for r in result.records if r.outcome is not Outcome.OK]
+    assert failed and {r.outcome for r in failed} <= {Outcome.TRUNCATED, Outcome.UNREACHABLE, Outcome.CANCELLED}
+
+
+def test_trace_replay_follows_the_timestamps(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 300, "output_length": 4,
+                                         "hash_ids": [1]}) + "\n" for t in (0, 400, 800)))
+    with StubServer("ok", tokens=4).running() as server:
+        result = run(server.url, tmp_path, "workload.kind='trace'", f"workload.trace='{trace}'")
+    offsets = sorted((r.queued_ns - result.start_ns) / 1e9 for r in result.records)
+    assert offsets == pytest.approx([0, 0.4, 0.8], abs=0.15)
+
+
+def test_every_record_is_in_requests_jsonl(tmp_path):
+    with StubServer("ok").running() as server:
+        result = run(server.url, tmp_path, "workload.conversations=3")
+    written = [RequestRecord.from_json(line) for line in read_jsonl(tmp_path / "requests.jsonl")]
+    assert written == list(result.records)
+    kinds = {line["kind"] for line in read_jsonl(tmp_path / "samples.jsonl")}
+    assert "health" in kinds
+
+
+def test_ctrl_c_mid_run_leaves_a_complete_requests_jsonl(tmp_path):
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--out", str(out), "--quiet",
+         "--set", "sim.step_s=0.05", "--set", "workload.max_tokens=200"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            path = out / "requests.jsonl"
+            if path.exists() and len(path.read_text().splitlines()) >= 4:
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    records = [RequestRecord.from_json(json.loads(line)) for line in lines]
+    assert len({r.id for r in records}) == len(records) == max(r.id for r in records)  # none missing
+    assert any(r.outcome is Outcome.CANCELLED for r in records)
+    assert "interrupted" in stdout
+    # the simulated engine the run started is gone
+    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+                if str(out / "engine.log") in line]
