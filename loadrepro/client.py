@@ -1,9 +1,10 @@
 """One request to an OpenAI-compatible target -> one RequestRecord, with SSE timing. Never raises on target faults.
 
-httpx's API runs on the aiohttp transport: httpx's own pure-Python HTTP/1.1 cannot keep hundreds of streams in
-flight at this CPU cost. A stall is a read that waits `stall_timeout_s` for a byte (aiohttp's per-read timer, reset
-by every byte); a timeout is the whole request exceeding `request_timeout_s`. 429 and 503 with Retry-After are
-retried with bounded backoff before they count as throttled. Every fault is mapped to an Outcome in
+The hot path is aiohttp's client, read line by line: measured in benchmarks/client_overhead.py, httpx (even on
+the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
+that shows as TTFT error; orjson parses each chunk at a fifth of json's cost. A stall is a read that waits `stall_timeout_s` for a byte (aiohttp's per-read timer,
+reset by every byte); a timeout is the whole request exceeding `request_timeout_s`. 429 and 503 with Retry-After
+are retried with bounded backoff before they count as throttled. Every fault is mapped to an Outcome in
 `outcome_for_exception` or `outcome_for_status`.
 """
 
@@ -12,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import httpx
-from httpx_aiohttp import HttpxAiohttpClient
-from httpx_sse import EventSource, SSEError
+import orjson
 
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
@@ -56,45 +55,29 @@ class _Attempt:
     first_token_ns: int | None = None
     chunk_ns: list[int] = field(default_factory=list)
     status: int | None = None
-    finish_reason: str | None = None
+    finish_reason: Any = None
     usage: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     done: bool = False
     retry_after_s: float | None = None
 
 
-def _root_causes(exc: BaseException) -> list[BaseException]:
-    chain, seen = [exc], {id(exc)}
-    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and id(nxt) not in seen and len(chain) < 5:
-        chain.append(nxt)
-        seen.add(id(nxt))
-    return chain
-
-
 def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
     """The one place a transport or parsing exception becomes an outcome; most specific first."""
-    chain = _root_causes(exc)
     described = f"{type(exc).__name__}: {exc}"
-    for cause in chain:  # the aiohttp transport maps some errors to misleading httpx classes: trust the cause
-        if isinstance(cause, aiohttp.ClientConnectorError):
-            return Outcome.UNREACHABLE, f"{type(cause).__name__}: {cause}"
-        if isinstance(cause, (aiohttp.ServerTimeoutError, aiohttp.SocketTimeoutError)):
-            return Outcome.STALLED, "no byte from the target within the stall timeout"
-        if isinstance(cause, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError,
-                              ConnectionResetError)):
-            return Outcome.TRUNCATED, f"connection closed by the target: {type(cause).__name__}: {cause}"
     match exc:
-        case httpx.ReadTimeout() | httpx.WriteTimeout():
-            return Outcome.STALLED, "no byte from the target within the stall timeout"
-        case httpx.ConnectError() | httpx.ConnectTimeout():
+        case aiohttp.ClientConnectorError() | aiohttp.ConnectionTimeoutError():
             return Outcome.UNREACHABLE, described
-        case httpx.RemoteProtocolError() | httpx.ReadError():
-            return Outcome.TRUNCATED, described
-        case ProtocolViolation() | SSEError() | json.JSONDecodeError() | UnicodeDecodeError():
+        case aiohttp.ServerTimeoutError():
+            return Outcome.STALLED, "no byte from the target within the stall timeout"
+        case aiohttp.ServerDisconnectedError() | aiohttp.ClientPayloadError() | aiohttp.ClientOSError() | \
+                ConnectionResetError():
+            return Outcome.TRUNCATED, f"connection closed by the target: {described}"
+        case ProtocolViolation() | aiohttp.ClientResponseError() | json.JSONDecodeError() | UnicodeDecodeError():
             return Outcome.PROTOCOL_ERROR, described
         case TimeoutError():
             return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
-        case httpx.HTTPError() | OSError():
+        case aiohttp.ClientError() | OSError():
             return (Outcome.TRUNCATED if got_response else Outcome.UNREACHABLE), described
     return Outcome.PROTOCOL_ERROR, f"unexpected response: {described}"
 
@@ -112,7 +95,7 @@ def outcome_for_status(status: int, text: str, retry_after: bool,
     return Outcome.PROTOCOL_ERROR
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("retry-after")
     if value is None:
         return None
@@ -134,32 +117,57 @@ def _error_text(payload: Any) -> str | None:
     return None
 
 
+class _SseEvents:
+    """SSE framing over lines: `data:` fields joined by newlines, dispatched at a blank line (other fields and
+    comments ignored, as OpenAI-compatible streams use none)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: list[bytes] = []
+
+    def feed(self, line: bytes) -> bytes | None:
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if not self._data:
+                return None
+            data, self._data = b"\n".join(self._data), []
+            return data
+        if line.startswith(b"data:"):
+            self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+        return None
+
+    def flush(self) -> bytes | None:
+        return self.feed(b"")
+
+
 class Client:
     """Sends PlannedRequests; one instance per run, used by many tasks at once."""
 
     def __init__(self, config: ClientConfig, clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self.config = config
         self._clock = clock
-        headers = {"authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        pool = config.concurrency + 8
-        self._http = HttpxAiohttpClient(
-            base_url=config.base_url, headers=headers,
-            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
-            timeout=httpx.Timeout(connect=10.0, read=config.stall_timeout_s, write=config.stall_timeout_s,
-                                  pool=None))
-        self._path = _PATHS[config.api]
+        self._headers = {"content-type": "application/json"}
+        if config.api_key:
+            self._headers["authorization"] = f"Bearer {config.api_key}"
+        self._url = config.base_url.rstrip("/") + _PATHS[config.api]
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=config.stall_timeout_s)
+        self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=self.config.concurrency + 8, force_close=False)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=True)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
                    ) -> RequestRecord:
         """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled."""
-        content = json.dumps({**planned.body, "model": self.config.model}).encode()
+        content = orjson.dumps({**planned.body, "model": self.config.model})
         retries = 0
         while True:
             attempt = _Attempt()
@@ -184,18 +192,17 @@ class Client:
 
     async def _attempt(self, content: bytes, planned: PlannedRequest, a: _Attempt,
                        cancel_after_chunks: int | None) -> tuple[Outcome, str]:
+        assert self._session is not None, "use the Client as an async context manager"
         deadline = asyncio.timeout(self.config.request_timeout_s)
         try:
             async with deadline:
                 a.sent_ns = self._clock()
-                async with self._http.stream("POST", self._path, content=content,
-                                             headers={"content-type": "application/json"}) as response:
+                async with self._session.post(self._url, data=content, headers=self._headers) as response:
                     a.first_byte_ns = self._clock()
-                    a.status = response.status_code
-                    if response.status_code != 200:
+                    a.status = response.status
+                    if response.status != 200:
                         return await self._refused(response, a)
-                    if planned.body.get("stream", False) and "text/event-stream" in response.headers.get(
-                            "content-type", ""):
+                    if planned.body.get("stream", False) and response.content_type == "text/event-stream":
                         return await self._read_stream(response, a, cancel_after_chunks)
                     return await self._read_whole(response, a)
         except Exception as exc:  # noqa: BLE001 - every target fault becomes data
@@ -203,40 +210,52 @@ class Client:
                 return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
             return outcome_for_exception(exc, a.status is not None)
 
-    async def _refused(self, response: httpx.Response, a: _Attempt) -> tuple[Outcome, str]:
-        text = (await response.aread())[:DETAIL_LIMIT].decode("utf-8", "replace")
+    async def _refused(self, response: aiohttp.ClientResponse, a: _Attempt) -> tuple[Outcome, str]:
+        text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
         a.retry_after_s = _retry_after(response.headers)
-        outcome = outcome_for_status(response.status_code, text, a.retry_after_s is not None, self.config.signatures)
-        return outcome, text or f"HTTP {response.status_code}"
+        outcome = outcome_for_status(response.status, text, a.retry_after_s is not None, self.config.signatures)
+        return outcome, text or f"HTTP {response.status}"
 
-    async def _read_stream(self, response: httpx.Response, a: _Attempt,
+    async def _read_stream(self, response: aiohttp.ClientResponse, a: _Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
-        chat = self.config.api == "chat"
-        async for event in EventSource(response).aiter_sse():
-            now = self._clock()
-            if event.data == "[DONE]":
-                a.done = True
+        events = _SseEvents()
+        async for line in response.content:
+            data = events.feed(line)
+            if data is not None and self._event(data, a, cancel_after_chunks):
                 break
-            payload = json.loads(event.data)
-            error = _error_text(payload)
-            if error is not None:
-                a.error = error[:DETAIL_LIMIT]
-                continue
-            if not isinstance(payload, dict):
-                raise ProtocolViolation(f"an SSE event that is not a JSON object: {event.data[:200]}")
-            if payload.get("usage"):
-                a.usage = payload["usage"]
-            for choice in payload.get("choices") or ():
-                text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                if text:
-                    if a.first_token_ns is None:
-                        a.first_token_ns = now
-                    a.chunk_ns.append(now)
-                if choice.get("finish_reason"):
-                    a.finish_reason = choice["finish_reason"]
-            if cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks:
-                return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
+        else:
+            data = events.flush()
+            if data is not None:
+                self._event(data, a, cancel_after_chunks)
+        if cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks and not a.done:
+            return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
         return self._stream_outcome(a)
+
+    def _event(self, data: bytes, a: _Attempt, cancel_after_chunks: int | None) -> bool:
+        """Take in one SSE event; True when reading should stop."""
+        now = self._clock()
+        if data == b"[DONE]":
+            a.done = True
+            return True
+        payload = orjson.loads(data)
+        error = _error_text(payload)
+        if error is not None:
+            a.error = error[:DETAIL_LIMIT]
+            return False
+        if not isinstance(payload, dict):
+            raise ProtocolViolation(f"an SSE event that is not a JSON object: {data[:200]!r}")
+        if payload.get("usage"):
+            a.usage = payload["usage"]
+        chat = self.config.api == "chat"
+        for choice in payload.get("choices") or ():
+            text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+            if text:
+                if a.first_token_ns is None:
+                    a.first_token_ns = now
+                a.chunk_ns.append(now)
+            if choice.get("finish_reason"):
+                a.finish_reason = choice["finish_reason"]
+        return cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks
 
     def _stream_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
         if a.error is not None:
@@ -250,8 +269,8 @@ class Client:
             return Outcome.TRUNCATED, "the stream ended before a finish reason"
         return Outcome.OK, "" if a.done else "the stream ended without data: [DONE]"
 
-    async def _read_whole(self, response: httpx.Response, a: _Attempt) -> tuple[Outcome, str]:
-        payload = json.loads(await response.aread())
+    async def _read_whole(self, response: aiohttp.ClientResponse, a: _Attempt) -> tuple[Outcome, str]:
+        payload = orjson.loads(await response.read())
         error = _error_text(payload)
         if error is not None:
             a.error = error[:DETAIL_LIMIT]
