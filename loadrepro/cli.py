@@ -6,6 +6,7 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -14,10 +15,12 @@ import httpx
 import typer
 
 from loadrepro.dry_run import dry_run
-from loadrepro.errors import LoadreproError
-from loadrepro.profile import builtin_profiles, load_profile
-from loadrepro.session import RunOptions, run_session
-from loadrepro.summary_lines import describe_run
+from loadrepro.compare import Conclusion, compare, render_comparison
+from loadrepro.errors import LoadreproError, UsageError
+from loadrepro.profile import VerdictSpec, builtin_profiles, load_profile
+from loadrepro.report.json import read_report
+from loadrepro.session import RunOptions, run_ab, run_session, write_comparison
+from loadrepro.summary_lines import describe_verdict
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
@@ -122,13 +125,61 @@ def run(
             typer.echo(f"written    {result.written}")
         return
     options = RunOptions(resolved, url, model, label or (resolved.sim.policy if url is None else "run"), out,
-                         api_key_env, quiet)
+                         api_key_env, quiet, command="loadrepro " + shlex.join(sys.argv[1:]))
     session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
-    for line in describe_run(session.result):
+    for line in describe_verdict(session.report, session.written):
         typer.echo(line)
-    typer.echo(f"run directory: {session.run_dir}")
     if session.result.interrupted:
         raise typer.Exit(130)
+    raise typer.Exit(0 if session.report.verdict == "pass" else 1)
+
+
+@app.command()
+def ab(
+    profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
+    stock_url: Annotated[str | None, typer.Option(help="The stock engine's URL.")] = None,
+    patched_url: Annotated[str | None, typer.Option(help="The patched engine's URL.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm non-loopback targets are isolated test engines.")] = False,
+    quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
+) -> None:
+    """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
+
+    Without URLs, both sides are the embedded simulated engine, with its stock and patched admission policies."""
+    if (stock_url is None) != (patched_url is None):
+        raise UsageError("give both --stock-url and --patched-url, or neither (the simulated engine's policies)")
+    resolved = load_profile(profile, set_ or [])
+    urls = [check_base_url(u, target_is_isolated) if u else None for u in (stock_url, patched_url)]
+    options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
+                         command="loadrepro " + shlex.join(sys.argv[1:]))
+    session = asyncio.run(run_ab(options, *urls, say=lambda text: typer.echo(text, err=True)))
+    for side in (session.stock, session.patched):
+        typer.echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
+    typer.echo(render_comparison(session.comparison))
+    for path in session.written:
+        typer.echo(f"comparison: {path}")
+    raise typer.Exit(0 if session.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
+
+
+@app.command("compare")
+def compare_reports(
+    report_a: Annotated[Path, typer.Argument(help="The stock run: report.json or its run directory.")],
+    report_b: Annotated[Path, typer.Argument(help="The patched run: report.json or its run directory.")],
+    out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here.")] = None,
+) -> None:
+    """Compare two runs side by side; exit 0 only if the second confirms a fix for the first's failure."""
+    reports = [read_report(path) for path in (report_a, report_b)]
+    spec = VerdictSpec.model_validate(reports[1].profile.get("verdict", {}))
+    comparison = compare(*reports, spec)
+    typer.echo(render_comparison(comparison))
+    if out is not None:
+        for path in write_comparison(comparison, out):
+            typer.echo(f"comparison: {path}")
+    raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
 @app.command("profiles")

@@ -97,6 +97,8 @@ class VerdictSpec(_Section):
     min_completed: float = Field(1.0, ge=0, le=1)
     require_post_health: bool = True
     min_cache_hit: float = Field(0.0, ge=0, le=1)
+    max_ttft_regression: float = Field(0.5, ge=0)  # compare/ab: patched TTFT p50 may grow by this share at most
+    max_throughput_regression: float = Field(0.2, ge=0, le=1)  # and its decode tokens/s may drop by this share
 
 
 class SignatureSpec(_Section):

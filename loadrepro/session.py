@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 from collections.abc import Iterator
@@ -12,17 +13,25 @@ from pathlib import Path
 
 import httpx
 
+from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
+from loadrepro.compare import Comparison, compare, render_comparison
+from loadrepro.errors import TargetError
 from loadrepro.profile import Profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
+from loadrepro.report.build import build_report
+from loadrepro.report.model import RunReport
+from loadrepro.report.write import write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import SimProcess
 from loadrepro.target import discover_model
+from loadrepro.verdict import decide
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
-from loadrepro.workload.tokens import SimTokenCounter, TokenCounter, detect_counter
+from loadrepro.workload.summary import summarize
+from loadrepro.workload.tokens import SimTokenCounter, detect_counter
 
 REPORTS_ROOT = Path("reports")
 
@@ -36,6 +45,7 @@ class RunOptions:
     out: Path | None
     api_key_env: str = "OPENAI_API_KEY"
     quiet: bool = False
+    command: str = "loadrepro run"  # how to reproduce this run, for the report
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,8 @@ class Session:
     run_dir: Path
     plan: Plan
     result: RunResult
+    report: RunReport
+    written: list[Path]
 
 
 def run_directory(options: RunOptions) -> Path:
@@ -79,15 +91,26 @@ def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
             say(f"the simulated engine ended with code {code}")
 
 
+async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, say) -> tuple[Plan, list[str]]:
+    """Plan in the target's tokens; if it cannot count them, plan in the simulated engine's and say so."""
+    if local:
+        return await plan_workload(profile, SimTokenCounter()), []
+    try:
+        return await plan_workload(profile, await detect_counter(http, model)), []
+    except TargetError as exc:
+        note = (f"workload: token lengths are estimates in the simulated engine's tokens, because the target "
+                f"could not count them: {exc}")
+        say(note)
+        return await plan_workload(profile, SimTokenCounter()), [note]
+
+
 async def run_session(options: RunOptions, say=print) -> Session:
     profile = options.profile
     run_dir = run_directory(options)
     with _target(options, run_dir, say) as target:
         async with httpx.AsyncClient(base_url=target.url, timeout=30) as http:
             model = options.model or profile.model or await discover_model(http)
-            counter: TokenCounter = SimTokenCounter() if target.counter_is_local else await detect_counter(
-                http, model)
-            plan = await plan_workload(profile, counter)
+            plan, notes = await _plan(profile, http, model, target.counter_is_local, say)
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
@@ -103,4 +126,41 @@ async def run_session(options: RunOptions, say=print) -> Session:
             runner = Runner(profile, plan.workload, client, run_target, run_dir)
             with Progress(options.quiet) as progress:
                 result = await runner.run(progress)
-    return Session(run_dir, plan, result)
+    findings = classify(result, profile.verdict)
+    report = build_report(result, profile, findings, decide(findings), summarize(plan), options.command,
+                          extra_notes=notes)
+    return Session(run_dir, plan, result, report, write_reports(report, run_dir))
+
+
+@dataclass(frozen=True, slots=True)
+class AbSession:
+    stock: Session
+    patched: Session
+    comparison: Comparison
+    written: list[Path]
+
+
+def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    md, js = out / "compare.md", out / "compare.json"
+    md.write_text(render_comparison(comparison), encoding="utf-8")
+    js.write_text(comparison.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return [md, js]
+
+
+def _with_policy(profile: Profile, policy: str) -> Profile:
+    return profile.model_copy(update={"sim": profile.sim.model_copy(update={"policy": policy})})
+
+
+async def run_ab(options: RunOptions, stock_url: str | None, patched_url: str | None, say=print) -> AbSession:
+    """The same seeded workload against stock then patched; without URLs, the simulated engine's two policies."""
+    root = run_directory(dataclasses.replace(options, label="ab"))
+    sessions = []
+    for label, url in (("stock", stock_url), ("patched", patched_url)):
+        say(f"--- {label} ---")
+        side = dataclasses.replace(options, profile=_with_policy(options.profile, label), base_url=url, label=label,
+                                   out=root / label)
+        sessions.append(await run_session(side, say))
+    stock, patched = sessions
+    comparison = compare(stock.report, patched.report, options.profile.verdict)
+    return AbSession(stock, patched, comparison, write_comparison(comparison, root))

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from pathlib import Path
 
-from loadrepro.records import RunResult
+from loadrepro.report.model import RunReport
 
 
-def describe_run(result: RunResult) -> list[str]:
-    outcomes = Counter(r.outcome.value for r in result.records)
-    lines = [f"{len(result.records)} requests in {(result.end_ns - result.start_ns) / 1e9:.1f} s: "
-             + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())),
-             f"stopped: {result.stop_reason}; /health after the run: "
-             f"{result.post_health.status if result.post_health else 'not watched'}"]
-    fatal = next((m for m in result.log_matches if m.klass == "F"), None)
-    if fatal is not None:
-        lines.append(f"first fatal engine log line ({fatal.signature}): {fatal.line}")
-    lines.extend(f"note ({n.source}): {n.text}" for n in result.notes)
+def describe_verdict(report: RunReport, written: list[Path]) -> list[str]:
+    outcomes = ", ".join(f"{k} {v}" for k, v in report.requests.by_outcome.items())
+    lines = [f"verdict: {report.verdict.upper()}  ({report.requests.total} requests in {report.duration_s:.1f} s: "
+             f"{outcomes}; /health after: {report.health.post})"]
+    lines += [f"  - {reason}" for reason in report.reasons]
+    lines += [f"report: {path}" for path in written]
     return lines

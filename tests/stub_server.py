@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-BEHAVIOURS = ("ok", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
+BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
               "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream")
 
 
@@ -87,6 +87,10 @@ class StubServer:
             return web.json_response({"error": {"message": "EngineCore encountered an issue"}}, status=500)
         if b == "fatal_400":
             return web.json_response({"object": "error", "message": "Available blocks exhausted", "code": 400},
+                                     status=400)
+        if b == "reject_followups" and len(body.get("messages", [])) > 2:
+            return web.json_response({"error": {"message": "This model's maximum context length is 2048 tokens. "
+                                                "However, your prompt contains at least 2049 input tokens"}},
                                      status=400)
         if b == "reject_400":
             return web.json_response({"error": {"message": "This model's maximum context length is 10 tokens."}},

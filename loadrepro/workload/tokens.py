@@ -176,6 +176,9 @@ async def calibrate(counter: TokenCounter, pool: RecordPool) -> Calibration:
     filler_tokens = (await counter.count_text(" ".join([FILLER_WORD] * 256)) - base) / 256
     tokens_per_char = float(counts.sum() / pool.chars[sample].sum())
     chat_base, chat_per_message = await _chat_overheads(counter, base)
+    if filler_tokens <= 0 or tokens_per_char <= 0 or not np.all(record_tokens > 0):
+        raise TargetError(f"the target's token counts ({counter.source}) do not grow with the text: it counted "
+                          f"{one} tokens for one word and {two} for two")
     return Calibration(counter.source, len(sample), record_tokens, join_tokens, filler_tokens, tokens_per_char,
                        chat_base, chat_per_message, float(base), getattr(counter, "count_now", None))
 

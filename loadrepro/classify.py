@@ -1,0 +1,274 @@
+"""Classification rules: pure functions of a RunResult (and the profile's [verdict] section) -> Finding or None.
+
+RULES is the explicit, ordered list; the report lists every rule and whether it fired. A finding of severity
+`fail` fails the run; `info` is reported but passes (pressure handled, clean rejections, throttling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
+from loadrepro.signatures import CATALOG, SignatureClass
+
+FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
+                    Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})
+DEAD_POLLS = 2  # consecutive non-200 health polls that mean the engine left service
+HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
+
+
+class Severity(StrEnum):
+    FAIL = "fail"
+    INFO = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    summary: str  # plain words, for the verdict's reasons
+    t_s: float | None = None  # when it happened, seconds from the run's start
+    evidence: tuple[str, ...] = ()
+
+
+Rule = Callable[[RunResult, VerdictSpec], Finding | None]
+
+
+def _failed(result: RunResult) -> list[RequestRecord]:
+    return sorted((r for r in result.records if r.outcome in FAILED), key=lambda r: r.end_ns)
+
+
+def _usable_health(result: RunResult) -> list[HealthSample]:
+    """The run's health samples, if /health answered 200 before the run (else it says nothing about death)."""
+    return list(result.health) if result.health and result.health[0].healthy else []
+
+
+def _first_fatal(result: RunResult) -> tuple[float, str] | None:
+    """When and what the first fatal text was, from the engine log or from a response."""
+    fatal = {s.name for s in CATALOG if s.klass is SignatureClass.FATAL}
+    seen = [(m.t_ns, _from_signature(m.line)) for m in result.log_matches if m.klass == SignatureClass.FATAL.value]
+    seen += [(r.end_ns, r.detail) for r in result.records if r.signature in fatal]
+    if not seen:
+        return None
+    t_ns, text = min(seen)
+    return result.seconds(t_ns), text
+
+
+def _from_signature(line: str) -> str:
+    """A log line from where its signature starts: the timestamp and level before it say nothing new."""
+    for signature in CATALOG:
+        found = signature.pattern.search(line)
+        if found:
+            return line[found.start():]
+    return line
+
+
+def _quote(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return f"`{text[:limit]}{'...' if len(text) > limit else ''}`"
+
+
+def _left_service(result: RunResult) -> HealthSample | None:
+    """The first poll of the run's first stretch of DEAD_POLLS non-200 polls, counting the post-run poll, which
+    alone suffices when it is the run's last word."""
+    health = _usable_health(result)
+    if not health:
+        return None
+    polls = health + ([result.post_health] if result.post_health else [])
+    for i in range(len(polls)):
+        window = polls[i:i + DEAD_POLLS]
+        if not window[0].healthy and (len(window) == DEAD_POLLS or i == len(polls) - 1) and \
+                all(not h.healthy for h in window):
+            return polls[i]
+    return None
+
+
+def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """The engine left service: /health answered non-200 on DEAD_POLLS consecutive polls (or on the post-run
+    poll) after answering 200, or the engine process exited. The time is the first fatal text when one came
+    before that, else the first non-200 poll. Says whether /health came back."""
+    exited = next((n for n in result.notes if n.source == "engine" and "exited" in n.text), None)
+    left = _left_service(result)
+    if left is None and exited is None:
+        return None
+    t_ns = min(x for x in (left.t_ns if left else None, exited.t_ns if exited else None) if x is not None)
+    fatal = _first_fatal(result)
+    t_s = min(result.seconds(t_ns), fatal[0]) if fatal else result.seconds(t_ns)
+    words = f"engine died at {t_s:.1f} s"
+    if fatal is not None:
+        words += f" with {_quote(fatal[1])}"
+    if exited is not None:
+        words += f" ({exited.text})"
+    came_back = left is not None and (result.post_health is None or result.post_health.healthy) and any(
+        h.healthy for h in result.health if h.t_ns > left.t_ns)
+    later = [r for r in result.records if result.seconds(r.end_ns) >= t_s and r.outcome is not Outcome.CANCELLED]
+    if later:
+        words += f"; {sum(r.outcome in FAILED for r in later)}/{len(later)} requests ending after it failed"
+    words += "; /health came back" if came_back else f"; /health {left.status if left else 'unknown'} from then on"
+    return Finding("engine_death", Severity.FAIL, words, t_s)
+
+
+def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Requests failed while /health kept answering 200 (before, at and HEALTHY_MARGIN_POLLS polls after the
+    failure): the engine fails work but tells its orchestrator all is well."""
+    health = _usable_health(result)
+    if not health:
+        return None
+    hidden = []
+    for record in _failed(result):
+        before = [h for h in health if h.t_ns <= record.end_ns][-1:]
+        after = [h for h in health if h.t_ns > record.end_ns][:HEALTHY_MARGIN_POLLS]
+        if before and len(after) == HEALTHY_MARGIN_POLLS and all(h.healthy for h in before + after):
+            hidden.append(record)
+    if not hidden:
+        return None
+    first = hidden[0]
+    return Finding("failures_while_healthy", Severity.FAIL,
+                   f"{len(hidden)} requests failed while /health answered 200 (first: request {first.id}, "
+                   f"{first.outcome}, {_quote(first.detail)})", result.seconds(first.end_ns))
+
+
+def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A fatal engine error text (class F in the catalog or the profile) appeared in the log or a response;
+    names the first log line that carries one, and how many responses did."""
+    fatal = _first_fatal(result)
+    if fatal is None:
+        return None
+    t_s, text = fatal
+    log = next((m for m in result.log_matches if m.klass == SignatureClass.FATAL.value), None)
+    in_responses = sum(1 for r in result.records if r.signature and r.outcome in FAILED
+                       and any(s.name == r.signature and s.klass is SignatureClass.FATAL for s in CATALOG))
+    where = []
+    if log is not None:
+        where.append(f"engine log line {log.line_number}")
+        text = _from_signature(log.line)
+    if in_responses:
+        where.append(f"{in_responses} responses")
+    return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
+                   f"{_quote(text)}", t_s, result.log_context[-20:] + (text,))
+
+
+def _count_rule(name: str, outcome: Outcome, words: str) -> Rule:
+    def rule(result: RunResult, spec: VerdictSpec) -> Finding | None:
+        hits = [r for r in result.records if r.outcome is outcome]
+        if not hits:
+            return None
+        first = min(hits, key=lambda r: r.end_ns)
+        return Finding(name, Severity.FAIL, f"{len(hits)} {words} (first: request {first.id} at "
+                       f"{result.seconds(first.end_ns):.1f} s)", result.seconds(first.end_ns), (first.detail,))
+
+    rule.__name__ = name
+    rule.__doc__ = f"Any request whose outcome is `{outcome}` ({words}); threshold: one."
+    return rule
+
+
+stalled_streams = _count_rule("stalled_streams", Outcome.STALLED, "streams stalled (no byte for stall_timeout_s)")
+truncated_streams = _count_rule("truncated_streams", Outcome.TRUNCATED, "streams or connections cut before a finish")
+protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "responses were not valid OpenAI JSON/SSE")
+
+
+def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Fewer than `min_completed` of the admitted requests (all but rejected, throttled and cancelled) completed,
+    or none completed at all."""
+    admitted = [r for r in result.records
+                if r.outcome not in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED)]
+    ok = sum(r.outcome is Outcome.OK for r in result.records)
+    if not result.records or ok == 0:
+        return Finding("low_completion", Severity.FAIL, "no request completed")
+    if admitted and ok / len(admitted) < spec.min_completed:
+        return Finding("low_completion", Severity.FAIL, f"{ok}/{len(admitted)} admitted requests completed "
+                       f"({ok / len(admitted):.0%}; at least {spec.min_completed:.0%} required)")
+    return None
+
+
+def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """With `require_post_health`, /health must answer 200 right after the run."""
+    post = result.post_health
+    if not spec.require_post_health or post is None or post.healthy:
+        return None
+    return Finding("post_run_health", Severity.FAIL, f"/health {post.status} after the run")
+
+
+def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """The run was interrupted (Ctrl-C or SIGTERM) before its workload finished: it proves nothing."""
+    if not result.interrupted:
+        return None
+    return Finding("interrupted", Severity.FAIL, "the run was interrupted before its workload finished")
+
+
+def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Requests refused cleanly at admission (4xx with a context or capacity message). Correct behaviour for a
+    request that can never fit: info, or a failure when `allow_rejected = false`."""
+    hits = [r for r in result.records if r.outcome is Outcome.REJECTED]
+    if not hits:
+        return None
+    severity = Severity.INFO if spec.allow_rejected else Severity.FAIL
+    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {_quote(hits[0].detail)}",
+                   result.seconds(min(r.end_ns for r in hits)), (hits[0].detail,))
+
+
+def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Requests still refused with 429 or 503 + Retry-After after their retries (info), and how often retried."""
+    retried = sum(r.retries for r in result.records)
+    hits = [r for r in result.records if r.outcome is Outcome.THROTTLED]
+    if not hits and not retried:
+        return None
+    return Finding("throttling", Severity.INFO, f"{len(hits)} requests throttled after retries; {retried} retries")
+
+
+def _series(result: RunResult, needle: str) -> list[float]:
+    return [v for s in result.metrics for k, v in s.values.items() if needle in k]
+
+
+def pressure_in_metrics(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info)."""
+    preemptions = _series(result, "num_preemptions") + _series(result, "num_retracted_reqs")
+    waiting = _series(result, "num_requests_waiting") + _series(result, "num_queue_reqs") \
+        + _series(result, "requests_deferred")
+    usage = _series(result, "kv_cache_usage_perc") + _series(result, "token_usage") \
+        + _series(result, "kv_cache_utilization")
+    parts = []
+    if preemptions and max(preemptions) > min(preemptions[:1] or [0]):
+        parts.append(f"{max(preemptions) - preemptions[0]:.0f} preemptions")
+    if waiting and max(waiting) > 0:
+        parts.append(f"up to {max(waiting):.0f} requests waiting")
+    if usage and max(usage) >= 0.9:
+        parts.append(f"KV usage peaked at {max(usage):.0%}")
+    if not parts:
+        return None
+    return Finding("pressure_in_metrics", Severity.INFO, "pressure handled: " + ", ".join(parts))
+
+
+def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """With `min_cache_hit` > 0 and a target that reports cached tokens: every completed request with a shared
+    prefix (turns after the first) must report cached tokens >= min_cache_hit x that prefix."""
+    if spec.min_cache_hit <= 0:
+        return None
+    later = [r for r in result.records if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1]
+    if not later:
+        return None
+    if all(r.cached_tokens is None for r in later):
+        return Finding("prefix_reuse_missing", Severity.INFO, "the target reports no cached tokens, so prefix reuse "
+                       "was not checked (vLLM: --enable-prompt-tokens-details; SGLang: --enable-cache-report)")
+    short = [r for r in later if (r.cached_tokens or 0) < spec.min_cache_hit * r.shared_prefix_tokens]
+    if not short:
+        return None
+    first = short[0]
+    return Finding("prefix_reuse_missing", Severity.FAIL,
+                   f"{len(short)}/{len(later)} later turns found less than {spec.min_cache_hit:.0%} of their shared "
+                   f"prefix in the cache (request {first.id}: {first.cached_tokens or 0} of "
+                   f"{first.shared_prefix_tokens} tokens)")
+
+
+RULES: tuple[Rule, ...] = (
+    engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
+    low_completion, post_run_health, interrupted, prefix_reuse_missing, rejections, throttling, pressure_in_metrics,
+)
+
+
+def classify(result: RunResult, spec: VerdictSpec) -> list[tuple[str, Finding | None]]:
+    """Every rule's name with its finding (None: did not fire), in RULES order."""
+    return [(rule.__name__, rule(result, spec)) for rule in RULES]

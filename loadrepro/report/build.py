@@ -1,0 +1,138 @@
+"""RunResult + verdict -> RunReport: the numbers a report shows, computed once. Pure."""
+
+from __future__ import annotations
+
+import platform
+from collections import Counter
+
+import numpy as np
+
+from loadrepro import __version__
+from loadrepro.classify import FAILED, Finding
+from loadrepro.profile import Profile
+from loadrepro.records import RunResult
+from loadrepro.report.model import (Cache, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
+                                    RequestRow, Requests, RuleResult, RunReport, SignatureCount, Target, Throughput,
+                                    TokenSpread, Transition, WorkloadInfo)
+from loadrepro.signatures import CATALOG
+from loadrepro.verdict import Verdict
+from loadrepro.workload.summary import WorkloadSummary
+
+LOG_EXCERPT_LINES = 100
+
+
+def environment() -> Environment:
+    return Environment(loadrepro_version=__version__, python=platform.python_version(), platform=platform.platform())
+
+
+def _percentiles(values: list[float] | np.ndarray) -> Percentiles:
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
+        return Percentiles()
+    p50, p95, p99 = np.percentile(array, [50, 95, 99])
+    return Percentiles(p50=round(float(p50), 3), p95=round(float(p95), 3), p99=round(float(p99), 3),
+                       max=round(float(array.max()), 3))
+
+
+def _latency(result: RunResult) -> Latency:
+    ok = [r for r in result.records if r.sent_ns is not None]
+    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok if r.first_token_ns is not None]
+    e2e = [(r.end_ns - r.sent_ns) / 1e6 for r in ok]
+    queue = [(r.sent_ns - r.queued_ns) / 1e6 for r in ok]
+    gaps = [np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6 for r in ok if len(r.chunk_ns) > 1]
+    return Latency(ttft_ms=_percentiles(ttft), itl_ms=_percentiles(np.concatenate(gaps) if gaps else []),
+                   e2e_ms=_percentiles(e2e), queue_ms=_percentiles(queue))
+
+
+def _health(result: RunResult) -> Health:
+    transitions: list[Transition] = []
+    for sample in [*result.health, *([result.post_health] if result.post_health else [])]:
+        if not transitions or transitions[-1].status != sample.status:
+            transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
+    return Health(pre=result.health[0].status if result.health else None,
+                  post=result.post_health.status if result.post_health else None, transitions=transitions)
+
+
+def _first_failure(result: RunResult) -> FirstFailure | None:
+    failed = [r for r in result.records if r.outcome in FAILED]
+    if not failed:
+        return None
+    r = min(failed, key=lambda r: r.end_ns)
+    return FirstFailure(t_s=round(result.seconds(r.end_ns), 3), request=r.id, outcome=r.outcome.value,
+                        detail=r.detail, conversation=r.conversation, turn=r.turn, status=r.status)
+
+
+def _signatures(result: RunResult) -> list[SignatureCount]:
+    klass = {s.name: s.klass.value for s in CATALOG}
+    seen: dict[str, list] = {}
+    for m in result.log_matches:
+        seen.setdefault(m.signature, []).append((m.t_ns, m.line, m.klass))
+    for r in result.records:
+        if r.signature:
+            seen.setdefault(r.signature, []).append((r.end_ns, r.detail, klass.get(r.signature, "F")))
+    rows = []
+    for name, hits in seen.items():
+        t_ns, sample, k = min(hits)
+        rows.append(SignatureCount(name=name, class_=k, count=len(hits), first_t_s=round(result.seconds(t_ns), 3),
+                                   sample=sample[:500]))
+    return sorted(rows, key=lambda s: s.first_t_s)
+
+
+def _peak(result: RunResult, *needles: str) -> float | None:
+    values = [v for s in result.metrics for k, v in s.values.items() if any(n in k for n in needles)]
+    return max(values) if values else None
+
+
+def _pressure(result: RunResult) -> Pressure:
+    preemptions = [v for s in result.metrics for k, v in s.values.items() if "num_preemptions" in k]
+    return Pressure(kv_usage_peak=_peak(result, "kv_cache_usage_perc", "sglang:token_usage", "kv_cache_utilization"),
+                    waiting_peak=_peak(result, "num_requests_waiting", "num_queue_reqs", "requests_deferred"),
+                    preemptions=(max(preemptions) - preemptions[0]) if preemptions else None)
+
+
+def _rows(result: RunResult) -> list[RequestRow]:
+    rows = []
+    for r in sorted(result.records, key=lambda r: r.id):
+        ttft = (r.first_token_ns - r.sent_ns) / 1e6 if r.first_token_ns and r.sent_ns else None
+        e2e = (r.end_ns - r.sent_ns) / 1e6 if r.sent_ns else None
+        rows.append(RequestRow(id=r.id, conversation=r.conversation, turn=r.turn, outcome=r.outcome.value,
+                               status=r.status, ttft_ms=round(ttft, 3) if ttft is not None else None,
+                               e2e_ms=round(e2e, 3) if e2e is not None else None,
+                               output_tokens=r.completion_tokens if r.completion_tokens is not None else (
+                                   len(r.chunk_ns) if r.chunk_ns else None),
+                               cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens))
+    return rows
+
+
+def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, Finding | None]], verdict: Verdict,
+                 workload: WorkloadSummary, command: str, env: Environment | None = None,
+                 extra_notes: list[str] | None = None) -> RunReport:
+    duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
+    outcomes = Counter(r.outcome.value for r in result.records)
+    rows = _rows(result)
+    output_tokens = sum(row.output_tokens or 0 for row in rows)
+    cached = [r.cached_tokens for r in result.records if r.cached_tokens is not None]
+    return RunReport(
+        verdict=verdict.status, reasons=list(verdict.reasons), label=result.label,
+        profile=profile.model_dump(mode="json", by_alias=True), seed=result.seed,
+        target=Target(base_url=result.base_url, model=result.model, engine_cmd=result.engine_cmd),
+        started_at=result.started_at, duration_s=round(duration, 3), command=command,
+        stop_reason=result.stop_reason, interrupted=result.interrupted,
+        requests=Requests(total=len(result.records), by_outcome=dict(sorted(outcomes.items()))),
+        health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
+        rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
+                          detail=f.summary if f else "") for name, f in findings],
+        latency=_latency(result),
+        throughput=Throughput(requests_per_s=round(outcomes.get("ok", 0) / duration, 3),
+                              output_tokens_per_s=round(output_tokens / duration, 3)),
+        cache=Cache(prompt_tokens=sum(r.prompt_tokens or 0 for r in result.records),
+                    cached_tokens=sum(cached) if cached else None),
+        workload=WorkloadInfo(kind=workload.kind, conversations=workload.conversations, requests=workload.requests,
+                              prompt_tokens=TokenSpread(p50=workload.prompt_tokens_p50, p95=workload.prompt_tokens_p95,
+                                                        max=workload.prompt_tokens_max),
+                              seed=workload.seed, faker_version=workload.faker_version,
+                              calibration_source=workload.calibration_source),
+        pressure=_pressure(result),
+        log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
+            m.line for m in result.log_matches if m.klass == "F"][:1],
+        notes=[*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes)], environment=env or environment(), request_table=rows)

@@ -1,0 +1,121 @@
+"""report.md: written to be pasted into a GitHub issue as it is."""
+
+from __future__ import annotations
+
+from loadrepro.report.model import Percentiles, RunReport
+
+EXCERPT_LINES = 20
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _row(name: str, p: Percentiles) -> str:
+    return f"| {name} | {_ms(p.p50)} | {_ms(p.p95)} | {_ms(p.p99)} | {_ms(p.max)} |"
+
+
+def _fence(lines: list[str]) -> list[str]:
+    return ["```text", *lines, "```"]
+
+
+def _header(r: RunReport) -> list[str]:
+    lines = [f"# loadrepro: {r.verdict.upper()} - {r.profile['name']} ({r.label})", ""]
+    lines += [f"- {reason}" for reason in r.reasons] or ["- no rule fired"]
+    lines += ["", "Reproduce with:", "", "```bash", r.command, "```", ""]
+    return lines
+
+
+def _target(r: RunReport) -> list[str]:
+    t, e = r.target, r.environment
+    lines = ["## Target", "", "| | |", "|---|---|", f"| base URL | {t.base_url} |", f"| model | {_cell(t.model)} |"]
+    if t.engine_cmd:
+        lines.append(f"| engine command | `{_cell(t.engine_cmd)}` |")
+    lines += [f"| loadrepro | {e.loadrepro_version} (Python {e.python}, {_cell(e.platform)}) |",
+              f"| started | {r.started_at}, {r.duration_s:.1f} s, stopped: {r.stop_reason} |", ""]
+    return lines
+
+
+def _workload(r: RunReport) -> list[str]:
+    w, p = r.workload, r.profile
+    load = p["load"]
+    return ["## Workload", "", f"Profile `{p['name']}`: {p['description']}", "",
+            f"- {w.kind}: {w.requests} requests in {w.conversations} conversations ({p['api']} API), "
+            f"prompts p50 {w.prompt_tokens.p50:,} / p95 {w.prompt_tokens.p95:,} / max {w.prompt_tokens.max:,} tokens",
+            f"- seed {w.seed}, faker {w.faker_version}, lengths counted with {w.calibration_source}",
+            f"- concurrency {load['concurrency']}, arrival {load['arrival']}, request timeout "
+            f"{load['request_timeout_s']} s, stall timeout {load['stall_timeout_s']} s", ""]
+
+
+def _outcomes(r: RunReport) -> list[str]:
+    lines = ["## Outcomes", "", "| outcome | requests |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in r.requests.by_outcome.items()]
+    lines += [f"| **total** | **{r.requests.total}** |", ""]
+    return lines
+
+
+def _health(r: RunReport) -> list[str]:
+    lines = ["## Health", "", "| t (s) | /health |", "|---:|---|"]
+    lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
+    lines += ["", f"Before the run: {r.health.pre}; after the run: {r.health.post}.", ""]
+    return lines
+
+
+def _first_failure(r: RunReport) -> list[str]:
+    f = r.first_failure
+    if f is None:
+        return []
+    lines = ["## First failure", "",
+             f"Request {f.request} (conversation {f.conversation}, turn {f.turn}) at {f.t_s:.1f} s: `{f.outcome}`"
+             + (f", HTTP {f.status}" if f.status else ""), ""]
+    lines += _fence(f.detail.splitlines() or ["(no text)"])
+    if r.log_excerpt:
+        shown = r.log_excerpt[-EXCERPT_LINES:]
+        lines += ["", f"Engine log up to the first fatal line (last {len(shown)} lines):", ""] + _fence(shown)
+    return lines + [""]
+
+
+def _signatures(r: RunReport) -> list[str]:
+    if not r.signatures:
+        return []
+    lines = ["## Signatures", "", "| signature | class | count | first seen (s) | sample |", "|---|---|---:|---:|---|"]
+    lines += [f"| {s.name} | {s.class_} | {s.count} | {s.first_t_s:.1f} | {_cell(s.sample[:120])} |"
+              for s in r.signatures]
+    return lines + [""]
+
+
+def _numbers(r: RunReport) -> list[str]:
+    l, c = r.latency, r.cache
+    lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max |", "|---|---:|---:|---:|---:|",
+             _row("time to first token", l.ttft_ms), _row("inter-token", l.itl_ms), _row("end to end", l.e2e_ms),
+             _row("queued for a slot", l.queue_ms), "",
+             f"{r.throughput.requests_per_s:,.2f} completed requests/s, "
+             f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s."]
+    if c.cached_tokens is None:
+        lines.append("The target reported no cached prompt tokens.")
+    else:
+        share = c.cached_tokens / c.prompt_tokens if c.prompt_tokens else 0.0
+        lines.append(f"Cached prompt tokens: {c.cached_tokens:,} of {c.prompt_tokens:,} ({share:.0%}).")
+    p = r.pressure
+    if p.kv_usage_peak is not None:
+        lines.append(f"Engine metrics: KV usage peak {p.kv_usage_peak:.0%}, waiting peak {p.waiting_peak or 0:.0f}, "
+                     f"preemptions {p.preemptions or 0:.0f}.")
+    return lines + [""]
+
+
+def _rules(r: RunReport) -> list[str]:
+    lines = ["## Rules", "", "| rule | result | detail |", "|---|---|---|"]
+    for rule in r.rules:
+        result = rule.severity if rule.fired else "-"
+        lines.append(f"| {rule.name} | {result} | {_cell(rule.detail)} |")
+    lines += [""] + [f"Note: {_cell(n)}" for n in r.notes]
+    return lines
+
+
+def render_markdown(report: RunReport) -> str:
+    sections = (_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _rules)
+    return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -1,0 +1,157 @@
+"""RunReport: the versioned schema of report.json (contract fields, plus additions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "loadrepro.report/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Percentiles(_Model):
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class Latency(_Model):
+    ttft_ms: Percentiles  # sent -> first content token
+    itl_ms: Percentiles  # between consecutive content chunks
+    e2e_ms: Percentiles  # sent -> end
+    queue_ms: Percentiles  # queued -> sent: waiting for a concurrency slot inside loadrepro
+
+
+class Throughput(_Model):
+    requests_per_s: float
+    output_tokens_per_s: float
+
+
+class Cache(_Model):
+    prompt_tokens: int
+    cached_tokens: int | None  # None: the target reported none
+
+
+class TokenSpread(_Model):
+    p50: int
+    p95: int
+    max: int
+
+
+class WorkloadInfo(_Model):
+    kind: str
+    conversations: int
+    requests: int
+    prompt_tokens: TokenSpread
+    seed: int
+    faker_version: str
+    calibration_source: str
+
+
+class Target(_Model):
+    base_url: str
+    model: str
+    engine_cmd: str | None = None
+
+
+class Requests(_Model):
+    total: int
+    by_outcome: dict[str, int]
+
+
+class Transition(_Model):
+    t_s: float
+    status: int | str
+
+
+class Health(_Model):
+    pre: int | str | None
+    post: int | str | None
+    transitions: list[Transition]
+
+
+class FirstFailure(_Model):
+    t_s: float
+    request: int
+    outcome: str
+    detail: str
+    conversation: int
+    turn: int
+    status: int | None
+
+
+class SignatureCount(_Model):
+    name: str
+    class_: str = Field(alias="class")
+    count: int
+    first_t_s: float
+    sample: str
+
+
+class RuleResult(_Model):
+    name: str
+    fired: bool
+    severity: str | None
+    detail: str
+
+
+class Pressure(_Model):
+    kv_usage_peak: float | None
+    waiting_peak: float | None
+    preemptions: float | None
+
+
+class Environment(_Model):
+    loadrepro_version: str
+    python: str
+    platform: str
+
+
+class RequestRow(_Model):
+    id: int
+    conversation: int
+    turn: int
+    outcome: str
+    status: int | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    shared_prefix_tokens: int
+
+
+class RunReport(_Model):
+    schema_: str = Field(SCHEMA, alias="schema")
+    verdict: str
+    reasons: list[str]
+    label: str
+    profile: dict[str, Any]
+    seed: int
+    target: Target
+    started_at: str
+    duration_s: float
+    command: str
+    stop_reason: str
+    interrupted: bool
+    requests: Requests
+    health: Health
+    first_failure: FirstFailure | None
+    signatures: list[SignatureCount]
+    rules: list[RuleResult]
+    latency: Latency
+    throughput: Throughput
+    cache: Cache
+    workload: WorkloadInfo
+    pressure: Pressure
+    log_excerpt: list[str]
+    notes: list[str]
+    environment: Environment
+    request_table: list[RequestRow]
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,25 @@
+"""Findings -> a pass/fail verdict with its reasons in plain words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadrepro.classify import Finding, Severity
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    status: str  # pass | fail
+    reasons: tuple[str, ...]  # why it failed, most telling first; for a pass, what was noticed on the way
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+def decide(findings: list[tuple[str, Finding | None]]) -> Verdict:
+    fired = [f for _, f in findings if f is not None]
+    failures = [f.summary for f in fired if f.severity is Severity.FAIL]
+    if failures:
+        return Verdict("fail", tuple(failures))
+    return Verdict("pass", tuple(f.summary for f in fired))

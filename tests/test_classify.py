@@ -1,0 +1,115 @@
+"""Each rule fires at its threshold and not below it."""
+
+from loadrepro.classify import (Severity, classify, engine_death, failures_while_healthy, fatal_signature,
+                                interrupted, low_completion, post_run_health, pressure_in_metrics,
+                                prefix_reuse_missing, rejections, stalled_streams, throttling, truncated_streams)
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import Outcome
+from loadrepro.verdict import decide
+from tests.builders import health, log_match, metrics, note, record, result
+
+SPEC = VerdictSpec()
+FATAL = "Failed to resume draft KV cache for request 53"
+
+
+def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
+    one_blip = result([record(1)], health(200, 200, 503, 200, 200))
+    assert engine_death(one_blip, SPEC) is None
+    died = result([record(1), record(2, Outcome.SERVER_ERROR, end_s=2.2, detail=FATAL, signature=
+                  "trtllm-draft-resume-failed")], health(200, 200, 503, 503, 503), post=503)
+    finding = engine_death(died, SPEC)
+    assert finding.severity is Severity.FAIL
+    assert finding.t_s == 2.0 and "engine died at 2.0 s with `Failed to resume draft KV cache for request 53`" in \
+        finding.summary and "/health 503 from then on" in finding.summary
+    came_back = result([record(1)], health(200, 503, 503, 200, 200))
+    assert "came back" in engine_death(came_back, SPEC).summary
+    last_word = result([record(1)], health(200, 200), post=503)
+    assert engine_death(last_word, SPEC) is not None
+
+
+def test_engine_death_from_a_process_exit_and_not_from_a_health_endpoint_that_never_worked():
+    exited = result([record(1)], notes=[note(1.5, "engine", "the engine process exited with code -9")])
+    assert "exited with code -9" in engine_death(exited, SPEC).summary
+    never = result([record(1)], health(404, 404, 404), post=404)
+    assert engine_death(never, SPEC) is None
+
+
+def test_failures_while_healthy_need_health_to_stay_200_around_them():
+    hidden = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, detail="boom", status=500)])
+    assert "1 requests failed while /health answered 200" in failures_while_healthy(hidden, SPEC).summary
+    at_death = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, status=500)], health(200, 200, 503, 503, 503))
+    assert failures_while_healthy(at_death, SPEC) is None
+
+
+def test_fatal_signature_names_the_log_line_and_strips_the_timestamp():
+    r = result([record(1)], log_matches=[log_match(2.0, f"2026-11-30 06:00:00.000 ERROR [RANK 0] {FATAL}",
+                                                    "trtllm-draft-resume-failed", number=412)],
+               log_context=["line before"])
+    finding = fatal_signature(r, SPEC)
+    assert "engine log line 412" in finding.summary and f"`{FATAL}`" in finding.summary
+    assert finding.evidence[0] == "line before"
+    benign = result([record(1)], log_matches=[log_match(1.0, "KV cache pool is full. Retract requests.",
+                                                         "sglang-retract", "T")])
+    assert fatal_signature(benign, SPEC) is None
+
+
+def test_count_rules_fire_on_one():
+    for rule, outcome in ((stalled_streams, Outcome.STALLED), (truncated_streams, Outcome.TRUNCATED)):
+        assert rule(result([record(1)]), SPEC) is None
+        assert rule(result([record(1), record(2, outcome)]), SPEC).summary.startswith("1 ")
+
+
+def test_low_completion_threshold_excludes_rejections_and_cancellations():
+    records = [record(i) for i in range(9)] + [record(9, Outcome.SERVER_ERROR)]
+    assert low_completion(result(records), VerdictSpec(min_completed=0.9)) is None
+    assert "9/10" in low_completion(result(records), VerdictSpec(min_completed=0.95)).summary
+    polite = [record(1), record(2, Outcome.REJECTED), record(3, Outcome.CANCELLED)]
+    assert low_completion(result(polite), SPEC) is None
+    assert low_completion(result([record(1, Outcome.REJECTED)]), SPEC).summary == "no request completed"
+
+
+def test_post_run_health_and_interruption():
+    assert post_run_health(result([record(1)], post=200), SPEC) is None
+    assert post_run_health(result([record(1)], post="unreachable"), SPEC).summary == "/health unreachable after the run"
+    assert post_run_health(result([record(1)], post=503), VerdictSpec(require_post_health=False)) is None
+    assert interrupted(result([record(1)], interrupted=True), SPEC).severity is Severity.FAIL
+
+
+def test_rejections_are_info_unless_forbidden():
+    r = result([record(1), record(2, Outcome.REJECTED, detail="This model's maximum context length is 8 tokens")])
+    assert rejections(r, SPEC).severity is Severity.INFO
+    assert rejections(r, VerdictSpec(allow_rejected=False)).severity is Severity.FAIL
+    assert decide(classify(r, SPEC)).status == "pass"
+
+
+def test_throttling_and_pressure_are_info():
+    assert throttling(result([record(1, retries=2)]), SPEC).summary == "0 requests throttled after retries; 2 retries"
+    samples = [metrics(0.5, vllm__num_preemptions_total=0, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.2),
+               metrics(1.5, vllm__num_preemptions_total=3, vllm__num_requests_waiting=5,
+                       vllm__kv_cache_usage_perc=0.97)]
+    finding = pressure_in_metrics(result([record(1)], metrics=samples), SPEC)
+    assert finding.severity is Severity.INFO
+    assert finding.summary == "pressure handled: 3 preemptions, up to 5 requests waiting, KV usage peaked at 97%"
+    calm = [metrics(0.5, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.5)]
+    assert pressure_in_metrics(result([record(1)], metrics=calm), SPEC) is None
+
+
+def test_prefix_reuse_threshold():
+    spec = VerdictSpec(min_cache_hit=0.8)
+    good = [record(1, turn=2, shared=1000, cached=800)]
+    bad = [record(1, turn=2, shared=1000, cached=799)]
+    assert prefix_reuse_missing(result(good), spec) is None
+    assert "1/1 later turns" in prefix_reuse_missing(result(bad), spec).summary
+    assert prefix_reuse_missing(result(bad), SPEC) is None  # not asked for
+    silent = [record(1, turn=2, shared=1000, cached=None)]
+    assert prefix_reuse_missing(result(silent), spec).severity is Severity.INFO
+
+
+def test_verdict_reasons_come_from_failing_rules_in_order():
+    r = result([record(1), record(2, Outcome.STALLED, end_s=2.0)], post=503)
+    verdict = decide(classify(r, SPEC))
+    assert verdict.status == "fail"
+    assert verdict.reasons[0] == "engine died at 5.0 s; /health 503 from then on"  # the post-run poll was 503
+    assert verdict.reasons[1].startswith("1 requests failed while /health answered 200")
+    assert verdict.reasons[2].startswith("1 streams stalled") and verdict.reasons[-1] == "/health 503 after the run"
+    assert decide(classify(result([record(1)]), SPEC)) .status == "pass"

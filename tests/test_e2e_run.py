@@ -1,0 +1,112 @@
+"""`loadrepro run`, `ab` and `compare` as users run them: real processes, real sockets, exit codes, reports."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.stub_server import StubServer
+
+SMALL = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set",
+         "workload.max_tokens=8", "--set", "workload.conversations=3"]
+
+
+def loadrepro(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    quiet = ["--quiet"] if args[0] in ("run", "ab") else []
+    return subprocess.run([sys.executable, "-m", "loadrepro", *args, *quiet], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, **(env or {})})
+
+
+def report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def test_quickstart_on_stock_fails_with_the_draft_pool_signature_first(tmp_path):
+    done = loadrepro("run", "--profile", "quickstart", "--out", str(tmp_path))
+    assert done.returncode == 1, done.stderr
+    data = report(tmp_path)
+    assert data["verdict"] == "fail"
+    assert "Draft KV cache context resize failed for request" in data["first_failure"]["detail"]
+    assert data["reasons"][0].startswith("engine died at ")
+    statuses = [t["status"] for t in data["health"]["transitions"]]
+    assert statuses[0] == 200 and 503 in statuses
+    assert next(t for t in data["health"]["transitions"] if t["status"] == 503)["t_s"] > 0
+    assert data["signatures"][0]["name"].startswith("trtllm-draft-")
+    assert "verdict: FAIL" in done.stdout and "report.md" in done.stdout
+    assert (tmp_path / "junit.xml").exists() and (tmp_path / "requests.jsonl").exists()
+
+
+def test_quickstart_on_patched_passes(tmp_path):
+    done = loadrepro("run", "--profile", "quickstart", "--set", "sim.policy=patched", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["verdict"] == "pass" and data["requests"]["by_outcome"] == {"ok": 24}
+    assert data["health"]["post"] == 200 and data["cache"]["cached_tokens"] > 40000
+
+
+def test_ab_on_the_simulated_engine_confirms_the_fix(tmp_path):
+    done = loadrepro("ab", "--profile", "quickstart", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "compare.md").read_text().startswith("# loadrepro compare: fix confirmed")
+    assert report(tmp_path / "stock")["verdict"] == "fail" and report(tmp_path / "patched")["verdict"] == "pass"
+    again = loadrepro("compare", str(tmp_path / "stock"), str(tmp_path / "patched" / "report.json"))
+    assert again.returncode == 0 and "fix confirmed" in again.stdout
+    backwards = loadrepro("compare", str(tmp_path / "patched"), str(tmp_path / "stock"))
+    assert backwards.returncode == 1 and "not reproduced on stock" in backwards.stdout
+
+
+@pytest.mark.parametrize("scenario", ["draft-pool", "page-index", "blocks-exhausted"])
+def test_each_simulated_scenario_fails_on_stock_and_passes_on_patched(tmp_path, scenario):
+    stock = loadrepro("run", "--profile", scenario, "--out", str(tmp_path / "stock"))
+    patched = loadrepro("run", "--profile", scenario, "--set", "sim.policy=patched", "--out", str(tmp_path / "p"))
+    assert stock.returncode == 1, stock.stdout
+    assert patched.returncode == 0, patched.stdout
+    assert report(tmp_path / "stock")["signatures"][0]["class"] == "F"
+
+
+def test_healthy_profile_passes_with_prefix_reuse_checked(tmp_path):
+    done = loadrepro("run", "--profile", "healthy", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout
+    rules = {r["name"]: r for r in report(tmp_path)["rules"]}
+    assert rules["prefix_reuse_missing"]["fired"] is False
+
+
+def test_a_tensorrt_llm_fatal_400_is_a_failure(tmp_path):
+    with StubServer("fatal_400").running() as server:
+        done = loadrepro("run", "--base-url", server.url, *SMALL, "--out", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["requests"]["by_outcome"] == {"server_error": 3}
+    assert any("token lengths are estimates" in n for n in data["notes"])
+
+
+def test_a_vllm_context_length_400_is_a_pass_with_rejections(tmp_path):
+    with StubServer("reject_followups").running() as server:
+        done = loadrepro("run", "--base-url", server.url, *SMALL, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["requests"]["by_outcome"] == {"ok": 3, "rejected": 3}
+    rules = {r["name"]: r for r in data["rules"]}
+    assert rules["rejections"]["fired"] and rules["rejections"]["severity"] == "info"
+
+
+def test_the_api_key_never_reaches_a_report_or_log(tmp_path):
+    key = "sk-planted-0123456789abcdef"
+    with StubServer("ok").running() as server:
+        done = loadrepro("run", "--base-url", server.url, *SMALL, "--out", str(tmp_path),
+                         "--api-key-env", "MY_KEY", env={"MY_KEY": key})
+        sent = server.stats.bodies
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sent  # the key went to the server as a header, nowhere else
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    assert key not in done.stdout + done.stderr
+
+
+def test_bad_flags_and_keys_exit_2():
+    assert loadrepro("run", "--set", "load.concurency=3").returncode == 2
+    assert loadrepro("ab", "--stock-url", "http://127.0.0.1:1").returncode == 2

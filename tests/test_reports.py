@@ -1,0 +1,89 @@
+"""Reports rendered from a fixed RunResult: golden files, the JUnit shape, and the JSON schema round trip."""
+
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from loadrepro.classify import classify
+from loadrepro.profile import load_profile
+from loadrepro.records import Outcome
+from loadrepro.report.build import build_report
+from loadrepro.report.json import read_report, render_json
+from loadrepro.report.junit import render_junit
+from loadrepro.report.markdown import render_markdown
+from loadrepro.report.model import Environment, RunReport
+from loadrepro.report.write import write_reports
+from loadrepro.verdict import decide
+from loadrepro.workload.summary import WorkloadSummary
+from tests.builders import health, log_match, metrics, record, result
+
+GOLDEN = Path(__file__).parent / "golden"
+FATAL = "Draft KV cache context resize failed for request 19: could not resize to 4225 tokens"
+
+
+def fixed_report() -> RunReport:
+    records = [record(i, end_s=0.5 + i * 0.1, conversation=i) for i in range(1, 4)]
+    records += [record(4, Outcome.STREAM_ERROR, end_s=2.1, turn=2, conversation=1, detail=FATAL,
+                       signature="trtllm-draft-resize-failed"),
+                record(5, Outcome.REJECTED, end_s=2.2, turn=2, conversation=2, status=400,
+                       detail="This model's maximum context length is 8192 tokens", signature="vllm-context-length")]
+    run = result(records, health(200, 200, 503, 503), post=503,
+                 metrics=[metrics(1.0, vllm__kv_cache_usage_perc=0.5, vllm__num_requests_waiting=2,
+                                  vllm__num_preemptions_total=0)],
+                 log_matches=[log_match(2.0, f"2026-11-30 06:00:02.000 ERROR [RANK 0] {FATAL}",
+                                        "trtllm-draft-resize-failed", number=7)],
+                 log_context=["2026-11-30 06:00:00.000 INFO engine up", "2026-11-30 06:00:01.000 INFO admitted 5"])
+    profile = load_profile("quickstart")
+    summary = WorkloadSummary("conversations", "chat", 7, "40.63.0", "simulated engine tokenizer (local)", 3, 0, 6,
+                              4000, 4225, 4225, 24000, 8000, 600, 100000, ())
+    findings = classify(run, profile.verdict)
+    return build_report(run, profile, findings, decide(findings), summary, "loadrepro run --profile quickstart",
+                        Environment(loadrepro_version="0.1.0", python="3.11.7", platform="Linux-x86_64"))
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("LOADREPRO_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; rerun with LOADREPRO_UPDATE_GOLDEN=1 if intended"
+
+
+def test_report_md_matches_its_golden_file():
+    check_golden("report.md", render_markdown(fixed_report()))
+
+
+def test_junit_xml_matches_its_golden_file_and_the_shape_ci_tools_read():
+    text = render_junit(fixed_report())
+    check_golden("junit.xml", text)
+    root = ET.fromstring(text.encode())
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    suite = suites[0]
+    for attribute in ("name", "tests", "failures", "errors", "skipped", "time", "timestamp"):
+        assert attribute in suite.attrib
+    cases = suite.findall("testcase")
+    assert len(cases) == int(suite.get("tests")) and all(c.get("classname") and c.get("name") for c in cases)
+    failures = [c for c in cases if c.find("failure") is not None]
+    assert len(failures) == int(suite.get("failures")) == int(root.get("failures")) > 0
+    assert all(f.find("failure").get("message") for f in failures)
+    float(suite.get("time"))
+
+
+def test_report_json_has_the_contract_fields_and_round_trips(tmp_path):
+    report = fixed_report()
+    written = write_reports(report, tmp_path)
+    assert [p.name for p in written] == ["report.json", "report.md", "junit.xml"]
+    again = read_report(tmp_path)
+    assert again == report
+    data = report.dump()
+    for key in ("schema", "verdict", "reasons", "label", "profile", "seed", "target", "started_at", "duration_s",
+                "requests", "health", "first_failure", "signatures", "rules", "latency", "throughput", "cache",
+                "workload", "environment"):
+        assert key in data
+    assert data["schema"] == "loadrepro.report/1" and data["verdict"] == "fail"
+    assert data["first_failure"]["outcome"] == "stream_error" and data["first_failure"]["t_s"] == 2.1
+    assert [t["status"] for t in data["health"]["transitions"]] == [200, 503]
+    assert data["signatures"][0]["class"] == "F"
+    assert set(data["latency"]) >= {"ttft_ms", "itl_ms", "e2e_ms"}
+    assert render_json(report).startswith("{")
