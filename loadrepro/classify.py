@@ -90,7 +90,7 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """The engine left service: /health answered non-200 on DEAD_POLLS consecutive polls (or on the post-run
     poll) after answering 200, or the engine process exited. The time is the first fatal text when one came
     before that, else the first non-200 poll. Says whether /health came back."""
-    exited = next((n for n in result.notes if n.source == "engine" and "exited" in n.text), None)
+    exited = next((n for n in result.notes if n.source == "engine"), None)
     left = _left_service(result)
     if left is None and exited is None:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,7 @@ import httpx
 import typer
 
 from loadrepro.dry_run import dry_run
+from loadrepro.bundle import make_bundle
 from loadrepro.compare import Conclusion, compare, render_comparison
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.profile import VerdictSpec, builtin_profiles, load_profile
@@ -112,9 +114,14 @@ def run(
     dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback target is an isolated test engine.")] = False,
+    engine_cmd: Annotated[str | None, typer.Option(
+        help="Start this engine ({port} and {host} are filled in) and keep its log.")] = None,
+    engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine's /health.")] = 600.0,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
-    """Send a profile's workload to the target and record what happened."""
+    """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
+    if base_url and engine_cmd:
+        raise UsageError("give --base-url or --engine-cmd, not both")
     resolved = load_profile(profile, set_ or [])
     url = check_base_url(base_url, target_is_isolated) if base_url else None
     if dry_run_:
@@ -124,8 +131,10 @@ def run(
         if result.written:
             typer.echo(f"written    {result.written}")
         return
-    options = RunOptions(resolved, url, model, label or (resolved.sim.policy if url is None else "run"), out,
-                         api_key_env, quiet, command="loadrepro " + shlex.join(sys.argv[1:]))
+    default_label = "run" if url or engine_cmd else resolved.sim.policy
+    options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
+                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
+                         engine_start_timeout_s=engine_start_timeout)
     session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
     for line in describe_verdict(session.report, session.written):
         typer.echo(line)
@@ -139,6 +148,9 @@ def ab(
     profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
     stock_url: Annotated[str | None, typer.Option(help="The stock engine's URL.")] = None,
     patched_url: Annotated[str | None, typer.Option(help="The patched engine's URL.")] = None,
+    stock_cmd: Annotated[str | None, typer.Option(help="Start the stock engine with this command.")] = None,
+    patched_cmd: Annotated[str | None, typer.Option(help="Start the patched engine with this command.")] = None,
+    engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for each engine's /health.")] = 600.0,
     model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
@@ -149,14 +161,19 @@ def ab(
 ) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
 
-    Without URLs, both sides are the embedded simulated engine, with its stock and patched admission policies."""
-    if (stock_url is None) != (patched_url is None):
-        raise UsageError("give both --stock-url and --patched-url, or neither (the simulated engine's policies)")
+    Each side is a URL or an engine command; with neither, both sides are the embedded simulated engine with its
+    stock and patched admission policies."""
+    sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
+    if any(url and cmd for url, cmd in sides):
+        raise UsageError("give a URL or a command for each side, not both")
+    if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
+        raise UsageError("give both sides (--stock-url/--stock-cmd and --patched-url/--patched-cmd), or neither "
+                         "(the simulated engine's policies)")
     resolved = load_profile(profile, set_ or [])
-    urls = [check_base_url(u, target_is_isolated) if u else None for u in (stock_url, patched_url)]
+    checked = [(check_base_url(url, target_is_isolated) if url else None, cmd) for url, cmd in sides]
     options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
-                         command="loadrepro " + shlex.join(sys.argv[1:]))
-    session = asyncio.run(run_ab(options, *urls, say=lambda text: typer.echo(text, err=True)))
+                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout)
+    session = asyncio.run(run_ab(options, *checked, say=lambda text: typer.echo(text, err=True)))
     for side in (session.stock, session.patched):
         typer.echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
     typer.echo(render_comparison(session.comparison))
@@ -182,6 +199,17 @@ def compare_reports(
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
+@app.command()
+def bundle(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (it holds report.json).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="The zip to write.")] = None,
+    redact_host: Annotated[bool, typer.Option(help="Replace host names and IP addresses.")] = False,
+) -> None:
+    """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
+    path = make_bundle(run_dir, output, redact_host)
+    typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
 @app.command("profiles")
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""
@@ -189,7 +217,12 @@ def list_profiles() -> None:
         typer.echo(f"{name:22} {load_profile(name).description}")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # so every `finally` runs: engines loadrepro started are stopped
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except LoadreproError as exc:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+
+import tomli_w
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -187,3 +189,13 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
         return Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(f"profile {path} is not valid:\n{_describe(exc)}") from exc
+
+
+def write_profile(profile: Profile, path: Path) -> Path:
+    """The resolved profile as TOML, loadable with load_profile (unset sim sizing keys are left out)."""
+    data = profile.model_dump(mode="json", by_alias=True)
+    data["sim"] = {k: v for k, v in data["sim"].items() if v is not None}
+    if not data["signatures"]:
+        del data["signatures"]
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    return path

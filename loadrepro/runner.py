@@ -24,6 +24,7 @@ import httpx
 import numpy as np
 
 from loadrepro.client import Client
+from loadrepro.engine import describe_exit
 from loadrepro.profile import Profile
 from loadrepro.records import (HealthSample, JsonlWriter, LogMatch, MetricsSample, Note, Outcome, RequestRecord,
                                RunResult, Sample, sample_to_json)
@@ -34,6 +35,7 @@ from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
 DEATH_POLLS = 3  # consecutive unhealthy /health polls, with requests failing, that mean the engine died
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
+ENGINE_POLL_S = 0.1
 _POISSON, _CANCEL = 9, 11  # SeedSequence streams
 
 
@@ -116,11 +118,6 @@ class Runner:
         self._on_sample(Note(self._clock(), source, text))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        exit_code = self.target.engine_exit() if self.target.engine_exit else None
-        if exit_code is not None and self._stop_reason is None:
-            self._note("engine", f"the engine process exited with code {exit_code}")
-            self._engine_died()
-            return
         if not self._health_usable:
             return
         if sample.healthy:
@@ -132,8 +129,28 @@ class Runner:
                                  f"{self._unhealthy_streak} times in a row while requests failed")
             self._engine_died()
 
+    def _engine_exited(self) -> bool:
+        """Note a managed engine's exit (once) as engine death; True once it has exited."""
+        code = self.target.engine_exit() if self.target.engine_exit else None
+        if code is None:
+            return False
+        if not any(n.source == "engine" for n in self._notes):
+            self._note("engine", f"the engine process {describe_exit(code)}")
+            self._engine_died()
+        return True
+
+    async def _watch_engine(self, stop: asyncio.Event) -> None:
+        """A managed engine that exits is engine death at that instant, not connection errors found later."""
+        while not stop.is_set():
+            if self._engine_exited():
+                return
+            try:
+                await asyncio.wait_for(stop.wait(), ENGINE_POLL_S)
+            except TimeoutError:
+                pass
+
     def _engine_died(self) -> None:
-        if self._load.stop_on_death:
+        if self._load.stop_on_death or self._load_task is None or self._load_task.done():
             self._stop("engine_death", GRACE_S)
 
     def _stop(self, reason: str, grace_s: float) -> None:
@@ -255,6 +272,8 @@ class Runner:
                         tg.create_task(metrics.run(stop_watching))
                     if logs:
                         tg.create_task(logs.run(stop_watching))
+                    if self.target.engine_exit:
+                        tg.create_task(self._watch_engine(stop_watching))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
                     self._load_task = tg.create_task(self._load_all())
@@ -268,6 +287,7 @@ class Runner:
                     finally:
                         if deadline is not None:
                             deadline.cancel()
+                    self._engine_exited()  # an exit that ended the last requests counts, however quick
                     stop_watching.set()
                 end_ns = self._clock()
                 post = await health.poll(timeout_s=5.0) if health else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
 from loadrepro.compare import Comparison, compare, render_comparison
 from loadrepro.errors import TargetError
-from loadrepro.profile import Profile
+from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
@@ -25,7 +24,8 @@ from loadrepro.report.model import RunReport
 from loadrepro.report.write import write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
-from loadrepro.sim.process import SimProcess
+from loadrepro.engine import ManagedEngine
+from loadrepro.sim.process import sim_engine_command
 from loadrepro.target import discover_model
 from loadrepro.verdict import decide
 from loadrepro.workload.export import write_workload
@@ -46,6 +46,8 @@ class RunOptions:
     api_key_env: str = "OPENAI_API_KEY"
     quiet: bool = False
     command: str = "loadrepro run"  # how to reproduce this run, for the report
+    engine_cmd: str | None = None  # start this engine ({port}, {host}) instead of the simulated one
+    engine_start_timeout_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,25 +72,26 @@ def run_directory(options: RunOptions) -> Path:
 @dataclass(frozen=True, slots=True)
 class _Target:
     url: str
-    counter_is_local: bool
-    engine: SimProcess | None
+    counter_is_local: bool  # the simulated engine's tokenizer runs in process
+    engine: ManagedEngine | None
 
 
 @contextlib.contextmanager
 def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
+    """The URL to load: given, or an engine loadrepro starts (the user's command, else the simulated engine)."""
     if options.base_url is not None:
         yield _Target(options.base_url, False, None)
         return
-    engine = SimProcess(options.profile.sim, run_dir / "engine.log")
+    command = options.engine_cmd or sim_engine_command(options.profile.sim)
+    engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health")
     try:
-        url = engine.start()
-        say(f"target: the embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} "
-            f"policy) at {url}; its log is {engine.log}")
-        yield _Target(url, True, engine)
+        url = engine.start(options.engine_start_timeout_s)
+        what = "engine" if options.engine_cmd else (
+            f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
+        say(f"target: the {what} at {url} (pid {engine.pid}); its log is {engine.log}")
+        yield _Target(url, options.engine_cmd is None, engine)
     finally:
-        code = engine.stop()
-        if code not in (None, 0, -15):
-            say(f"the simulated engine ended with code {code}")
+        say(f"engine: {engine.stop().how}")
 
 
 async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, say) -> tuple[Plan, list[str]]:
@@ -107,6 +110,7 @@ async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bo
 async def run_session(options: RunOptions, say=print) -> Session:
     profile = options.profile
     run_dir = run_directory(options)
+    write_profile(profile, run_dir / "profile.toml")
     with _target(options, run_dir, say) as target:
         async with httpx.AsyncClient(base_url=target.url, timeout=30) as http:
             model = options.model or profile.model or await discover_model(http)
@@ -118,8 +122,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
             api_key=os.environ.get(options.api_key_env) or None,
             signatures=compile_catalog((s.name, s.pattern, s.class_) for s in profile.signatures))
         engine = target.engine
-        run_target = RunTarget(target.url, model, options.label,
-                               engine_cmd=shlex.join(engine.command) if engine else None,
+        run_target = RunTarget(target.url, model, options.label, engine_cmd=engine.command if engine else None,
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None)
         async with Client(config) as client:
@@ -152,14 +155,16 @@ def _with_policy(profile: Profile, policy: str) -> Profile:
     return profile.model_copy(update={"sim": profile.sim.model_copy(update={"policy": policy})})
 
 
-async def run_ab(options: RunOptions, stock_url: str | None, patched_url: str | None, say=print) -> AbSession:
-    """The same seeded workload against stock then patched; without URLs, the simulated engine's two policies."""
+async def run_ab(options: RunOptions, stock: tuple[str | None, str | None], patched: tuple[str | None, str | None],
+                 say=print) -> AbSession:
+    """The same seeded workload against stock then patched, each side a (URL, engine command) with at most one
+    given; with neither, the simulated engine's two policies. Each managed engine is started fresh."""
     root = run_directory(dataclasses.replace(options, label="ab"))
     sessions = []
-    for label, url in (("stock", stock_url), ("patched", patched_url)):
+    for label, (url, command) in (("stock", stock), ("patched", patched)):
         say(f"--- {label} ---")
         side = dataclasses.replace(options, profile=_with_policy(options.profile, label), base_url=url, label=label,
-                                   out=root / label)
+                                   out=root / label, engine_cmd=command)
         sessions.append(await run_session(side, say))
     stock, patched = sessions
     comparison = compare(stock.report, patched.report, options.profile.verdict)

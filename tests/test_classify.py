@@ -28,8 +28,8 @@ def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
 
 
 def test_engine_death_from_a_process_exit_and_not_from_a_health_endpoint_that_never_worked():
-    exited = result([record(1)], notes=[note(1.5, "engine", "the engine process exited with code -9")])
-    assert "exited with code -9" in engine_death(exited, SPEC).summary
+    exited = result([record(1)], notes=[note(1.5, "engine", "the engine process killed by SIGKILL")])
+    assert "(the engine process killed by SIGKILL)" in engine_death(exited, SPEC).summary
     never = result([record(1)], health(404, 404, 404), post=404)
     assert engine_death(never, SPEC) is None
 

@@ -14,7 +14,8 @@ from loadrepro.client import Client, ClientConfig
 from loadrepro.profile import load_profile
 from loadrepro.records import Outcome, RequestRecord, read_jsonl
 from loadrepro.runner import Runner, RunTarget
-from loadrepro.sim.process import SimProcess
+from loadrepro.engine import ManagedEngine
+from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
 from tests.stub_server import StubServer
@@ -92,12 +93,12 @@ def test_health_flipping_to_503_while_requests_fail_is_engine_death(tmp_path):
 
 def test_an_engine_process_that_exits_mid_run_is_engine_death(tmp_path):
     profile = load_profile("healthy", ["sim.step_s=0.02"])
-    engine = SimProcess(profile.sim, tmp_path / "engine.log")
-    url = engine.start()
+    engine = ManagedEngine(sim_engine_command(profile.sim), tmp_path / "engine.log")
+    url = engine.start(30)
     try:
         async def killer():
             await asyncio.sleep(1.0)
-            os.killpg(engine._process.pid, signal.SIGKILL)
+            os.kill(engine.pid, signal.SIGKILL)
 
         async def go():
             plan = await plan_workload(profile, SimTokenCounter())
@@ -115,7 +116,7 @@ def test_an_engine_process_that_exits_mid_run_is_engine_death(tmp_path):
     finally:
         engine.stop()
     assert result.stop_reason == "engine_death"
-    assert any("exited with code -9" in n.text for n in result.notes)
+    assert any(n.text == "the engine process killed by SIGKILL" for n in result.notes)
     failed = [r for r in result.records if r.outcome is not Outcome.OK]
     assert failed and {r.outcome for r in failed} <= {Outcome.TRUNCATED, Outcome.UNREACHABLE, Outcome.CANCELLED}
 
@@ -162,7 +163,7 @@ def test_ctrl_c_mid_run_leaves_a_complete_requests_jsonl(tmp_path):
     records = [RequestRecord.from_json(json.loads(line)) for line in lines]
     assert len({r.id for r in records}) == len(records) == max(r.id for r in records)  # none missing
     assert any(r.outcome is Outcome.CANCELLED for r in records)
-    assert "interrupted" in stdout
-    # the simulated engine the run started is gone
-    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
-                if str(out / "engine.log") in line]
+    assert "the run was interrupted" in stdout
+    port = json.loads((out / "report.json").read_text())["target"]["base_url"].rsplit(":", 1)[1]
+    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"--port {port}" not in listing  # the simulated engine the run started is gone

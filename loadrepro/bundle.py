@@ -1,0 +1,99 @@
+"""The reproducer bundle: one zip a maintainer can run without installing loadrepro.
+
+It holds the report, the resolved profile, the exact payloads (`workload.jsonl.gz`), the request records, the
+engine log excerpt, and `replay.py` (standard library only) with the `replay.json` settings it reads. Secrets are
+scrubbed from every text file; `redact_host` also replaces host names and IP addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+from loadrepro.errors import UsageError
+from loadrepro.report.json import read_report
+from loadrepro.report.model import RunReport
+from loadrepro.signatures import CATALOG, SignatureClass
+
+COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")
+_SECRETS = (
+    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[^\s\"',]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=\s]\s*[\"']?)[^\s\"',]+"), r"\1<redacted>"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "<redacted>"),
+)
+_URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
+_IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
+
+
+def scrub(text: str, redact_host: bool) -> str:
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    key = os.environ.get("OPENAI_API_KEY", "")
+    if len(key) >= 8:
+        text = text.replace(key, "<redacted>")
+    if redact_host:
+        text = _URL_HOST.sub(r"\1ENGINE_HOST", text)
+        text = _IPV4.sub("0.0.0.0", text)
+    return text
+
+
+def _replay_settings(report: RunReport) -> dict:
+    load, watch = report.profile["load"], report.profile["watch"]
+    fatal = [s.pattern.pattern for s in CATALOG if s.klass is SignatureClass.FATAL]
+    fatal += [s["pattern"] for s in report.profile.get("signatures", []) if s.get("class") == "F"]
+    return {"api": report.profile["api"], "model": report.target.model, "concurrency": load["concurrency"],
+            "request_timeout_s": load["request_timeout_s"], "stall_timeout_s": load["stall_timeout_s"],
+            "health_path": watch["health_path"] or "/health", "fatal_patterns": fatal}
+
+
+def _readme(report: RunReport, name: str) -> str:
+    profile = report.profile
+    lines = [f"# Reproducer: {profile['name']} ({report.label}) - {report.verdict.upper()}", "",
+             profile.get("description", ""), "", "## What happened", ""]
+    lines += [f"- {reason}" for reason in report.reasons] or ["- no rule fired"]
+    if report.first_failure:
+        f = report.first_failure
+        lines += ["", f"First failure: request {f.request} (conversation {f.conversation}, turn {f.turn}) at "
+                      f"{f.t_s:.1f} s, `{f.outcome}`: {' '.join(f.detail.split())[:300]}"]
+    lines += ["", "## What was run", "", f"- command: `{report.command}`",
+              f"- target: {report.target.base_url} (model `{report.target.model}`)"]
+    if report.target.engine_cmd:
+        lines.append(f"- engine: `{report.target.engine_cmd}`")
+    lines += [f"- loadrepro {report.environment.loadrepro_version}, Python {report.environment.python}",
+              "", "## Reproduce", "",
+              "With loadrepro installed, from this folder:", "", "```bash",
+              "loadrepro run --profile profile.toml --base-url http://HOST:PORT", "```", "",
+              "Without it (Python 3.11 or newer, standard library only), replaying the exact payloads:", "",
+              "```bash", "python3 replay.py --base-url http://HOST:PORT", "```", "",
+              "`replay.py` exits 1 when the engine failed and 0 when it passed.", "", "## Files", "",
+              "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
+              "- `workload.jsonl.gz`: every request body and its schedule",
+              "- `requests.jsonl`: what each request did", "- `engine-log-excerpt.txt`: the engine log up to its "
+              "first fatal line (when there is one)", "- `replay.py`, `replay.json`: the standalone replay", ""]
+    return "\n".join(lines)
+
+
+def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False) -> Path:
+    if not (run_dir / "report.json").exists():
+        raise UsageError(f"{run_dir} is not a run directory (no report.json)")
+    report = read_report(run_dir)
+    name = f"loadrepro-{run_dir.resolve().name}"
+    out = out or run_dir.resolve().parent / f"{name}.zip"
+    texts = {"README.md": _readme(report, name), "replay.json": json.dumps(_replay_settings(report), indent=2),
+             "replay.py": resources.files("loadrepro.standalone").joinpath("replay.py").read_text(encoding="utf-8")}
+    for copied in COPIED:
+        if (run_dir / copied).exists():
+            texts[copied] = (run_dir / copied).read_text(encoding="utf-8", errors="replace")
+    if report.log_excerpt:
+        texts["engine-log-excerpt.txt"] = "\n".join(report.log_excerpt) + "\n"
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for file_name, text in texts.items():
+            bundle.writestr(f"{name}/{file_name}", scrub(text, redact_host))
+        workload = run_dir / "workload.jsonl.gz"
+        if workload.exists():
+            bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)
+    return out

@@ -1,0 +1,161 @@
+"""A managed engine process: start a command on a free loopback port, capture its log, wait until healthy, stop.
+
+The command is one command line, split like a shell would (`NAME=value` words before the program set its
+environment; pipes and `&&` need an explicit `sh -c '...'`); `{port}` and `{host}` are replaced by the port
+loadrepro chose and 127.0.0.1. The program itself is the process loadrepro watches, so its exit is seen at once.
+It runs in a process group of its own, with stdout and stderr appended to the log file, and is asked to
+die with loadrepro (Linux: the parent-death signal). Stopping sends SIGTERM to the group, waits, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from loadrepro.errors import TargetError, UsageError
+
+_PR_SET_PDEATHSIG = 1
+LOG_TAIL_LINES = 30
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_command(command: str) -> tuple[dict[str, str], list[str]]:
+    """Leading NAME=value words (the environment) and the argument vector."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the engine command {command!r}: {exc}") from exc
+    env: dict[str, str] = {}
+    while words and _ASSIGNMENT.match(words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if not words:
+        raise UsageError(f"the engine command {command!r} names no program")
+    return env, words
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: stop() still ends it
+        pass
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    if not path.exists():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineEnd:
+    code: int | None
+    how: str  # "exited with code 1", "stopped by SIGTERM", "killed by SIGKILL after the grace period", ...
+
+
+class ManagedEngine:
+    def __init__(self, command: str, log: Path, host: str = "127.0.0.1", health_path: str = "/health") -> None:
+        self.template, self.log, self.host, self.health_path = command, log, host, health_path
+        self.port = free_port(host)
+        self.command = command.replace("{port}", str(self.port)).replace("{host}", host)
+        self.url = f"http://{host}:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+        self.ended: EngineEnd | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self, timeout_s: float = 600.0) -> str:
+        """Start and wait for /health 200; TargetError with the log's last lines if it exits or never comes up."""
+        env, argv = split_command(self.command)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as sink:
+            try:
+                self._process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                                 preexec_fn=_die_with_parent)
+            except OSError as exc:
+                raise TargetError(f"cannot start the engine {argv[0]!r}: {exc.strerror}") from exc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
+                                  f"last lines of {self.log}:\n{log_tail(self.log)}")
+            if self._healthy():
+                return self.url
+            time.sleep(0.25)
+        self.stop()
+        raise TargetError(f"the engine was not healthy within {timeout_s:.0f} s: {self.command}\n"
+                          f"last lines of {self.log}:\n{log_tail(self.log)}")
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.url + self.health_path, timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def exit_code(self) -> int | None:
+        return self._process.poll() if self._process else None
+
+    def stop(self, grace_s: float = 10.0) -> EngineEnd:
+        """End the whole process group; says how it ended. Safe to call twice."""
+        if self.ended is not None:
+            return self.ended
+        process = self._process
+        if process is None:
+            self.ended = EngineEnd(None, "never started")
+        elif (code := process.poll()) is not None:
+            self.ended = EngineEnd(code, describe_exit(code) + " by itself")
+            self._kill_group(signal.SIGKILL)  # children it may have left
+        else:
+            self._kill_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self._group_alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self._group_alive():
+                self._kill_group(signal.SIGKILL)
+                self.ended = EngineEnd(process.wait(), "killed by SIGKILL after the grace period")
+            else:
+                self.ended = EngineEnd(process.wait(), "stopped by SIGTERM")
+        return self.ended
+
+    def _group_alive(self) -> bool:
+        self._process.poll()  # type: ignore[union-attr] - reap the leader so a zombie does not count
+        try:
+            os.killpg(self._process.pid, 0)  # type: ignore[union-attr]
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _kill_group(self, signum: int) -> None:
+        try:
+            os.killpg(self._process.pid, signum)  # type: ignore[union-attr]
+        except ProcessLookupError:
+            pass

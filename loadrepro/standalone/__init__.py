@@ -1,0 +1,1 @@
+"""Files that ship inside reproducer bundles and run without loadrepro installed."""

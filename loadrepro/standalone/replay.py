@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Replay a loadrepro bundle's exact requests against an OpenAI-compatible engine. Standard library only.
+
+    python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N]
+
+Reads workload.jsonl.gz and replay.json beside this file. Conversations run concurrently (at most --concurrency
+requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked
+before and after. Prints each request's outcome, the first failure and the post-run health; exits 1 when the
+engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200
+after the run), 0 otherwise. Clean 4xx rejections are not failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+FAILURES = ("server_error", "stream_error", "truncated", "protocol_error", "stalled", "timeout", "unreachable")
+
+
+class Target:
+    def __init__(self, base_url: str, stall_s: float, timeout_s: float) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            sys.exit(f"--base-url must be an http:// URL, got {base_url!r}")
+        self.host, self.port = parts.hostname, parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        self.stall_s, self.timeout_s = stall_s, timeout_s
+
+    async def open(self, method: str, path: str, body: bytes | None = None):
+        """Send a request; (status, headers, reader, writer) once the response headers are in."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
+        head = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close",
+                "Accept: text/event-stream, application/json"]
+        if body is not None:
+            head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), self.stall_s)
+        if not status_line:
+            raise ConnectionError("the connection closed before a response")
+        status = int(status_line.split()[1])
+        headers = {}
+        while True:
+            line = await asyncio.wait_for(reader.readline(), self.stall_s)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, headers, reader, writer
+
+    async def body(self, headers: dict, reader: asyncio.StreamReader):
+        """The response body in pieces, de-chunked; a read that waits stall_s raises TimeoutError."""
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                size_line = await asyncio.wait_for(reader.readline(), self.stall_s)
+                if not size_line:
+                    raise ConnectionError("the connection closed inside a chunked body")
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return
+                data = await asyncio.wait_for(reader.readexactly(size + 2), self.stall_s)
+                yield data[:-2]
+        elif "content-length" in headers:
+            yield await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), self.stall_s)
+        else:
+            while data := await asyncio.wait_for(reader.read(65536), self.stall_s):
+                yield data
+
+    async def get(self, path: str) -> tuple[int | str, bytes]:
+        try:
+            status, headers, reader, writer = await self.open("GET", path)
+            data = b"".join([piece async for piece in self.body(headers, reader)])
+            writer.close()
+            return status, data
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+            return "unreachable", b""
+
+
+def classify_status(status: int, text: str, fatal: list[re.Pattern]) -> str:
+    if status == 429 or status == 503 and "retry" in text.lower():
+        return "throttled"
+    if 400 <= status < 500:
+        return "server_error" if any(p.search(text) for p in fatal) else "rejected"
+    return "server_error" if status >= 500 else "protocol_error"
+
+
+async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern]) -> tuple[str, str]:
+    """One request: (outcome, detail)."""
+    content = json.dumps(body).encode()
+    deadline = asyncio.timeout(target.timeout_s)
+    answered = False
+    try:
+        async with deadline:
+            status, headers, reader, writer = await target.open("POST", path, content)
+            answered = True
+            try:
+                if status != 200:
+                    text = b"".join([p async for p in target.body(headers, reader)]).decode(errors="replace")
+                    return classify_status(status, text, fatal), text[:2000]
+                if "text/event-stream" not in headers.get("content-type", ""):
+                    data = json.loads(b"".join([p async for p in target.body(headers, reader)]))
+                    error = data.get("error") or (data.get("message") if data.get("object") == "error" else None)
+                    if error:
+                        return "stream_error", json.dumps(error)[:2000]
+                    return ("ok", "") if data.get("choices") else ("protocol_error", "no choices")
+                return await read_stream(target, headers, reader)
+            finally:
+                writer.close()
+    except TimeoutError:
+        if deadline.expired():
+            return "timeout", "the request exceeded its timeout"
+        return "stalled", "no byte within the stall timeout"
+    except asyncio.IncompleteReadError as exc:
+        return "truncated", f"the connection closed early: {exc}"
+    except ConnectionRefusedError as exc:
+        return "unreachable", str(exc)
+    except OSError as exc:
+        return ("truncated" if answered else "unreachable"), str(exc)
+    except (json.JSONDecodeError, ValueError, KeyError) as exc:
+        return "protocol_error", str(exc)
+
+
+async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReader) -> tuple[str, str]:
+    buffer, data_lines, finish, error = b"", [], None, None
+    try:
+        async for piece in target.body(headers, reader):
+            buffer += piece
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r")
+                if line.startswith(b"data:"):
+                    data_lines.append(line[5:].strip())
+                    continue
+                if line or not data_lines:
+                    continue
+                data, data_lines = b"\n".join(data_lines), []
+                if data == b"[DONE]":
+                    return ("stream_error", error) if error else (("ok", "") if finish else
+                                                                 ("truncated", "no finish reason"))
+                event = json.loads(data)
+                if "error" in event or event.get("object") == "error":
+                    error = json.dumps(event.get("error", event))[:2000]
+                for choice in event.get("choices") or []:
+                    finish = choice.get("finish_reason") or finish
+    except (asyncio.IncompleteReadError, OSError) as exc:
+        return ("stream_error", error) if error else ("truncated", f"the stream was cut: {exc}")
+    if error:
+        return "stream_error", error
+    return ("ok", "no [DONE]") if finish else ("truncated", "the stream ended before a finish reason")
+
+
+async def replay(args: argparse.Namespace) -> int:
+    config = json.loads((HERE / "replay.json").read_text())
+    fatal = [re.compile(p) for p in config["fatal_patterns"]]
+    target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"])
+    with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
+        rows = [json.loads(line) for line in lines]
+    requests = [r for r in rows if r.get("type") == "request"]
+    path = "/v1/chat/completions" if config["api"] == "chat" else "/v1/completions"
+    model = args.model or config.get("model")
+    status, data = await target.get("/v1/models")
+    if not args.model and status == 200:
+        model = json.loads(data)["data"][0]["id"]
+    before, _ = await target.get(config.get("health_path", "/health"))
+    print(f"/health before: {before}; {len(requests)} requests, model {model}, concurrency {args.concurrency}")
+    conversations: dict[int, list[dict]] = {}
+    for r in requests:
+        conversations.setdefault(r["conversation"], []).append(r)
+    gate = asyncio.Semaphore(args.concurrency)
+    results: list[tuple[float, dict, str, str]] = []
+    started = time.monotonic()
+
+    async def conversation(turns: list[dict]) -> None:
+        offset = turns[0].get("arrival_s")
+        if offset:
+            await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
+        for turn in sorted(turns, key=lambda t: t["turn"]):
+            async with gate:
+                outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal)
+            results.append((time.monotonic() - started, turn, outcome, detail))
+            print(f"{time.monotonic() - started:7.2f}s conversation {turn['conversation']} turn {turn['turn']}: "
+                  f"{outcome}" + (f": {' '.join(detail.split())[:160]}" if detail else ""), flush=True)
+            if outcome != "ok":
+                return
+
+    await asyncio.gather(*(conversation(t) for t in conversations.values()))
+    after, _ = await target.get(config.get("health_path", "/health"))
+    failures = [r for r in results if r[2] in FAILURES]
+    counts: dict[str, int] = {}
+    for _, _, outcome, _ in results:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if failures:
+        t, turn, outcome, detail = min(failures, key=lambda r: r[0])
+        print(f"first failure at {t:.2f}s: conversation {turn['conversation']} turn {turn['turn']}: {outcome}: "
+              f"{' '.join(detail.split())[:500]}")
+    print(f"/health after: {after}")
+    failed = bool(failures) or after != 200
+    print("ENGINE FAILED" if failed else "engine passed")
+    return 1 if failed else 0
+
+
+def main() -> None:
+    config = json.loads((HERE / "replay.json").read_text())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--concurrency", type=int, default=config["concurrency"])
+    sys.exit(asyncio.run(replay(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

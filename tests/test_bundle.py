@@ -1,0 +1,59 @@
+"""The reproducer bundle replays without loadrepro: same failure on stock, a pass on patched, no secrets."""
+
+import subprocess
+import sys
+import zipfile
+
+from loadrepro.bundle import make_bundle, scrub
+from loadrepro.engine import ManagedEngine
+from loadrepro.profile import load_profile
+from loadrepro.sim.process import sim_engine_command
+
+KEY = "sk-planted-bundle-0123456789"
+
+
+def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(run_dir),
+                           "--quiet"], capture_output=True, text=True, timeout=180,
+                          env={"OPENAI_API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stderr
+    zip_path = make_bundle(run_dir, tmp_path / "bundle.zip")
+    assert zip_path.stat().st_size < 5_000_000
+    with zipfile.ZipFile(zip_path) as bundle:
+        names = {n.split("/", 1)[1] for n in bundle.namelist()}
+        assert {"README.md", "report.md", "report.json", "profile.toml", "requests.jsonl", "workload.jsonl.gz",
+                "replay.py", "replay.json", "engine-log-excerpt.txt"} <= names
+        for name in bundle.namelist():
+            assert KEY.encode() not in bundle.read(name)
+        bundle.extractall(tmp_path / "unpacked")
+    folder = next((tmp_path / "unpacked").iterdir())
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare_python = tmp_path / "bare" / "bin" / "python"
+    assert subprocess.run([bare_python, "-c", "import loadrepro"], cwd=folder, capture_output=True).returncode != 0
+    profile = load_profile("quickstart")
+    for policy, expected in (("stock", 1), ("patched", 0)):
+        spec = profile.sim.model_copy(update={"policy": policy})
+        engine = ManagedEngine(sim_engine_command(spec), tmp_path / f"{policy}.log")
+        try:
+            url = engine.start(30)
+            replay = subprocess.run([bare_python, "replay.py", "--base-url", url], cwd=folder, capture_output=True,
+                                    text=True, timeout=120)
+        finally:
+            engine.stop()
+        assert replay.returncode == expected, replay.stdout + replay.stderr
+        if policy == "stock":
+            assert "first failure" in replay.stdout and "Draft KV cache" in replay.stdout
+            assert "/health after: 503" in replay.stdout
+        else:
+            assert "outcomes: ok 24" in replay.stdout and "/health after: 200" in replay.stdout
+
+
+def test_scrubbing_secrets_and_hosts():
+    text = ('authorization: Bearer abc123\n{"api_key": "xyz"} --api-key sekret sk-abcdefghijkl\n'
+            "target http://10.2.3.4:8000/v1 and engine.example.com at 192.168.1.9")
+    cleaned = scrub(text, redact_host=True)
+    for secret in ("abc123", "xyz", "sekret", "sk-abcdefghijkl", "10.2.3.4", "192.168.1.9"):
+        assert secret not in cleaned
+    assert "http://ENGINE_HOST:8000/v1" in cleaned
+    assert "10.2.3.4" in scrub(text, redact_host=False)

@@ -1,0 +1,103 @@
+"""Managed engines: started on a free port with their log kept, stopped afterwards, never left behind."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadrepro.engine import ManagedEngine, split_command
+from loadrepro.errors import TargetError, UsageError
+
+PY = sys.executable
+
+
+def loadrepro(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "loadrepro", *args, "--quiet"], capture_output=True, text=True, timeout=timeout)
+
+
+def processes_with(text: str) -> list[str]:
+    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    return [line for line in listing if text in line and "ps -eo" not in line]
+
+
+def port_of(run_dir: Path) -> str:
+    return json.loads((run_dir / "report.json").read_text())["target"]["base_url"].rsplit(":", 1)[1]
+
+
+def test_a_managed_simulated_engine_end_to_end(tmp_path):
+    command = f"{PY} -m loadrepro sim --scenario draft-pool --policy stock --port {{port}}"
+    done = loadrepro("run", "--profile", "draft-pool", "--engine-cmd", command, "--out", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    log = (tmp_path / "engine.log").read_text()
+    assert "Draft KV cache context resize failed for request" in log
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["target"]["engine_cmd"].startswith(PY) and "{port}" not in report["target"]["engine_cmd"]
+    names = [s["name"] for s in report["signatures"]]
+    assert "trtllm-draft-resize-failed" in names or "trtllm-draft-resume-failed" in names
+    fatal_line = next(line for line in log.splitlines() if "Draft KV cache" in line)
+    assert fatal_line.split("] ", 1)[1] == report["first_failure"]["detail"]  # the log and the first failure agree
+    rule = next(r for r in report["rules"] if r["name"] == "fatal_signature")
+    number = log.splitlines().index(fatal_line) + 1
+    assert f"engine log line {number}" in rule["detail"]
+    assert "engine: stopped by SIGTERM" in done.stderr
+    assert not processes_with(f"--port {port_of(tmp_path)}")
+
+
+def test_an_engine_that_exits_at_once_is_reported_with_its_log_tail(tmp_path):
+    command = f"{PY} -c \"import sys; print('no accelerator found'); sys.exit(3)\""
+    done = loadrepro("run", "--engine-cmd", command, "--out", str(tmp_path))
+    assert done.returncode == 3
+    assert "exited with code 3 before it was healthy" in done.stderr and "no accelerator found" in done.stderr
+
+
+def test_ab_starts_a_fresh_engine_for_each_side(tmp_path):
+    base = f"{PY} -m loadrepro sim --scenario page-index --port {{port}}"
+    done = loadrepro("ab", "--profile", "page-index", "--stock-cmd", base + " --policy stock",
+                     "--patched-cmd", base + " --policy patched", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert port_of(tmp_path / "stock") != port_of(tmp_path / "patched")
+    assert "fix confirmed" in (tmp_path / "compare.md").read_text()
+
+
+def test_sigint_mid_run_leaves_no_engine_process(tmp_path):
+    out = tmp_path / "run"
+    command = f"{PY} -m loadrepro sim --scenario healthy --step-ms 50 --port {{port}}"
+    process = subprocess.Popen([PY, "-m", "loadrepro", "run", "--profile", "healthy", "--engine-cmd", command,
+                                "--set", "workload.max_tokens=400", "--out", str(out), "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out / "requests.jsonl").exists():
+            time.sleep(0.1)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert not processes_with(f"--port {port_of(out)}")
+
+
+def test_stop_escalates_to_sigkill_for_an_engine_that_ignores_sigterm(tmp_path):
+    engine = ManagedEngine(f"sh -c 'trap \"\" TERM; exec {PY} -m http.server {{port}} --bind {{host}}'",
+                           tmp_path / "engine.log", health_path="/")
+    engine.start(30)
+    assert engine.stop(grace_s=1.0).how == "killed by SIGKILL after the grace period"
+    polite = ManagedEngine(f"{PY} -m http.server {{port}} --bind {{host}}", tmp_path / "e2.log", health_path="/")
+    polite.start(30)
+    assert polite.stop().how == "stopped by SIGTERM"
+    assert not processes_with(f"http.server {engine.port}") and not processes_with(f"http.server {polite.port}")
+
+
+def test_command_splitting_and_bad_commands(tmp_path):
+    assert split_command("HF_HUB_OFFLINE=1 A=b vllm serve --port {port}") == (
+        {"HF_HUB_OFFLINE": "1", "A": "b"}, ["vllm", "serve", "--port", "{port}"])
+    with pytest.raises(UsageError):
+        split_command("A=1")
+    with pytest.raises(TargetError, match="cannot start the engine"):
+        ManagedEngine("/nonexistent/engine --port {port}", tmp_path / "e.log").start(5)
