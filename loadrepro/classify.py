@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from loadrepro.capacity import Fit
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
@@ -263,9 +264,39 @@ def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None
                    f"{first.shared_prefix_tokens} tokens)")
 
 
+def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Admission that disagrees with the KV arithmetic: a request predicted `never_fits` that was not cleanly
+    rejected (the engine crashed, stalled or retried instead: the seed-001 defect), or one predicted `fits` that
+    was rejected. Threshold: one request either way; needs the target's limits."""
+    if not result.predictions:
+        return None
+    predicted = {(p.conversation, p.turn): p for p in result.predictions}
+    unrejected, refused = [], []
+    for record in result.records:
+        p = predicted.get((record.conversation, record.turn))
+        if p is None or record.outcome is Outcome.CANCELLED:
+            continue
+        if p.fit is Fit.NEVER_FITS and record.outcome is not Outcome.REJECTED:
+            unrejected.append((record, p))
+        elif p.fit is Fit.FITS and record.outcome is Outcome.REJECTED:
+            refused.append((record, p))
+    parts = []
+    if unrejected:
+        record, p = unrejected[0]
+        parts.append(f"{len(unrejected)} requests that can never fit ({p.limit}) were not rejected at admission "
+                     f"(request {record.id}, {p.tokens} tokens: {record.outcome})")
+    if refused:
+        record, p = refused[0]
+        parts.append(f"{len(refused)} requests that fit were rejected (request {record.id}, {p.tokens} tokens)")
+    if not parts:
+        return None
+    return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
+
+
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
-    low_completion, post_run_health, interrupted, prefix_reuse_missing, rejections, throttling, pressure_in_metrics,
+    low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
+    pressure_in_metrics,
 )
 
 

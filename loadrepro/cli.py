@@ -19,10 +19,12 @@ from loadrepro.dry_run import dry_run
 from loadrepro.bundle import make_bundle
 from loadrepro.compare import Conclusion, compare, render_comparison
 from loadrepro.errors import LoadreproError, UsageError
-from loadrepro.profile import VerdictSpec, builtin_profiles, load_profile
+from loadrepro.capacity import capacity
+from loadrepro.limits import kv_config
+from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.report.json import read_report
 from loadrepro.session import RunOptions, run_ab, run_session, write_comparison
-from loadrepro.summary_lines import describe_verdict
+from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
@@ -117,6 +119,8 @@ def run(
     engine_cmd: Annotated[str | None, typer.Option(
         help="Start this engine ({port} and {host} are filled in) and keep its log.")] = None,
     engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine's /health.")] = 600.0,
+    size_to_overrun: Annotated[float | None, typer.Option(
+        help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -134,7 +138,7 @@ def run(
     default_label = "run" if url or engine_cmd else resolved.sim.policy
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
-                         engine_start_timeout_s=engine_start_timeout)
+                         engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun)
     session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
     for line in describe_verdict(session.report, session.written):
         typer.echo(line)
@@ -151,6 +155,8 @@ def ab(
     stock_cmd: Annotated[str | None, typer.Option(help="Start the stock engine with this command.")] = None,
     patched_cmd: Annotated[str | None, typer.Option(help="Start the patched engine with this command.")] = None,
     engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for each engine's /health.")] = 600.0,
+    size_to_overrun: Annotated[float | None, typer.Option(
+        help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
     model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
@@ -172,7 +178,8 @@ def ab(
     resolved = load_profile(profile, set_ or [])
     checked = [(check_base_url(url, target_is_isolated) if url else None, cmd) for url, cmd in sides]
     options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
-                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout)
+                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout,
+                         size_to_overrun=size_to_overrun)
     session = asyncio.run(run_ab(options, *checked, say=lambda text: typer.echo(text, err=True)))
     for side in (session.stock, session.patched):
         typer.echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
@@ -208,6 +215,41 @@ def bundle(
     """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
     path = make_bundle(run_dir, output, redact_host)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+@app.command("capacity")
+def capacity_command(
+    layers: Annotated[int | None, typer.Option(help="Transformer layers holding KV.")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="KV heads per layer.")] = None,
+    head_dim: Annotated[int | None, typer.Option(help="Head dimension.")] = None,
+    kv_dtype: Annotated[str, typer.Option(help="fp32, fp16, bf16, fp8 or int8.")] = "fp16",
+    bytes_per_token: Annotated[int | None, typer.Option(help="Instead of layers/heads/dims/dtype.")] = None,
+    tokens_per_block: Annotated[int, typer.Option(help="Tokens per KV block.")] = 32,
+    pool_bytes: Annotated[str | None, typer.Option(help="KV pool size, e.g. 4MiB or 60.51GiB.")] = None,
+    pool_blocks: Annotated[int | None, typer.Option(help="KV pool size in blocks.")] = None,
+    gpu_memory: Annotated[str | None, typer.Option(help="GPU memory (with --free-fraction and --weights).")] = None,
+    free_fraction: Annotated[float, typer.Option(help="Share of GPU memory for weights and KV.")] = 0.9,
+    weights: Annotated[str, typer.Option(help="Model weights' size.")] = "0",
+    max_seq_len: Annotated[int, typer.Option(help="Configured maximum sequence length.")] = 8192,
+    max_batch: Annotated[int, typer.Option(help="Maximum batch size.")] = 1,
+    beam_width: Annotated[int, typer.Option(help="Beams per request.")] = 1,
+    draft_bytes_per_token: Annotated[int, typer.Option(help="Draft/indexer cache bytes per token.")] = 0,
+    draft_pool_bytes: Annotated[str | None, typer.Option(
+        help="Separate draft pool size (default: the draft shares the pool, split by bytes per token).")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
+    spec = EngineSpec(layers=layers, kv_heads=kv_heads, head_dim=head_dim, kv_dtype=kv_dtype,
+                      bytes_per_token=bytes_per_token, tokens_per_block=tokens_per_block, pool_bytes=pool_bytes,
+                      pool_blocks=pool_blocks, gpu_memory_bytes=gpu_memory, free_fraction=free_fraction,
+                      weights_bytes=weights, max_seq_len=max_seq_len, max_batch=max_batch, beam_width=beam_width,
+                      draft_bytes_per_token=draft_bytes_per_token, draft_pool_bytes=draft_pool_bytes)
+    kv = kv_config(spec)
+    if kv is None:
+        raise UsageError("give --bytes-per-token or --layers/--kv-heads/--head-dim, and --pool-bytes, --pool-blocks "
+                         "or --gpu-memory")
+    for line in describe_capacity(kv, capacity(kv), as_json=json_):
+        typer.echo(line)
 
 
 @app.command("profiles")

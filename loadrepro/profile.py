@@ -74,6 +74,7 @@ class WatchSpec(_Section):
     health_path: str = "/health"
     health_interval_s: float = Field(1.0, gt=0)
     metrics_path: str = "/metrics"
+    metrics_interval_s: float = Field(0.5, gt=0)
     engine_log: str = ""
 
 
@@ -92,6 +93,28 @@ class SimSpec(_Section):
     step_s: float | None = None
     death_status: int | None = None
     death_mode: Literal["error-event", "cut"] | None = None
+
+
+class EngineSpec(_Section):
+    """The target's KV-cache numbers, for predictions; what is left out is discovered from the target."""
+
+    layers: int | None = Field(None, ge=1)
+    kv_heads: int | None = Field(None, ge=1)
+    head_dim: int | None = Field(None, ge=1)
+    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8"] = "fp16"
+    bytes_per_token: int | None = Field(None, ge=1)  # instead of layers x heads x dims x dtype
+    tokens_per_block: int | None = Field(None, ge=1)
+    pool_bytes: int | str | None = None  # a size: 4194304, "4MiB", "60.51GiB"
+    pool_blocks: int | None = Field(None, ge=1)
+    gpu_memory_bytes: int | str | None = None  # with free_fraction and weights_bytes, instead of pool_bytes
+    free_fraction: float = Field(0.9, gt=0, le=1)
+    weights_bytes: int | str = 0
+    max_seq_len: int | None = Field(None, ge=1)
+    max_batch: int = Field(1, ge=1)
+    beam_width: int = Field(1, ge=1)
+    draft_bytes_per_token: int = Field(0, ge=0)
+    draft_pool_bytes: int | str | None = None  # None with draft bytes/token: the draft shares the pool
+    index_pool_bytes: int | str | None = None  # the memory estimate a page-index table is sized from
 
 
 class VerdictSpec(_Section):
@@ -119,6 +142,7 @@ class Profile(_Section):
     load: LoadSpec = LoadSpec()
     watch: WatchSpec = WatchSpec()
     sim: SimSpec = SimSpec()
+    engine: EngineSpec = EngineSpec()
     verdict: VerdictSpec = VerdictSpec()
     signatures: tuple[SignatureSpec, ...] = ()
 
@@ -194,7 +218,8 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
 def write_profile(profile: Profile, path: Path) -> Path:
     """The resolved profile as TOML, loadable with load_profile (unset sim sizing keys are left out)."""
     data = profile.model_dump(mode="json", by_alias=True)
-    data["sim"] = {k: v for k, v in data["sim"].items() if v is not None}
+    for section in ("sim", "engine"):
+        data[section] = {k: v for k, v in data[section].items() if v is not None}
     if not data["signatures"]:
         del data["signatures"]
     path.write_text(tomli_w.dumps(data), encoding="utf-8")

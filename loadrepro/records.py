@@ -15,6 +15,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from loadrepro.capacity import EngineLimits, Prediction
+
 
 class Outcome(StrEnum):
     OK = "ok"
@@ -134,6 +136,8 @@ class RunResult:
     notes: tuple[Note, ...]
     stop_reason: str  # done | duration | engine_death | interrupted
     interrupted: bool
+    limits: EngineLimits | None = None  # the target's KV limits, when known
+    predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

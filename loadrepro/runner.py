@@ -266,9 +266,9 @@ class Runner:
                 async with asyncio.TaskGroup() as tg:
                     if health:
                         tg.create_task(health.run(stop_watching))
-                    if watch.metrics_path:
-                        metrics = MetricsWatcher(http, watch.metrics_path, watch.health_interval_s,
-                                                 self._on_sample, self._clock)
+                    metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
+                                             self._clock) if watch.metrics_path else None
+                    if metrics:
                         tg.create_task(metrics.run(stop_watching))
                     if logs:
                         tg.create_task(logs.run(stop_watching))
@@ -289,6 +289,8 @@ class Runner:
                             deadline.cancel()
                     self._engine_exited()  # an exit that ended the last requests counts, however quick
                     stop_watching.set()
+                if metrics:
+                    await metrics.scrape()  # the state the load left behind, even when it was quicker than a scrape
                 end_ns = self._clock()
                 post = await health.poll(timeout_s=5.0) if health else None
         finally:

@@ -15,7 +15,9 @@ import httpx
 from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
 from loadrepro.compare import Comparison, compare, render_comparison
-from loadrepro.errors import TargetError
+from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
+from loadrepro.errors import TargetError, UsageError
+from loadrepro.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
@@ -34,6 +36,8 @@ from loadrepro.workload.summary import summarize
 from loadrepro.workload.tokens import SimTokenCounter, detect_counter
 
 REPORTS_ROOT = Path("reports")
+OVERRUN_TURN_OVERHEAD = 40  # reply and template tokens a later turn adds beside its tool result
+OVERRUN_MIN_PREFIX = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,7 @@ class RunOptions:
     command: str = "loadrepro run"  # how to reproduce this run, for the report
     engine_cmd: str | None = None  # start this engine ({port}, {host}) instead of the simulated one
     engine_start_timeout_s: float = 600.0
+    size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,44 @@ def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
         say(f"engine: {engine.stop().how}")
 
 
+def _predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> tuple[Prediction, ...]:
+    if limits is None:
+        return ()
+    predictions = []
+    for r in plan.workload.requests:
+        tokens = r.expected_prompt_tokens + r.max_tokens
+        predictions.append(Prediction(r.conversation, r.turn, *predict(tokens, profile.load.concurrency, limits),
+                                      tokens))
+    return tuple(predictions)
+
+
+def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) -> Profile:
+    """The profile with conversations and prefix length chosen so the run needs `factor` x the binding pool."""
+    w = profile.workload
+    if limits is None:
+        raise TargetError("--size-to-overrun needs the target's KV limits: it publishes none, so add an [engine] "
+                          "section to the profile")
+    if w.kind != "conversations":
+        raise UsageError("--size-to-overrun sizes conversation workloads, not trace replays")
+    later = (w.turns - 1) * (w.turn_tokens + OVERRUN_TURN_OVERHEAD)
+    conversations = w.conversations
+    prefix = prefix_for_overrun(factor, conversations, later, w.max_tokens, limits)
+    while prefix + later + w.max_tokens > limits.max_seq_len:  # too long for one request: more conversations
+        conversations += 1
+        prefix = prefix_for_overrun(factor, conversations, later, w.max_tokens, limits)
+    while prefix < OVERRUN_MIN_PREFIX and conversations > 1:
+        conversations -= 1
+        prefix = prefix_for_overrun(factor, conversations, later, w.max_tokens, limits)
+    if prefix < OVERRUN_MIN_PREFIX:
+        raise UsageError(f"--size-to-overrun {factor}: the pool is too small for a {OVERRUN_MIN_PREFIX}-token prefix")
+    say(f"size-to-overrun {factor}: {conversations} conversations x {prefix:,}-token prefixes "
+        f"(+{later:,} later-turn tokens, up to {w.max_tokens:,} output) = {factor} x the binding pool of "
+        f"{smallest_pool_tokens(limits):,} tokens ({limits.source})")
+    workload = w.model_copy(update={"conversations": conversations, "prefix_tokens": prefix, "groups": 0,
+                                    "prefix_tokens_p95": 0})
+    return profile.model_copy(update={"workload": workload})
+
+
 async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, say) -> tuple[Plan, list[str]]:
     """Plan in the target's tokens; if it cannot count them, plan in the simulated engine's and say so."""
     if local:
@@ -110,10 +153,13 @@ async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bo
 async def run_session(options: RunOptions, say=print) -> Session:
     profile = options.profile
     run_dir = run_directory(options)
-    write_profile(profile, run_dir / "profile.toml")
     with _target(options, run_dir, say) as target:
         async with httpx.AsyncClient(base_url=target.url, timeout=30) as http:
             model = options.model or profile.model or await discover_model(http)
+            limits = from_profile(profile.engine) or await discover(http)
+            if options.size_to_overrun:
+                profile = _overrun(profile, limits, options.size_to_overrun, say)
+            write_profile(profile, run_dir / "profile.toml")
             plan, notes = await _plan(profile, http, model, target.counter_is_local, say)
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
@@ -129,6 +175,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
             runner = Runner(profile, plan.workload, client, run_target, run_dir)
             with Progress(options.quiet) as progress:
                 result = await runner.run(progress)
+    result = dataclasses.replace(result, limits=limits, predictions=_predictions(plan, profile, limits))
     findings = classify(result, profile.verdict)
     report = build_report(result, profile, findings, decide(findings), summarize(plan), options.command,
                           extra_notes=notes)

@@ -110,3 +110,35 @@ def test_the_api_key_never_reaches_a_report_or_log(tmp_path):
 def test_bad_flags_and_keys_exit_2():
     assert loadrepro("run", "--set", "load.concurency=3").returncode == 2
     assert loadrepro("ab", "--stock-url", "http://127.0.0.1:1").returncode == 2
+
+
+def predictions(run_dir: Path) -> list[tuple[str, str]]:
+    return [(row["prediction"], row["outcome"]) for row in report(run_dir)["request_table"]]
+
+
+@pytest.mark.parametrize("profile,overrides", [
+    ("page-index", []),
+    ("draft-pool", ["--set", "workload.prefix_tokens=7000", "--set", "workload.turn_tokens=1500", "--set",
+                    "workload.conversations=2"]),
+])
+def test_predictions_match_what_patched_does_and_the_rule_fires_on_stock(tmp_path, profile, overrides):
+    patched = loadrepro("run", "--profile", profile, *overrides, "--set", "sim.policy=patched",
+                        "--out", str(tmp_path / "p"))
+    assert patched.returncode == 0, patched.stdout
+    pairs = predictions(tmp_path / "p")
+    assert ("never_fits", "rejected") in pairs
+    for fit, outcome in pairs:
+        assert outcome == ("rejected" if fit == "never_fits" else "ok"), pairs
+    stock = loadrepro("run", "--profile", profile, *overrides, "--out", str(tmp_path / "s"))
+    assert stock.returncode == 1
+    rules = {r["name"]: r for r in report(tmp_path / "s")["rules"]}
+    assert rules["capacity_mismatch"]["fired"] and "can never fit" in rules["capacity_mismatch"]["detail"]
+    assert "## Capacity" in (tmp_path / "s" / "report.md").read_text()
+
+
+def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
+    done = loadrepro("run", "--profile", "draft-pool", "--size-to-overrun", "1.5", "--out", str(tmp_path))
+    assert done.returncode == 1
+    assert "size-to-overrun 1.5:" in done.stderr
+    peaks = report(tmp_path)["pressure"]["pool_usage_peak"]
+    assert max(peaks.values()) >= 0.99

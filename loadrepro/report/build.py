@@ -11,7 +11,7 @@ from loadrepro import __version__
 from loadrepro.classify import FAILED, Finding
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
-from loadrepro.report.model import (Cache, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
+from loadrepro.report.model import (Cache, CapacityInfo, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
                                     RequestRow, Requests, RuleResult, RunReport, SignatureCount, Target, Throughput,
                                     TokenSpread, Transition, WorkloadInfo)
 from loadrepro.signatures import CATALOG
@@ -83,16 +83,47 @@ def _peak(result: RunResult, *needles: str) -> float | None:
     return max(values) if values else None
 
 
+def _pool_peaks(result: RunResult) -> dict[str, float]:
+    peaks: dict[str, float] = {}
+    for sample in result.metrics:
+        for key, used in sample.values.items():
+            if key.startswith("loadrepro_sim:kv_blocks_used{"):
+                pool = key[key.index('"') + 1:key.rindex('"')]
+                total = sample.values.get(key.replace("kv_blocks_used", "kv_blocks_total"))
+                if total:
+                    peaks[pool] = max(peaks.get(pool, 0.0), round(used / total, 4))
+    return peaks
+
+
 def _pressure(result: RunResult) -> Pressure:
     preemptions = [v for s in result.metrics for k, v in s.values.items() if "num_preemptions" in k]
     return Pressure(kv_usage_peak=_peak(result, "kv_cache_usage_perc", "sglang:token_usage", "kv_cache_utilization"),
                     waiting_peak=_peak(result, "num_requests_waiting", "num_queue_reqs", "requests_deferred"),
-                    preemptions=(max(preemptions) - preemptions[0]) if preemptions else None)
+                    preemptions=(max(preemptions) - preemptions[0]) if preemptions else None,
+                    pool_usage_peak=_pool_peaks(result))
+
+
+def _capacity(result: RunResult) -> CapacityInfo | None:
+    limits = result.limits
+    if limits is None:
+        return None
+    predicted = {(p.conversation, p.turn): p.fit.value for p in result.predictions}
+    table: dict[str, Counter[str]] = {}
+    for r in result.records:
+        fit = predicted.get((r.conversation, r.turn))
+        if fit is not None:
+            table.setdefault(fit, Counter())[r.outcome.value] += 1
+    return CapacityInfo(source=limits.source, tokens_per_block=limits.tokens_per_block, pool_tokens=limits.pool_tokens,
+                        draft_pool_tokens=limits.draft_pool_tokens, index_entries=limits.index_entries,
+                        max_seq_len=limits.max_seq_len, beam_width=limits.beam_width,
+                        outcomes_by_prediction={k: dict(sorted(v.items())) for k, v in sorted(table.items())})
 
 
 def _rows(result: RunResult) -> list[RequestRow]:
+    predicted = {(p.conversation, p.turn): p for p in result.predictions}
     rows = []
     for r in sorted(result.records, key=lambda r: r.id):
+        p = predicted.get((r.conversation, r.turn))
         ttft = (r.first_token_ns - r.sent_ns) / 1e6 if r.first_token_ns and r.sent_ns else None
         e2e = (r.end_ns - r.sent_ns) / 1e6 if r.sent_ns else None
         rows.append(RequestRow(id=r.id, conversation=r.conversation, turn=r.turn, outcome=r.outcome.value,
@@ -100,7 +131,8 @@ def _rows(result: RunResult) -> list[RequestRow]:
                                e2e_ms=round(e2e, 3) if e2e is not None else None,
                                output_tokens=r.completion_tokens if r.completion_tokens is not None else (
                                    len(r.chunk_ns) if r.chunk_ns else None),
-                               cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens))
+                               cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens,
+                               prediction=p.fit.value if p else None, limit=p.limit if p else ""))
     return rows
 
 
@@ -132,7 +164,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                                         max=workload.prompt_tokens_max),
                               seed=workload.seed, faker_version=workload.faker_version,
                               calibration_source=workload.calibration_source),
-        pressure=_pressure(result),
+        pressure=_pressure(result), capacity=_capacity(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes)], environment=env or environment(), request_table=rows)

@@ -102,8 +102,25 @@ def _numbers(r: RunReport) -> list[str]:
         lines.append(f"Cached prompt tokens: {c.cached_tokens:,} of {c.prompt_tokens:,} ({share:.0%}).")
     p = r.pressure
     if p.kv_usage_peak is not None:
-        lines.append(f"Engine metrics: KV usage peak {p.kv_usage_peak:.0%}, waiting peak {p.waiting_peak or 0:.0f}, "
-                     f"preemptions {p.preemptions or 0:.0f}.")
+        pools = "".join(f", {pool} pool peak {share:.0%}" for pool, share in p.pool_usage_peak.items())
+        lines.append(f"Engine metrics: KV usage peak {p.kv_usage_peak:.0%}{pools}, waiting peak "
+                     f"{p.waiting_peak or 0:.0f}, preemptions {p.preemptions or 0:.0f}.")
+    return lines + [""]
+
+
+def _capacity(r: RunReport) -> list[str]:
+    c = r.capacity
+    if c is None:
+        return []
+    pools = f"pool {c.pool_tokens:,} tokens ({c.tokens_per_block} per block, beam width {c.beam_width})"
+    if c.draft_pool_tokens is not None:
+        pools += f", draft pool {c.draft_pool_tokens:,} tokens"
+    if c.index_entries is not None:
+        pools += f", page-index table {c.index_entries} entries"
+    lines = ["## Capacity", "", f"From {c.source}: {pools}, max length {c.max_seq_len:,}.", "",
+             "| prediction | outcomes |", "|---|---|"]
+    lines += [f"| {fit} | {', '.join(f'{k} {v}' for k, v in outcomes.items())} |"
+              for fit, outcomes in c.outcomes_by_prediction.items()]
     return lines + [""]
 
 
@@ -117,5 +134,6 @@ def _rules(r: RunReport) -> list[str]:
 
 
 def render_markdown(report: RunReport) -> str:
-    sections = (_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _rules)
+    sections = (_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _capacity,
+                _rules)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

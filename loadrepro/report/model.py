@@ -104,6 +104,7 @@ class Pressure(_Model):
     kv_usage_peak: float | None
     waiting_peak: float | None
     preemptions: float | None
+    pool_usage_peak: dict[str, float] = {}  # per KV pool the engine reports blocks for (the simulated engine)
 
 
 class Environment(_Model):
@@ -123,6 +124,19 @@ class RequestRow(_Model):
     output_tokens: int | None
     cached_tokens: int | None
     shared_prefix_tokens: int
+    prediction: str | None = None  # fits | must_wait | never_fits
+    limit: str = ""
+
+
+class CapacityInfo(_Model):
+    source: str
+    tokens_per_block: int
+    pool_tokens: int
+    draft_pool_tokens: int | None
+    index_entries: int | None
+    max_seq_len: int
+    beam_width: int
+    outcomes_by_prediction: dict[str, dict[str, int]]
 
 
 class RunReport(_Model):
@@ -148,6 +162,7 @@ class RunReport(_Model):
     cache: Cache
     workload: WorkloadInfo
     pressure: Pressure
+    capacity: CapacityInfo | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -99,6 +99,10 @@ class BlockPool:
             taken.append(block)
         return taken
 
+    def allocate_upto(self, n: int) -> list[int]:
+        """As many of `n` fresh blocks as there are: how a block-by-block allocator leaves a pool it overran."""
+        return self.allocate(min(n, len(self._free))) or []
+
     def release(self, blocks: Sequence[int]) -> None:
         # Reversed, so a sequence's tail is evicted before the prefix other requests are likelier to share.
         for b in reversed(blocks):

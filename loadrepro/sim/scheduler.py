@@ -212,22 +212,22 @@ class Scheduler:
         target = request.prompt_len + request.generated
         per_seq = blocks_for(target, self.config.block_size)
         if self.config.scenario is Scenario.BLOCKS_EXHAUSTED:
-            blocks = self.primary.allocate(per_seq * self.config.beam_width)
-            if blocks is None:
+            wanted = per_seq * self.config.beam_width
+            request.blocks = self.primary.allocate_upto(wanted)
+            if len(request.blocks) < wanted:
                 return self._die("Available blocks exhausted", request)
-            self._start(request, target, [], blocks)
+            self._start(request, target, [], request.blocks)
             return True
         hits = self._hits(request)
         if self.primary.free_besides(hits) < per_seq - len(hits):
             return False
         if self.table_width is not None and per_seq > self.table_width:
             return self._die(self._page_index_message(request, target), request)
-        if self.draft is not None:
+        if self.draft is not None and request.preempted:
+            # A resumed request gets its whole draft context back at once; a new one grows it chunk by chunk.
             draft = self.draft.allocate(per_seq)
             if draft is None:
-                message = (f"Failed to resume draft KV cache for request {request.id}" if request.preempted
-                           else self._resize_message(request, target))
-                return self._die(message, request)
+                return self._die(f"Failed to resume draft KV cache for request {request.id}", request)
             request.draft = draft
         self.primary.take_cached(hits)
         self._start(request, target, hits, self.primary.allocate(per_seq - len(hits)) or [])
@@ -272,6 +272,8 @@ class Scheduler:
             chunk = min(budget, request.target - request.computed)
             request.computed += chunk
             budget -= chunk
+            if not self._grow_draft(request, request.computed):
+                return
             self._register(request)
             if request.computed >= request.target:
                 self._generate(request, out)
@@ -309,6 +311,7 @@ class Scheduler:
         extra = per_seq * self.config.beam_width - len(request.blocks)
         if extra > 0:
             if self.config.scenario is Scenario.BLOCKS_EXHAUSTED and self.primary.num_free < extra:
+                request.blocks += self.primary.allocate_upto(extra)
                 return self._die("Available blocks exhausted", request)
             while self.primary.num_free < extra:
                 victim = self._running[-1]
@@ -316,11 +319,18 @@ class Scheduler:
                 if victim is request:
                     return False
             request.blocks += self.primary.allocate(extra) or []
-        if self.draft is not None and per_seq > len(request.draft):
-            grown = self.draft.allocate(per_seq - len(request.draft))
-            if grown is None:
+        return self._grow_draft(request, length)
+
+    def _grow_draft(self, request: SimRequest, length: int) -> bool:
+        """Stock: the mirror pool follows every token; False (and the engine dead) when it cannot grow."""
+        if self.draft is None or self.config.policy is Policy.PATCHED:
+            return True
+        per_seq = blocks_for(length, self.config.block_size)
+        if per_seq > len(request.draft):
+            wanted = per_seq - len(request.draft)
+            request.draft += self.draft.allocate_upto(wanted)
+            if len(request.draft) < per_seq:
                 return self._die(self._resize_message(request, length), request)
-            request.draft += grown
         return True
 
     def _preempt(self, request: SimRequest, out: StepOutput) -> None:

@@ -60,17 +60,29 @@ def test_primary_pressure_preempts_and_everything_still_finishes():
 
 
 def test_stock_draft_pool_dies_when_the_mirror_cannot_grow_past_its_capacity():
-    # Mirror: 10 blocks x 4 tokens. Two 20-token prompts fill it exactly; the first decoded token needs a 6th.
+    # Mirror: 10 blocks x 4 tokens = 40 tokens. Two 20-token prompts fit exactly, but the first one's first
+    # decoded token (21 tokens, a 6th block) is taken before the second's prefill, which then finds 4 blocks.
     config = sim_config("draft-pool", "stock", block_size=4, primary_blocks=100, draft_blocks=10,
                         max_model_len=1000)
     scheduler = Scheduler(config)
-    first = scheduler.submit(words(20, "a"), 8, ignore_eos=True)
-    scheduler.submit(words(20, "b"), 8, ignore_eos=True)
+    scheduler.submit(words(20, "a"), 8, ignore_eos=True)
+    second = scheduler.submit(words(20, "b"), 8, ignore_eos=True)
     out = scheduler.step()
     assert out.death is not None
-    assert out.death.message == (f"Draft KV cache context resize failed for request {first}: "
-                                 "could not resize to 21 tokens")
-    assert scheduler.stats().draft_used == 10 and scheduler.stats().primary_used < 100
+    assert out.death.message == (f"Draft KV cache context resize failed for request {second}: "
+                                 "could not resize to 20 tokens")
+    assert scheduler.stats().draft_used == 10 and scheduler.stats().primary_used < 100  # the mirror is full
+
+
+def test_stock_draft_pool_one_request_dies_one_token_past_the_mirror():
+    config = sim_config("draft-pool", "stock", block_size=4, primary_blocks=100, draft_blocks=10,
+                        max_model_len=1000)
+    scheduler = Scheduler(config)
+    request = scheduler.submit(words(36, "a"), 8, ignore_eos=True)
+    outputs = run_until_idle(scheduler)
+    assert len([t for out in outputs for t in out.tokens]) == 4  # 37..40 tokens fit in 10 blocks
+    assert scheduler.death.message == (f"Draft KV cache context resize failed for request {request}: "
+                                       "could not resize to 41 tokens")
 
 
 def test_stock_draft_pool_fails_to_resume_a_preempted_request():
