@@ -139,6 +139,18 @@ class Runner:
             self._engine_died()
         return True
 
+    async def _settle_engine(self) -> None:
+        """An exit that cut the last requests counts, however quick: the kernel closes a dying process's sockets
+        a moment before its exit can be collected, so wait that moment when requests were failing."""
+        if self.target.engine_exit is None:
+            return
+        failing = self._records and self._records[-1].outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
+        for _ in range(10 if failing else 1):
+            if self._engine_exited():
+                return
+            if failing:
+                await asyncio.sleep(ENGINE_POLL_S)
+
     async def _watch_engine(self, stop: asyncio.Event) -> None:
         """A managed engine that exits is engine death at that instant, not connection errors found later."""
         while not stop.is_set():
@@ -287,7 +299,7 @@ class Runner:
                     finally:
                         if deadline is not None:
                             deadline.cancel()
-                    self._engine_exited()  # an exit that ended the last requests counts, however quick
+                    await self._settle_engine()
                     stop_watching.set()
                 if metrics:
                     await metrics.scrape()  # the state the load left behind, even when it was quicker than a scrape
