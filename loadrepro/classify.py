@@ -50,11 +50,13 @@ def _usable_health(result: RunResult) -> list[HealthSample]:
 def _first_fatal(result: RunResult) -> tuple[float, str] | None:
     """When and what the first fatal text was, from the engine log or from a response."""
     fatal = {s.name for s in CATALOG if s.klass is SignatureClass.FATAL}
-    seen = [(m.t_ns, _from_signature(m.line)) for m in result.log_matches if m.klass == SignatureClass.FATAL.value]
-    seen += [(r.end_ns, r.detail) for r in result.records if r.signature in fatal]
+    # At equal times the log's earlier line wins, and the log wins over a response that quotes it.
+    seen = [(m.t_ns, 0, m.line_number, _from_signature(m.line)) for m in result.log_matches
+            if m.klass == SignatureClass.FATAL.value]
+    seen += [(r.end_ns, 1, r.id, r.detail) for r in result.records if r.signature in fatal]
     if not seen:
         return None
-    t_ns, text = min(seen)
+    t_ns, _, _, text = min(seen)
     return result.seconds(t_ns), text
 
 

@@ -23,6 +23,7 @@ from loadrepro.capacity import capacity
 from loadrepro.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.report.json import read_report
+from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.session import RunOptions, run_ab, run_session, write_comparison
 from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
@@ -201,7 +202,9 @@ def compare_reports(
     comparison = compare(*reports, spec)
     typer.echo(render_comparison(comparison))
     if out is not None:
-        for path in write_comparison(comparison, out):
+        dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
+        timelines = [timeline_from_run_dir(d, r.label, r.duration_s) for d, r in zip(dirs, reports)]
+        for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
             typer.echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 

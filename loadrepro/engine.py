@@ -95,7 +95,7 @@ class ManagedEngine:
         """Start and wait for /health 200; TargetError with the log's last lines if it exits or never comes up."""
         env, argv = split_command(self.command)
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as sink:
+        with self.log.open("wb") as sink:  # a fresh log per start: an earlier run's lines would mislead
             try:
                 self._process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                                                  stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,

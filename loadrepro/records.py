@@ -145,11 +145,11 @@ class RunResult:
 
 
 class JsonlWriter:
-    """Appends one JSON object per line and flushes each, so a kill loses nothing already written."""
+    """Writes a fresh file, one JSON object per line, flushing each, so a kill loses nothing already written."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._file: IO[str] = path.open("w", encoding="utf-8")
 
     def write(self, data: dict[str, Any]) -> None:
         self._file.write(json.dumps(data, separators=(",", ":")) + "\n")

@@ -73,7 +73,8 @@ class Runner:
         self._slots = asyncio.Semaphore(self._load.concurrency)
         self._ids = itertools.count(1)
         self._records: list[RequestRecord] = []
-        self._health: list[HealthSample] = []
+        self._health_samples: list[HealthSample] = []
+        self._health: HealthWatcher | None = None
         self._metrics: list[MetricsSample] = []
         self._matches: list[LogMatch] = []
         self._notes: list[Note] = []
@@ -97,12 +98,14 @@ class Runner:
         self.live.outcomes[record.outcome] += 1
         if record.outcome not in (Outcome.OK, Outcome.CANCELLED, Outcome.REJECTED):
             self._failures_in_streak += 1
+            if self._health is not None:
+                self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
         self._samples_out.write(sample_to_json(sample))
         match sample:
             case HealthSample():
-                self._health.append(sample)
+                self._health_samples.append(sample)
                 self.live.health = sample.status
                 self._judge_health(sample)
             case MetricsSample(values=values):
@@ -270,11 +273,13 @@ class Runner:
             loop.add_signal_handler(signum, self.interrupt)
         try:
             async with httpx.AsyncClient(base_url=self.target.base_url, timeout=5.0) as http:
-                health = HealthWatcher(http, watch.health_path, watch.health_interval_s, self._on_sample,
-                                       self._clock) if watch.health_path else None
+                health = self._health = HealthWatcher(
+                    http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock) \
+                    if watch.health_path else None
                 await self._check_health_before(health)
                 logs = self._log_watcher()
                 self.live.started_ns = start_ns = self._clock()
+                self._on_sample(Note(start_ns, "run", "the load started"))  # marks time zero in samples.jsonl
                 async with asyncio.TaskGroup() as tg:
                     if health:
                         tg.create_task(health.run(stop_watching))
@@ -314,9 +319,10 @@ class Runner:
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,
             engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=started_at,
-            start_ns=start_ns, end_ns=end_ns, records=tuple(self._records), health=tuple(self._health),
+            start_ns=start_ns, end_ns=end_ns, records=tuple(self._records), health=tuple(self._health_samples),
             post_health=post, metrics=tuple(self._metrics), log_matches=tuple(self._matches),
-            log_context=logs.context if logs else (), notes=tuple(self._notes), stop_reason=reason,
+            log_context=logs.context if logs else (), notes=tuple(n for n in self._notes if n.source != "run"),
+            stop_reason=reason,
             interrupted=reason == "interrupted")
 
     async def _check_health_before(self, health: HealthWatcher | None) -> None:

@@ -21,8 +21,11 @@ from loadrepro.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
+from loadrepro.report import plots
 from loadrepro.report.build import build_report
+from loadrepro.report.html import render_comparison_html
 from loadrepro.report.model import RunReport
+from loadrepro.report.timeline import Timeline, timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
@@ -179,7 +182,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
     findings = classify(result, profile.verdict)
     report = build_report(result, profile, findings, decide(findings), summarize(plan), options.command,
                           extra_notes=notes)
-    return Session(run_dir, plan, result, report, write_reports(report, run_dir))
+    return Session(run_dir, plan, result, report, write_reports(report, run_dir, timeline_of(result)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +193,23 @@ class AbSession:
     written: list[Path]
 
 
-def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
+def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline] | None = None) -> list[Path]:
+    """compare.md and compare.json; with both runs' timelines, compare.html with them on one time axis."""
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / "compare.md", out / "compare.json"
     md.write_text(render_comparison(comparison), encoding="utf-8")
     js.write_text(comparison.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return [md, js]
+    written = [md, js]
+    if timelines:
+        figure = plots.timeline_figure(timelines)
+        try:
+            page = render_comparison_html(comparison, plots.svg(figure))
+        finally:
+            plots.close(figure)
+        html_path = out / "compare.html"
+        html_path.write_text(page, encoding="utf-8")
+        written.append(html_path)
+    return written
 
 
 def _with_policy(profile: Profile, policy: str) -> Profile:
@@ -215,4 +229,5 @@ async def run_ab(options: RunOptions, stock: tuple[str | None, str | None], patc
         sessions.append(await run_session(side, say))
     stock, patched = sessions
     comparison = compare(stock.report, patched.report, options.profile.verdict)
-    return AbSession(stock, patched, comparison, write_comparison(comparison, root))
+    timelines = [timeline_of(stock.result), timeline_of(patched.result)]
+    return AbSession(stock, patched, comparison, write_comparison(comparison, root, timelines))

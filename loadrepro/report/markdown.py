@@ -133,7 +133,15 @@ def _rules(r: RunReport) -> list[str]:
     return lines
 
 
-def render_markdown(report: RunReport) -> str:
-    sections = (_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _capacity,
-                _rules)
+def _pictures(r: RunReport) -> list[str]:
+    return ["## Timeline", "", "![requests in flight, outcomes, /health and KV usage over time](timeline.png)", "",
+            "![latency distributions](latency.png)", ""]
+
+
+def render_markdown(report: RunReport, images: bool = False) -> str:
+    """With `images`, refers to timeline.png and latency.png written beside it."""
+    sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _capacity,
+                _rules]
+    if images:
+        sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

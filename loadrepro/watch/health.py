@@ -10,6 +10,8 @@ import httpx
 
 from loadrepro.records import HealthSample
 
+POKE_MIN_GAP_NS = 100_000_000  # extra polls at most every 100 ms
+
 
 class HealthWatcher:
     def __init__(self, http: httpx.AsyncClient, path: str, interval_s: float,
@@ -17,9 +19,16 @@ class HealthWatcher:
         self._http, self._path, self._interval_s = http, path, interval_s
         self._on_sample, self._clock = on_sample, clock
         self._timeout_s = max(0.5, min(2.0, interval_s))
+        self._poke = asyncio.Event()
+        self._last_ns = 0
+
+    def poke(self) -> None:
+        """Poll now rather than at the next interval (a request just failed: when did /health change?)."""
+        if self._clock() - self._last_ns > POKE_MIN_GAP_NS:
+            self._poke.set()
 
     async def poll(self, timeout_s: float | None = None) -> HealthSample:
-        started = self._clock()
+        started = self._last_ns = self._clock()
         try:
             response = await self._http.get(self._path, timeout=timeout_s or self._timeout_s)
             status: int | str = response.status_code
@@ -32,8 +41,11 @@ class HealthWatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Poll until `stop` is set; the first poll happens at once."""
         while not stop.is_set():
+            self._poke.clear()
             await self.poll()
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._poke.wait())]
             try:
-                await asyncio.wait_for(stop.wait(), self._interval_s)
-            except TimeoutError:
-                pass
+                await asyncio.wait(waits, timeout=self._interval_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waits:
+                    waiter.cancel()

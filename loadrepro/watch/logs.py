@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from loadrepro.records import LogMatch
@@ -13,6 +15,25 @@ from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 
 CONTEXT_LINES = 100
 _POLL_S = 0.2
+# "2026-11-30 06:04:23.220" / "2026-11-30T06:04:23,220" (simulated engine, SGLang, many loggers) and vLLM's
+# "11-30 06:04:23" (year implied), all in the machine's local time.
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_VLLM = re.compile(r"^(?:[A-Z]+\s+)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def line_time(line: str, year: int) -> float | None:
+    """The wall-clock time a log line says it was written, when it says so near its start."""
+    head = line[:64]
+    found = _ISO.search(head)
+    if found:
+        y, mo, d, h, mi, s, frac = found.groups()
+        micro = int((frac or "0").ljust(6, "0"))
+        return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), micro).timestamp()
+    found = _VLLM.search(head)
+    if found:
+        mo, d, h, mi, s = (int(x) for x in found.groups())
+        return datetime(year, mo, d, h, mi, s).timestamp()
+    return None
 
 
 class LogWatcher:
@@ -21,6 +42,8 @@ class LogWatcher:
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self.path = path
         self._on_match, self._signatures, self._clock = on_match, signatures, clock
+        # The clock's reading at one wall-clock instant, to place a line's own timestamp on the run's time axis.
+        self._wall_ref, self._clock_ref = time.time(), clock()
         self._offset: int | None = 0 if from_start else None
         self._line_number = 0
         self._partial = b""
@@ -56,9 +79,18 @@ class LogWatcher:
             if signature.klass is SignatureClass.FATAL and not self.fatal_seen:
                 self.fatal_seen = True
                 self.context = tuple(self._recent)
-            self._on_match(LogMatch(self._clock(), self._line_number, signature.name, signature.klass.value,
+            self._on_match(LogMatch(self._when(line), self._line_number, signature.name, signature.klass.value,
                                     line[:1000]))
         self._recent.append(line)
+
+    def _when(self, line: str) -> int:
+        """The line's own timestamp on the clock when it has a plausible one (not after now), else now."""
+        now = self._clock()
+        wall = line_time(line, datetime.now().year)
+        if wall is None:
+            return now
+        at = self._clock_ref + int((wall - self._wall_ref) * 1e9)
+        return at if at <= now else now
 
     async def run(self, stop: asyncio.Event) -> None:
         while True:

@@ -1,0 +1,106 @@
+"""report.html: one self-contained page (inline SVG pictures and CSS, no script, no external URL)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from loadrepro.compare import Comparison
+from loadrepro.report.model import Percentiles, RunReport
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:24px auto;padding:0 16px;
+color:#212121;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+.verdict{display:inline-block;padding:.15em .6em;border-radius:4px;color:#fff;font-weight:600}
+.pass{background:#2e7d32}.fail{background:#c62828}
+table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px solid #ddd;padding:.3em .6em;
+text-align:left;vertical-align:top}th{background:#f5f5f5}td.n{text-align:right}
+pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:.7em;overflow-x:auto;font-size:.85em}
+figure{margin:1em 0}figcaption{color:#555;font-size:.9em}svg{max-width:100%;height:auto}
+code{background:#f3f3f3;padding:0 .2em}
+"""
+
+
+def _table(head: list[str], rows: list[list[object]]) -> str:
+    cells = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(
+        f"<td class=n>{escape(str(c))}</td>" if isinstance(c, (int, float)) else f"<td>{escape(str(c))}</td>"
+        for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{cells}</tr>{body}</table>"
+
+
+def _figure(svg: str, caption: str, data: str = "") -> str:
+    return f"<figure{data}>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def _timeline_data(r: RunReport) -> str:
+    """The timeline's marks as attributes too, so scripts and tests can read what the picture shows."""
+    health = ";".join(f"{t.t_s:.3f}:{t.status}" for t in r.health.transitions)
+    failure = f"{r.first_failure.t_s:.3f}" if r.first_failure else ""
+    return f' id=timeline data-health="{escape(health)}" data-first-failure-s="{failure}"'
+
+
+def _ms(p: Percentiles) -> list[str]:
+    return ["-" if v is None else f"{v:,.1f}" for v in (p.p50, p.p95, p.p99, p.max)]
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def _sections(r: RunReport, lanes_svg: str, latency_svg: str) -> str:
+    parts = [f"<h2>Conversations</h2>{_figure(lanes_svg, 'Each turn of each conversation, coloured by outcome.')}",
+             f"<h2>Latency</h2>{_figure(latency_svg, 'Distributions over every request that was sent.')}",
+             "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
+             "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max"], [
+                 ["time to first token", *_ms(r.latency.ttft_ms)], ["inter-token", *_ms(r.latency.itl_ms)],
+                 ["end to end", *_ms(r.latency.e2e_ms)], ["queued for a slot", *_ms(r.latency.queue_ms)]])
+             + f"<p>{r.throughput.requests_per_s:,.2f} completed requests/s, "
+               f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s; cached prompt tokens: "
+               f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "
+               f"{r.cache.prompt_tokens:,}.</p>"]
+    if r.signatures:
+        parts.append("<h2>Signatures</h2>" + _table(["signature", "class", "count", "first seen (s)", "sample"], [
+            [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))
+    if r.capacity:
+        parts.append("<h2>Capacity</h2>" + _table(["prediction", "outcomes"], [
+            [fit, ", ".join(f"{k} {v}" for k, v in o.items())] for fit, o in r.capacity.outcomes_by_prediction.items()]))
+    parts.append("<h2>Rules</h2>" + _table(["rule", "result", "detail"], [
+        [x.name, x.severity if x.fired else "-", x.detail] for x in r.rules]))
+    if r.first_failure:
+        f = r.first_failure
+        parts.append(f"<h2>First failure</h2><p>Request {f.request} (conversation {f.conversation}, turn {f.turn}) "
+                     f"at {f.t_s:.2f} s: <code>{escape(f.outcome)}</code></p><pre>{escape(f.detail)}</pre>")
+    if r.log_excerpt:
+        parts.append("<h2>Engine log up to the first fatal line</h2><pre>"
+                     + escape("\n".join(r.log_excerpt)) + "</pre>")
+    return "\n".join(parts)
+
+
+def _head(r: RunReport) -> str:
+    reasons = "".join(f"<li>{escape(x)}</li>" for x in r.reasons) or "<li>no rule fired</li>"
+    return (f"<h1>loadrepro: <span class='verdict {escape(r.verdict)}'>{escape(r.verdict.upper())}</span> "
+            f"{escape(r.profile['name'])} ({escape(r.label)})</h1><ul>{reasons}</ul>"
+            f"<p>Reproduce: <code>{escape(r.command)}</code><br>Target {escape(r.target.base_url)}, model "
+            f"<code>{escape(r.target.model)}</code>; started {escape(r.started_at)}, {r.duration_s:.1f} s, stopped: "
+            f"{escape(r.stop_reason)}; loadrepro {escape(r.environment.loadrepro_version)}.</p>")
+
+
+TIMELINE_CAPTION = ("Requests in flight (blue) with a tick where each request ended (coloured by outcome); /health "
+                    "(green 200, red otherwise); the engine's KV usage and waiting requests. Dashed red line: the "
+                    "first failure; dotted black line: the first fatal engine log line.")
+
+
+def render_html(report: RunReport, timeline_svg: str, lanes_svg: str, latency_svg: str) -> str:
+    figure = _figure(timeline_svg, TIMELINE_CAPTION, _timeline_data(report))
+    body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes_svg, latency_svg)
+    return _page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
+
+
+def render_comparison_html(comparison: Comparison, timeline_svg: str) -> str:
+    table = _table(["Test", comparison.stock_label, comparison.patched_label, "change"],
+                   [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
+    body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
+            f"<h2>Timelines</h2>{_figure(timeline_svg, TIMELINE_CAPTION + ' Both runs share the time axis.')}")
+    return _page(f"loadrepro compare: {comparison.conclusion}", body)

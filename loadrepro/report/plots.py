@@ -1,0 +1,140 @@
+"""The report's pictures, drawn with matplotlib (Agg; no display, no network): SVG for the HTML page, PNG for
+the Markdown. Each picture is one figure built once and saved in whichever format is asked."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from loadrepro.report.timeline import Timeline  # noqa: E402
+
+COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
+           "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
+           "timeout": "#827717", "unreachable": "#212121", "cancelled": "#bdbdbd"}
+MAX_LANES = 200
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+                     "svg.hashsalt": "loadrepro", "svg.fonttype": "none"})
+
+
+def _marks(ax, t: Timeline) -> None:
+    if t.first_failure_s is not None:
+        ax.axvline(t.first_failure_s, color="#c62828", linestyle="--", linewidth=1.2)
+    if t.first_fatal_s is not None:
+        ax.axvline(t.first_fatal_s, color="black", linestyle=":", linewidth=1.2)
+
+
+def _load_panel(ax, t: Timeline) -> None:
+    ax.step(t.in_flight_t, t.in_flight_n, where="post", color="#1565c0", linewidth=1.4, label="in flight")
+    top = max(1, int(t.in_flight_n.max()) if len(t.in_flight_n) else 1)
+    for outcome, ends in t.ends.items():
+        y = np.full(len(ends), top * 1.08)
+        ax.plot(ends, y, "|", markersize=10, color=COLOURS.get(outcome, "gray"), label=f"{outcome} ({len(ends)})")
+    ax.set_ylim(0, top * 1.2)
+    ax.set_ylabel("requests")
+    ax.legend(loc="upper left", ncols=4, frameon=False)
+
+
+def _health_panel(ax, t: Timeline) -> None:
+    if len(t.health_t):
+        edges = np.append(t.health_t, max(t.duration_s, t.health_t[-1]))
+        for i, ok in enumerate(t.health_ok):
+            ax.axvspan(edges[i], edges[i + 1], color="#66bb6a" if ok else "#ef5350", alpha=0.8, linewidth=0)
+        changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
+        for i in changes:
+            ax.text(t.health_t[i], 0.5, f" {t.health_status[i]}", va="center", fontsize=9)
+    ax.set_yticks([])
+    ax.set_ylabel("/health", rotation=0, ha="right", va="center", labelpad=14)
+
+
+def _kv_panel(ax, t: Timeline) -> None:
+    if len(t.kv_t):
+        ax.step(t.kv_t, t.kv_usage * 100, where="post", color="#6a1b9a", linewidth=1.4, label="KV usage %")
+        ax.set_ylim(0, 105)
+        twin = ax.twinx()
+        twin.step(t.kv_t, t.waiting, where="post", color="#ef6c00", linewidth=1.2, label="waiting")
+        twin.set_ylabel("waiting")
+        twin.set_ylim(0, max(1.0, float(t.waiting.max()) * 1.2 if len(t.waiting) else 1.0))
+        ax.legend(loc="upper left", frameon=False)
+        twin.legend(loc="upper right", frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no engine metrics", transform=ax.transAxes, ha="center", va="center", color="gray")
+    ax.set_ylabel("KV %")
+
+
+def timeline_figure(timelines: list[Timeline]) -> Figure:
+    """Requests in flight with completions and failures, /health, KV usage and waiting: one shared time axis
+    for every run given (so stock and patched line up). Dashed red: first failure; dotted black: first fatal log
+    line."""
+    rows = len(timelines) * 3
+    fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows),
+                             gridspec_kw={"height_ratios": [3, 0.6, 2] * len(timelines)})
+    for i, t in enumerate(timelines):
+        load, health, kv = axes[3 * i:3 * i + 3]
+        _load_panel(load, t)
+        load.set_title(f"{t.label}: requests in flight and when each ended", loc="left")
+        _health_panel(health, t)
+        _kv_panel(kv, t)
+        for ax in (load, health, kv):
+            _marks(ax, t)
+    axes[-1].set_xlim(0, max(t.duration_s for t in timelines) * 1.02)
+    axes[-1].set_xlabel("seconds since the load started")
+    fig.tight_layout()
+    return fig
+
+
+def lanes_figure(t: Timeline) -> Figure:
+    """One lane per conversation, one bar per turn from sent to end, coloured by outcome."""
+    lanes = [lane for lane in t.lanes if lane.conversation < MAX_LANES]
+    count = max((lane.conversation for lane in lanes), default=0) + 1
+    fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)))
+    by_outcome: dict[str, list] = {}
+    for lane in lanes:
+        by_outcome.setdefault(lane.outcome, []).append(lane)
+    for outcome, group in sorted(by_outcome.items()):
+        ax.hlines([g.conversation for g in group], [g.start_s for g in group], [g.end_s for g in group],
+                  colors=COLOURS.get(outcome, "gray"), linewidth=max(1.5, min(8.0, 160 / count)), label=outcome)
+    ax.set_ylim(count - 0.5, -0.5)
+    ax.set_ylabel("conversation")
+    ax.set_xlabel("seconds since the load started")
+    shown = "" if len(lanes) == len(t.lanes) else f" (first {MAX_LANES} conversations)"
+    ax.set_title(f"{t.label}: each turn from sent to end{shown}", loc="left")
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=6, frameon=False)
+    _marks(ax, t)
+    fig.tight_layout()
+    return fig
+
+
+def latency_figure(t: Timeline) -> Figure:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2))
+    for ax, values, name in ((left, t.ttft_ms, "time to first token"), (right, t.e2e_ms, "end to end")):
+        if len(values):
+            ax.hist(values, bins=min(50, max(5, len(values) // 4)), color="#1565c0")
+        ax.set_title(f"{t.label}: {name} (ms), {len(values)} requests", loc="left")
+        ax.set_xlabel("ms")
+    left.set_ylabel("requests")
+    fig.tight_layout()
+    return fig
+
+
+def svg(fig: Figure) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def png(fig: Figure, dpi: int = 100) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def close(fig: Figure) -> None:
+    plt.close(fig)

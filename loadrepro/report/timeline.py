@@ -1,0 +1,113 @@
+"""What the plots show, as arrays on one time axis (seconds from the run's start). Pure.
+
+Built from a RunResult in memory, or from a run directory's requests.jsonl and samples.jsonl (so `compare` can
+draw runs it did not make).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from loadrepro.records import (HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult,
+                               read_jsonl, sample_from_json)
+
+FAILED = {o.value for o in (Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
+                            Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE)}
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    conversation: int
+    turn: int
+    start_s: float
+    end_s: float
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    label: str
+    duration_s: float
+    in_flight_t: np.ndarray  # step series of requests in flight
+    in_flight_n: np.ndarray
+    ends: dict[str, np.ndarray]  # outcome -> end times
+    health_t: np.ndarray
+    health_ok: np.ndarray  # 1 where /health answered 200
+    health_status: tuple[str, ...]
+    kv_t: np.ndarray
+    kv_usage: np.ndarray  # 0..1, the engine's primary KV usage
+    waiting: np.ndarray
+    lanes: tuple[Lane, ...]
+    ttft_ms: np.ndarray
+    e2e_ms: np.ndarray
+    first_failure_s: float | None
+    first_fatal_s: float | None
+    first_fatal_text: str
+
+
+def _series(metrics: list[MetricsSample], start_ns: int, *needles: str) -> tuple[np.ndarray, np.ndarray]:
+    times, values = [], []
+    for sample in metrics:
+        found = [v for k, v in sample.values.items() if any(k.startswith(n) for n in needles)]
+        if found:
+            times.append((sample.t_ns - start_ns) / 1e9)
+            values.append(found[0])
+    return np.array(times), np.array(values)
+
+
+def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
+                   health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch]) -> Timeline:
+    def s(t_ns: int) -> float:
+        return (t_ns - start_ns) / 1e9
+
+    sent = [r for r in records if r.sent_ns is not None]
+    events = sorted([(s(r.sent_ns), 1) for r in sent] + [(s(r.end_ns), -1) for r in sent])
+    in_flight_t = np.array([0.0] + [t for t, _ in events])
+    in_flight_n = np.concatenate([[0], np.cumsum([d for _, d in events])]) if events else np.array([0])
+    ends: dict[str, list[float]] = {}
+    for r in records:
+        ends.setdefault(r.outcome.value, []).append(s(r.end_ns))
+    kv_t, kv = _series(metrics, start_ns, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                       "sglang:token_usage", "trtllm_kv_cache_utilization")
+    wait_t, waiting = _series(metrics, start_ns, "vllm:num_requests_waiting", "sglang:num_queue_reqs",
+                              "llamacpp:requests_deferred")
+    if len(wait_t) != len(kv_t):
+        waiting = np.interp(kv_t, wait_t, waiting) if len(wait_t) else np.zeros(len(kv_t))
+    failures = [s(r.end_ns) for r in records if r.outcome.value in FAILED]
+    fatal = [m for m in matches if m.klass == "F"]
+    lanes = tuple(Lane(r.conversation, r.turn, s(r.sent_ns), s(r.end_ns), r.outcome.value) for r in sent)
+    return Timeline(
+        label=label, duration_s=max(s(end_ns), 1e-3), in_flight_t=in_flight_t, in_flight_n=in_flight_n,
+        ends={k: np.array(v) for k, v in sorted(ends.items())},
+        health_t=np.array([s(h.t_ns) for h in health]), health_ok=np.array([h.healthy for h in health], dtype=int),
+        health_status=tuple(str(h.status) for h in health), kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
+        ttft_ms=np.array([(r.first_token_ns - r.sent_ns) / 1e6 for r in sent if r.first_token_ns]),
+        e2e_ms=np.array([(r.end_ns - r.sent_ns) / 1e6 for r in sent]),
+        first_failure_s=min(failures) if failures else None,
+        first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
+        first_fatal_text=fatal[0].line if fatal else "")
+
+
+def timeline_of(result: RunResult) -> Timeline:
+    health = list(result.health) + ([result.post_health] if result.post_health else [])
+    return build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
+                          list(result.metrics), list(result.log_matches))
+
+
+def timeline_from_run_dir(run_dir: Path, label: str, duration_s: float) -> Timeline | None:
+    """Rebuild a timeline from the files a run left; None when they are missing."""
+    requests, samples = run_dir / "requests.jsonl", run_dir / "samples.jsonl"
+    if not requests.exists() or not samples.exists():
+        return None
+    records = [RequestRecord.from_json(d) for d in read_jsonl(requests)]
+    parsed = [sample_from_json(d) for d in read_jsonl(samples)]
+    health = [x for x in parsed if isinstance(x, HealthSample)]
+    metrics = [x for x in parsed if isinstance(x, MetricsSample)]
+    matches = [x for x in parsed if isinstance(x, LogMatch)]
+    start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == "run"), None)
+    if start is None:
+        return None
+    return build_timeline(label, start, start + int(duration_s * 1e9), records, health, metrics, matches)
