@@ -17,6 +17,8 @@ import typer
 
 from loadrepro.dry_run import dry_run
 from loadrepro.bundle import make_bundle
+from loadrepro.diagnose import diagnose, logs_of
+from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.compare import Conclusion, compare, render_comparison
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.capacity import capacity
@@ -253,6 +255,26 @@ def capacity_command(
                          "or --gpu-memory")
     for line in describe_capacity(kv, capacity(kv), as_json=json_):
         typer.echo(line)
+
+
+@app.command("diagnose")
+def diagnose_command(
+    paths: Annotated[list[Path], typer.Argument(help="Engine logs (one per rank), or one run directory.")],
+    md: Annotated[bool, typer.Option("--md", help="Markdown, with the 100 lines before the first fatal one.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="JSON.")] = False,
+) -> None:
+    """Find the first failure signatures in engine logs, the initiating rank and the collateral ones, the capacity
+    figures the engine logged, and the next step. Exit 0: no fatal signature; 1: fatal found; 2: unreadable."""
+    if len(paths) == 1 and paths[0].is_dir():
+        logs, verification = logs_of(paths[0])
+    else:
+        logs = []
+        for path in paths:
+            logs += logs_of(path)[0]
+        verification = logs_of(paths[0])[1]
+    result = diagnose(logs, verification=verification)
+    typer.echo(to_json(result) if json_ else to_markdown(result) if md else to_text(result))
+    raise typer.Exit(1 if result.fatal else 0)
 
 
 @app.command("profiles")

@@ -23,12 +23,14 @@ from loadrepro.progress import Progress
 from loadrepro.records import RunResult
 from loadrepro.report import plots
 from loadrepro.report.build import build_report
+from loadrepro.report.diagnosis import to_info
 from loadrepro.report.html import render_comparison_html
 from loadrepro.report.model import RunReport
 from loadrepro.report.timeline import Timeline, timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
+from loadrepro.diagnose import diagnose, verification_for
 from loadrepro.engine import ManagedEngine
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.target import discover_model
@@ -65,6 +67,10 @@ class Session:
     result: RunResult
     report: RunReport
     written: list[Path]
+
+
+def _extra(profile: Profile) -> list[tuple[str, str, str]]:
+    return [(s.name, s.pattern, s.class_) for s in profile.signatures]
 
 
 def run_directory(options: RunOptions) -> Path:
@@ -169,7 +175,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
             api_key=os.environ.get(options.api_key_env) or None,
-            signatures=compile_catalog((s.name, s.pattern, s.class_) for s in profile.signatures))
+            signatures=compile_catalog(_extra(profile)))
         engine = target.engine
         run_target = RunTarget(target.url, model, options.label, engine_cmd=engine.command if engine else None,
                                engine_exit=engine.exit_code if engine else None,
@@ -180,8 +186,11 @@ async def run_session(options: RunOptions, say=print) -> Session:
                 result = await runner.run(progress)
     result = dataclasses.replace(result, limits=limits, predictions=_predictions(plan, profile, limits))
     findings = classify(result, profile.verdict)
+    log = run_dir / "engine.log"
+    diagnosis = to_info(diagnose([log], compile_catalog(_extra(profile)), verification_for(run_dir, result.engine_cmd))) \
+        if log.exists() else None
     report = build_report(result, profile, findings, decide(findings), summarize(plan), options.command,
-                          extra_notes=notes)
+                          extra_notes=notes, diagnosis=diagnosis)
     return Session(run_dir, plan, result, report, write_reports(report, run_dir, timeline_of(result)))
 
 

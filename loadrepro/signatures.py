@@ -26,28 +26,36 @@ class Signature:
     pattern: re.Pattern[str]
     klass: SignatureClass
     engine: str
+    cause: str = ""
+    propagation: bool = False  # a consequence of another process's failure (hard-kills, broadcasts), not the cause
 
 
-def _sig(name: str, pattern: str, klass: str, engine: str) -> Signature:
-    return Signature(name, re.compile(pattern), SignatureClass(klass), engine)
+def _sig(name: str, pattern: str, klass: str, engine: str, cause: str = "", propagation: bool = False) -> Signature:
+    return Signature(name, re.compile(pattern), SignatureClass(klass), engine, cause, propagation)
 
 
 # Order matters: the first match names a text, so specific patterns come before generic ones.
 CATALOG: tuple[Signature, ...] = (
-    _sig("trtllm-blocks-exhausted", r"Available blocks exhausted", "F", "TensorRT-LLM"),
-    _sig("trtllm-page-indices-too-short", r"User-provided base page indices is too short", "F", "TensorRT-LLM"),
-    _sig("trtllm-history-exceeds-capacity", r"History length cannot exceed capacity", "F", "TensorRT-LLM"),
-    _sig("trtllm-draft-resume-failed", r"Failed to resume draft KV cache for request \d+", "F", "TensorRT-LLM"),
+    _sig("trtllm-blocks-exhausted", r"Available blocks exhausted", "F", "TensorRT-LLM",
+         "the KV pool ran out mid-allocation: admission did not reserve blocks for prompt + output (x beams)"),
+    _sig("trtllm-page-indices-too-short", r"User-provided base page indices is too short", "F", "TensorRT-LLM",
+         "a sequence outgrew the page-index table, which was sized from a memory-clamped length"),
+    _sig("trtllm-history-exceeds-capacity", r"History length cannot exceed capacity", "F", "TensorRT-LLM",
+         "a sequence grew past the capacity its KV cache was created with"),
+    _sig("trtllm-draft-resume-failed", r"Failed to resume draft KV cache for request \d+", "F", "TensorRT-LLM",
+         "the draft/indexer pool could not take back a resumed request: admission counted the primary pool only"),
     _sig("trtllm-draft-resize-failed",
          r"Draft KV cache context resize failed for request \d+: could not resize to \d+ tokens", "F",
-         "TensorRT-LLM"),
+         "TensorRT-LLM", "the draft/indexer pool, which mirrors every token without prefix reuse, could not grow: "
+         "admission counted the primary pool only"),
     _sig("trtllm-executor-crashed", r"Executor loop crashed on this rank; hard-killing all \d+ ranks", "F",
-         "TensorRT-LLM"),
+         "TensorRT-LLM", "the executor loop died and took every rank down", propagation=True),
     _sig("trtllm-hang-detected", r"Hang detected on rank \d+ in PyExecutor|HangDetector|MPI_Abort", "F",
-         "TensorRT-LLM"),
+         "TensorRT-LLM", "a rank was hard-killed after another one failed", propagation=True),
     _sig("trtllm-broadcast-error", r"Broadcasting event-loop error to \d+ pending request\(s\)", "F",
-         "TensorRT-LLM"),
-    _sig("trtllm-unavailable", r"LLM is unavailable", "F", "TensorRT-LLM"),
+         "TensorRT-LLM", "every pending request was failed with the loop's error", propagation=True),
+    _sig("trtllm-unavailable", r"LLM is unavailable", "F", "TensorRT-LLM",
+         "the server front end outlived its engine and answers 503", propagation=True),
     _sig("trtllm-request-exceeds-capacity",
          r"Request requires \d+ (?:draft )?KV cache blocks to complete, which exceeds the (?:total|draft pool) "
          r"capacity of \d+ blocks", "P", "TensorRT-LLM"),
@@ -56,12 +64,16 @@ CATALOG: tuple[Signature, ...] = (
     _sig("vllm-context-length", r"maximum context length is \d+ tokens", "R", "vLLM"),
     _sig("vllm-longer-than-max-model-len", r"is longer than the maximum model length", "R", "vLLM"),
     _sig("vllm-max-tokens-too-large", r"'max_tokens' or 'max_completion_tokens' is too large", "R", "vLLM"),
-    _sig("vllm-preempted", r"is preempted by PreemptionMode\.RECOMPUTE", "T", "vLLM"),
-    _sig("vllm-engine-dead", r"EngineDeadError|EngineCore encountered an issue", "F", "vLLM"),
+    _sig("vllm-preempted", r"is preempted by PreemptionMode\.RECOMPUTE", "T", "vLLM",
+         "the KV pool was short, so a request was preempted and will be recomputed"),
+    _sig("vllm-engine-dead", r"EngineDeadError|EngineCore encountered an issue", "F", "vLLM",
+         "the engine core process died; the API server fails every request", propagation=True),
     _sig("vllm-no-cache-memory", r"No available memory for the cache blocks", "F", "vLLM"),
     _sig("vllm-engine-busy", r"The engine is currently busy", "T", "vLLM"),
-    _sig("sglang-retract", r"KV cache pool is full\. Retract requests\.", "T", "SGLang"),
-    _sig("sglang-prefill-oom", r"Prefill out of memory", "F", "SGLang"),
+    _sig("sglang-retract", r"KV cache pool is full\. Retract requests\.", "T", "SGLang",
+         "the KV pool was full, so requests were retracted and will run again"),
+    _sig("sglang-prefill-oom", r"Prefill out of memory", "F", "SGLang",
+         "the scheduler admitted a prefill the token pool could not hold"),
     _sig("sglang-exceeds-max-length", r"exceeds the maximum allowed length", "P", "SGLang"),
     _sig("sglang-longer-than-context", r"is longer than the model's context length", "R", "SGLang"),
     _sig("llamacpp-exceeds-context", r"the request exceeds the available context size|exceed_context_size_error",
@@ -83,3 +95,22 @@ def match(text: str, catalog: tuple[Signature, ...] = CATALOG) -> Signature | No
         if signature.pattern.search(text):
             return signature
     return None
+
+
+def union(catalog: tuple[Signature, ...] = CATALOG) -> re.Pattern[str]:
+    """One pattern for the whole catalog: a line is scanned once; `lastgroup` ("s<i>") names the entry."""
+    return re.compile("|".join(f"(?P<s{i}>{s.pattern.pattern})" for i, s in enumerate(catalog)))
+
+
+# Words at least one of which is in every catalog entry's text: a line with none cannot match, which lets a large
+# log skip the full pattern for almost every line (tests check each catalog entry's real message has one).
+PREFILTER = ("exhausted", "indices", "History length", "KV cache", "Executor loop", "Hang detected",
+             "HangDetector", "MPI_Abort", "Broadcasting", "unavailable", "Request requires", "sequence length",
+             "context length", "model length", "max_tokens", "preempted", "EngineDeadError", "EngineCore",
+             "No available memory", "currently busy", "Prefill out of memory", "allowed length", "context size",
+             "Context size",
+             "exceed_context_size_error", "memory slot", "decode() failed", "context shift")
+
+
+def may_match(line: str) -> bool:
+    return any(word in line for word in PREFILTER)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from loadrepro.signatures import CATALOG, compile_catalog, match
+from loadrepro.signatures import CATALOG, compile_catalog, match, may_match
 
 # (name, a real message as the engine prints it, a near miss that must not match that entry)
 REAL = [
@@ -72,3 +72,8 @@ def test_first_match_wins_and_profile_signatures_come_first():
     assert match("all good", catalog) is None
     # a context-shift message also says the context is exceeded: the more specific class-P entry names it
     assert match("the request exceeds the available context size and context shift is disabled").klass == "P"
+
+
+@pytest.mark.parametrize("name,real,near_miss", REAL)
+def test_the_large_log_prefilter_keeps_every_real_message(name, real, near_miss):
+    assert may_match(real)

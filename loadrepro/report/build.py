@@ -11,7 +11,7 @@ from loadrepro import __version__
 from loadrepro.classify import FAILED, Finding
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
-from loadrepro.report.model import (Cache, CapacityInfo, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
+from loadrepro.report.model import (Cache, CapacityInfo, DiagnosisInfo, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
                                     RequestRow, Requests, RuleResult, RunReport, SignatureCount, Target, Throughput,
                                     TokenSpread, Transition, WorkloadInfo)
 from loadrepro.signatures import CATALOG
@@ -138,7 +138,7 @@ def _rows(result: RunResult) -> list[RequestRow]:
 
 def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, Finding | None]], verdict: Verdict,
                  workload: WorkloadSummary, command: str, env: Environment | None = None,
-                 extra_notes: list[str] | None = None) -> RunReport:
+                 extra_notes: list[str] | None = None, diagnosis: DiagnosisInfo | None = None) -> RunReport:
     duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
     outcomes = Counter(r.outcome.value for r in result.records)
     rows = _rows(result)
@@ -164,7 +164,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                                         max=workload.prompt_tokens_max),
                               seed=workload.seed, faker_version=workload.faker_version,
                               calibration_source=workload.calibration_source),
-        pressure=_pressure(result), capacity=_capacity(result),
+        pressure=_pressure(result), capacity=_capacity(result), diagnosis=diagnosis,
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes)], environment=env or environment(), request_table=rows)

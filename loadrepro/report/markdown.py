@@ -124,6 +124,26 @@ def _capacity(r: RunReport) -> list[str]:
     return lines + [""]
 
 
+def _diagnosis(r: RunReport) -> list[str]:
+    d = r.diagnosis
+    if d is None:
+        return []
+    verdict = "fatal engine failure" if d.fatal else "pressure, not failure" if d.pressure_only else "no fatal signature"
+    lines = ["## Diagnosis", "", f"Engine log: {verdict}."]
+    if d.initiating:
+        i = d.initiating
+        lines.append(f"Initiating: {i.process}, `{i.signature}` at line {i.line}" + (f" ({i.timestamp})" if
+                                                                                     i.timestamp else "") + ".")
+    for c in d.collateral:
+        lines.append(f"Collateral: {c.process}, `{c.signature}` at line {c.line}.")
+    if d.capacity:
+        lines.append(f"Capacity: {d.capacity}.")
+    lines += ["", f"Next step: {d.next_step}", ""]
+    if d.verification:
+        lines += [f"Verify: `{d.verification}`", ""]
+    return lines
+
+
 def _rules(r: RunReport) -> list[str]:
     lines = ["## Rules", "", "| rule | result | detail |", "|---|---|---|"]
     for rule in r.rules:
@@ -140,8 +160,8 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _signatures, _numbers, _capacity,
-                _rules]
+    sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _diagnosis, _signatures, _numbers,
+                _capacity, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -107,6 +107,28 @@ class Pressure(_Model):
     pool_usage_peak: dict[str, float] = {}  # per KV pool the engine reports blocks for (the simulated engine)
 
 
+class LogPlace(_Model):
+    process: str
+    signature: str
+    file: str
+    line: int
+    timestamp: str | None
+    text: str
+
+
+class DiagnosisInfo(_Model):
+    """The engine-log analysis of a run whose engine log loadrepro kept."""
+
+    fatal: bool
+    pressure_only: bool
+    initiating: LogPlace | None
+    collateral: list[LogPlace]
+    figures: dict[str, float]
+    capacity: str
+    next_step: str
+    verification: str
+
+
 class Environment(_Model):
     loadrepro_version: str
     python: str
@@ -163,6 +185,7 @@ class RunReport(_Model):
     workload: WorkloadInfo
     pressure: Pressure
     capacity: CapacityInfo | None = None
+    diagnosis: DiagnosisInfo | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -108,8 +108,8 @@ class SimRuntime:
                 if handle is not None:
                     handle.queue.put_nowait(finished)
             for request_id in out.preempted:
-                self.log.warning("Request %d is preempted: the primary KV pool is short; it will be recomputed",
-                                 request_id)
+                self.log.warning("Sequence group %d is preempted by PreemptionMode.RECOMPUTE mode because there is "
+                                 "not enough KV cache space.", request_id)
             if out.death is not None:
                 self._broadcast_death(out.death)
             await self._sleep(max(0.0, self.config.step_s - (self._clock() - started)))
@@ -123,7 +123,7 @@ class SimRuntime:
     def _broadcast_death(self, death: Death) -> None:
         self.log.error("[RANK 0] %s", death.message)
         self.log.error("[RANK 0] Executor loop crashed on this rank; hard-killing all 1 ranks")
-        self.log.error("Broadcasting event-loop error to %d pending request(s)", len(self._handles))
+        self.log.error("[RANK 0] Broadcasting event-loop error to %d pending request(s)", len(self._handles))
         for handle in self._handles.values():
             handle.queue.put_nowait(Fatal(death.message))
         self._handles.clear()

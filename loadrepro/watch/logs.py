@@ -19,6 +19,7 @@ _POLL_S = 0.2
 # "11-30 06:04:23" (year implied), all in the machine's local time.
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _VLLM = re.compile(r"^(?:[A-Z]+\s+)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_TRT = re.compile(r"\[(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)\]")  # TensorRT-LLM: [11/30/2026-06:04:23]
 
 
 def line_time(line: str, year: int) -> float | None:
@@ -29,6 +30,10 @@ def line_time(line: str, year: int) -> float | None:
         y, mo, d, h, mi, s, frac = found.groups()
         micro = int((frac or "0").ljust(6, "0"))
         return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), micro).timestamp()
+    found = _TRT.search(head)
+    if found:
+        mo, d, y, h, mi, s = (int(x) for x in found.groups())
+        return datetime(y, mo, d, h, mi, s).timestamp()
     found = _VLLM.search(head)
     if found:
         mo, d, h, mi, s = (int(x) for x in found.groups())

@@ -1,0 +1,281 @@
+"""Engine-log analysis: first signatures, the initiating process versus collateral failures, the capacity figures
+the engine logged, and the next step. Streams each file once, in constant memory.
+
+A process is what a line's tag names (TensorRT-LLM `[RANK n]`, vLLM `(EngineCore_DP0 pid=…)` /
+`(VllmWorker rank=n pid=…)`, SGLang `TP0` / `DP0 TP1`), else its file (several files: several ranks). The
+initiating process is the one whose failure is a cause (not a hard-kill, abort or broadcast that only passes
+another's failure on) and comes first: by the lines' own timestamps where they have them, else in reading order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from loadrepro.capacity import KvConfig, capacity, parse_size
+from loadrepro.errors import UsageError
+from loadrepro.signatures import CATALOG, Signature, SignatureClass, may_match, union
+from loadrepro.watch.logs import line_time
+
+CONTEXT_LINES = 100
+_PROCESS = (
+    re.compile(r"\[RANK (\d+)\]"),
+    re.compile(r"\((EngineCore(?:_DP\d+)?|VllmWorker(?: rank=\d+)?|Worker_TP\d+) pid=\d+\)"),
+    re.compile(r"\b((?:DP\d+ )?TP\d+)\]"),
+)
+_TRT_SPLIT = re.compile(r"Splitting KV cache max_gpu_total_bytes: total=([\d.,]+\s*[KMGT]?i?B?) \(([\d,]+) "
+                        r"bytes/token\), draft=([\d.,]+\s*[KMGT]?i?B?) \(([\d,]+) bytes/token\)")
+_KEY_VALUES = re.compile(r"\b(tokens_per_block|max_num_tokens|max_batch_size|max_seq_len|max_beam_width)=(\d+)")
+_VLLM_KV = re.compile(r"KV cache size: ([\d,]+) tokens")
+_VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_RESIZE = re.compile(r"could not resize to (\d+) tokens")
+_SIM_POOLS = re.compile(r"KV pools: primary (\d+) blocks x (\d+) tokens, draft (\d+) blocks, beam width (\d+), "
+                        r"max_model_len (\d+)")
+_FIGURE_WORDS = ("bytes/token", "=", "KV cache size", "Maximum concurrency", "could not resize", "KV pools:")
+_WARN = re.compile(r"\bWARN(?:ING)?\b|\[W\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    signature: str
+    klass: str
+    cause: str
+    file: str
+    line_number: int
+    timestamp: str | None
+    process: str
+    text: str
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    files: list[str]
+    lines: int = 0
+    first: dict[str, Occurrence] = field(default_factory=dict)  # signature -> its first occurrence
+    counts: dict[str, int] = field(default_factory=dict)
+    start_line: str | None = None
+    first_warn: Occurrence | None = None
+    context: list[str] = field(default_factory=list)  # up to 100 lines before the first fatal line
+    initiating: Occurrence | None = None
+    collateral: list[Occurrence] = field(default_factory=list)  # each other process's first fatal line
+    figures: dict[str, float] = field(default_factory=dict)
+    capacity_verdict: str = ""
+    next_step: str = ""
+    verification: str = ""
+
+    @property
+    def fatal(self) -> bool:
+        return any(o.klass == SignatureClass.FATAL.value for o in self.first.values())
+
+    @property
+    def pressure_only(self) -> bool:
+        return bool(self.first) and all(o.klass == SignatureClass.TEMPORARY.value for o in self.first.values())
+
+
+def _process(line: str, file_label: str) -> str:
+    for pattern in _PROCESS:
+        found = pattern.search(line)
+        if found:
+            return f"rank {found.group(1)}" if pattern is _PROCESS[0] else found.group(1)
+    return file_label
+
+
+def _figures(line: str, figures: dict[str, float]) -> None:
+    found = _TRT_SPLIT.search(line)
+    if found:
+        figures["pool_bytes"] = float(parse_size(found.group(1).replace(",", "")))
+        figures["bytes_per_token"] = float(found.group(2).replace(",", ""))
+        figures["draft_pool_bytes"] = float(parse_size(found.group(3).replace(",", "")))
+        figures["draft_bytes_per_token"] = float(found.group(4).replace(",", ""))
+    for key, value in _KEY_VALUES.findall(line):
+        figures[key] = float(value)
+    if (found := _VLLM_KV.search(line)) is not None:
+        figures["kv_cache_tokens"] = float(found.group(1).replace(",", ""))
+    if (found := _VLLM_CONCURRENCY.search(line)) is not None:
+        figures["request_tokens"] = float(found.group(1).replace(",", ""))
+        figures["max_concurrency"] = float(found.group(2))
+    if (found := _SIM_POOLS.search(line)) is not None:
+        for key, value in zip(("pool_blocks", "tokens_per_block", "draft_blocks", "max_beam_width", "max_seq_len"),
+                              found.groups()):
+            figures[key] = float(value)
+    if (found := _RESIZE.search(line)) is not None:
+        figures["failed_resize_tokens"] = max(figures.get("failed_resize_tokens", 0.0), float(found.group(1)))
+
+
+class _Reader:
+    """One pass over the files: first occurrences, the fatal context, the processes' first fatal lines."""
+
+    def __init__(self, catalog: tuple[Signature, ...]) -> None:
+        self.catalog, self.pattern = catalog, union(catalog)
+        self._prefilter = catalog[-len(CATALOG):] == CATALOG and len(catalog) == len(CATALOG)  # no user patterns
+        self.year = datetime.now().year
+        self.diagnosis = Diagnosis([])
+        self._recent: deque[str] = deque(maxlen=CONTEXT_LINES)
+        self._fatal_by_process: dict[str, tuple[tuple, Occurrence]] = {}
+        self._contexts: dict[str, tuple[bool, list[str]]] = {}  # file -> (before a propagation line?, lines)
+        self._starts: dict[Path, str] = {}
+        self._warns: dict[Path, Occurrence] = {}
+
+    def read(self, path: Path, label: str, order: int) -> None:
+        d = self.diagnosis
+        d.files.append(str(path))
+        self._recent = deque(maxlen=CONTEXT_LINES)
+        try:
+            handle = path.open("r", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+        with handle:
+            for number, raw in enumerate(handle, 1):
+                self._line(raw.rstrip("\r\n"), path, label, order, number)
+
+    def _line(self, line: str, path: Path, label: str, order: int, number: int) -> None:
+        d = self.diagnosis
+        d.lines += 1
+        if path not in self._starts and line.strip():
+            self._starts[path] = line
+        if any(word in line for word in _FIGURE_WORDS):
+            _figures(line, d.figures)
+        found = self.pattern.search(line) if not self._prefilter or may_match(line) else None
+        if found is None:
+            if path not in self._warns and _WARN.search(line):
+                self._warns[path] = self._occurrence(None, line, path, label, number)
+            self._recent.append(line)
+            return
+        signature = self.catalog[int(found.lastgroup[1:])]  # type: ignore[index]
+        occurrence = self._occurrence(signature, line, path, label, number)
+        d.counts[signature.name] = d.counts.get(signature.name, 0) + 1
+        d.first.setdefault(signature.name, occurrence)
+        if path not in self._warns and (_WARN.search(line) or signature.klass is SignatureClass.TEMPORARY):
+            self._warns[path] = occurrence
+        if signature.klass is SignatureClass.FATAL:
+            kept = self._contexts.get(occurrence.file)
+            if kept is None or (kept[0] and not signature.propagation):  # prefer the lines before a cause
+                self._contexts[occurrence.file] = (signature.propagation, list(self._recent))
+            when = line_time(line, self.year)
+            key = (signature.propagation, when if when is not None else float("inf"), order, number)
+            best = self._fatal_by_process.get(occurrence.process)
+            if best is None or key < best[0]:
+                self._fatal_by_process[occurrence.process] = (key, occurrence)
+        self._recent.append(line)
+
+    def _occurrence(self, signature: Signature | None, line: str, path: Path, label: str, number: int) -> Occurrence:
+        when = line_time(line, self.year)
+        stamp = datetime.fromtimestamp(when).isoformat(sep=" ", timespec="milliseconds") if when else None
+        return Occurrence(signature.name if signature else "", signature.klass.value if signature else "",
+                          signature.cause if signature else "", str(path), number, stamp, _process(line, label),
+                          line[:1000])
+
+    def finish(self) -> Diagnosis:
+        d = self.diagnosis
+        ranked = sorted(self._fatal_by_process.values(), key=lambda kv: kv[0])
+        if ranked:
+            d.initiating = ranked[0][1]
+            d.collateral = [o for _, o in ranked[1:]]
+            d.context = self._contexts[d.initiating.file][1]
+        # The fingerprint is the initiating file's (else the first file's): its start, first warning, symptom.
+        where = Path(d.initiating.file) if d.initiating else (Path(d.files[0]) if d.files else None)
+        d.start_line = self._starts.get(where) if where else None
+        d.first_warn = self._warns.get(where) if where else None
+        return d
+
+
+def _capacity_verdict(d: Diagnosis) -> str:
+    f = d.figures
+    if "pool_bytes" in f and "tokens_per_block" in f:
+        # "total" is the whole budget, which the draft cache shares (each side gets the same token count)
+        kv = KvConfig(int(f["bytes_per_token"]), int(f["tokens_per_block"]), int(f["pool_bytes"]),
+                      int(f.get("max_seq_len", f.get("max_num_tokens", f.get("failed_resize_tokens", 1)))),
+                      int(f.get("max_batch_size", 1)), int(f.get("max_beam_width", 1)),
+                      int(f.get("draft_bytes_per_token", 0)))
+        cap = capacity(kv)
+        words = (f"{cap.pool_tokens:,} tokens in the primary pool ({int(f['bytes_per_token']):,} B/token)"
+                 + (f" and {cap.draft_pool_tokens:,} in the draft pool ({int(f['draft_bytes_per_token']):,} B/token)"
+                    if cap.draft_pool_tokens is not None else ""))
+        failed = f.get("failed_resize_tokens")
+        if failed is not None:
+            limit = min(cap.pool_tokens, cap.draft_pool_tokens or cap.pool_tokens)
+            kind = "a request that can never fit" if failed > limit else (
+                "temporary pressure (it fits alone, not beside the others)")
+            return f"{words}; the failed resize to {int(failed):,} tokens was {kind}"
+        return f"{words}; {cap.verdict}: {cap.why}"
+    if "pool_blocks" in f and "tokens_per_block" in f:
+        pool = int(f["pool_blocks"] * f["tokens_per_block"]) // int(f.get("max_beam_width", 1))
+        draft = int(f.get("draft_blocks", 0) * f["tokens_per_block"]) or None
+        words = f"{pool:,} tokens in the primary pool" + (f" and {draft:,} in the draft pool" if draft else "")
+        failed = f.get("failed_resize_tokens")
+        if failed is not None:
+            limit = min(pool, draft or pool)
+            kind = "a request that can never fit" if failed > limit else (
+                "temporary pressure (it fits alone, not beside the others)")
+            return f"{words}; the failed resize to {int(failed):,} tokens was {kind}"
+        return words
+    if "kv_cache_tokens" in f:
+        words = f"KV cache of {int(f['kv_cache_tokens']):,} tokens"
+        if "max_concurrency" in f:
+            fits = f["max_concurrency"] >= 1
+            words += (f"; {f['max_concurrency']:.2f}x concurrency for {int(f['request_tokens']):,}-token requests: "
+                      + ("temporary pressure when more run at once" if fits else "such a request can never fit"))
+        return words
+    return ""
+
+
+def _next_step(d: Diagnosis) -> str:
+    if d.fatal:
+        return ("The engine died under KV pressure instead of making requests wait or rejecting them. Fix admission: "
+                "reserve prompt + max_tokens (x beams) in every KV pool, including draft/indexer pools, queue what "
+                "does not fit yet and reject at admission what never can. Until then: lower concurrency, beam width "
+                "or draft length, or raise the KV memory fraction.")
+    if any(o.klass == SignatureClass.NEVER_FITS.value for o in d.first.values()):
+        return "Requests that can never fit were refused: correct, if clean. Shorten them or give the engine more KV."
+    if d.pressure_only:
+        return ("Pressure, not failure: the engine waited, preempted or retracted and went on. If latency matters, "
+                "raise the KV memory fraction or lower concurrency.")
+    return "No known failure signature."
+
+
+def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG,
+             verification: str = "") -> Diagnosis:
+    """Analyse one or more logs (several files: several ranks, labelled by file name)."""
+    paths = list(paths)
+    if not paths:
+        raise UsageError("diagnose needs a log file or a run directory")
+    reader = _Reader(catalog)
+    for order, path in enumerate(paths):
+        reader.read(path, path.name if len(paths) > 1 else "engine", order)
+    d = reader.finish()
+    d.capacity_verdict = _capacity_verdict(d)
+    d.next_step = _next_step(d)
+    d.verification = verification
+    return d
+
+
+def verification_for(run_dir: Path, engine_cmd: str | None = None) -> str:
+    """The command that repeats a run's input against a changed engine; the signature must then be gone."""
+    report = run_dir / "report.json"
+    if engine_cmd is None and report.exists():
+        engine_cmd = json.loads(report.read_text()).get("target", {}).get("engine_cmd")
+    engine = engine_cmd or ""
+    profile = run_dir / "profile.toml"
+    if "loadrepro sim" in engine or " -m loadrepro sim " in engine:
+        return f"loadrepro ab --profile {profile}  (stock vs patched simulated engine; exit 0 when the fix holds)"
+    return (f"loadrepro ab --profile {profile} --stock-cmd '<stock engine>' --patched-cmd '<patched engine>'; "
+            "then loadrepro diagnose on the patched run must exit 0")
+
+
+def logs_of(target: Path) -> tuple[list[Path], str]:
+    """The logs to read for a path given on the command line, and how to verify a fix for that run."""
+    if target.is_dir():
+        log = target / "engine.log"
+        if not log.exists():
+            raise UsageError(f"{target} has no engine.log (runs keep one when loadrepro starts the engine)")
+        return [log], verification_for(target)
+    if not target.exists():
+        raise UsageError(f"no such log: {target}")
+    return [target], ("loadrepro ab --profile PROFILE --stock-cmd '<stock engine>' --patched-cmd '<patched engine>' "
+                      "with the input that produced this log; loadrepro diagnose on the patched engine's log must "
+                      "then exit 0")

@@ -1,0 +1,80 @@
+"""Engine-log diagnosis on multi-rank fixtures built from the seeds' lines with ordinary INFO noise."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadrepro.diagnose import diagnose
+from loadrepro.errors import UsageError
+from loadrepro.report.diagnosis import to_markdown
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RANK0, RANK3 = FIXTURES / "trtllm-rank0.log", FIXTURES / "trtllm-rank3.log"
+
+
+@pytest.mark.parametrize("order", [(RANK0, RANK3), (RANK3, RANK0)])
+def test_the_initiating_rank_is_0_and_rank_3s_hard_kill_is_collateral(order):
+    d = diagnose(order)
+    assert d.fatal
+    assert d.initiating.process == "rank 0" and d.initiating.signature == "trtllm-draft-resize-failed"
+    assert [o.process for o in d.collateral] == ["rank 3"]
+    assert d.collateral[0].signature == "trtllm-hang-detected"
+
+
+def test_the_100_line_excerpt_is_exactly_the_lines_before_the_first_fatal_one():
+    d = diagnose([RANK3, RANK0])
+    lines = RANK0.read_text().splitlines()
+    fatal_index = next(i for i, line in enumerate(lines) if "Draft KV cache context resize failed" in line)
+    assert d.initiating.line_number == fatal_index + 1
+    assert d.context == lines[fatal_index - 100:fatal_index]
+
+
+def test_logged_capacity_figures_are_extracted_and_used():
+    d = diagnose([RANK0, RANK3])
+    assert d.figures["bytes_per_token"] == 49_968 and d.figures["draft_bytes_per_token"] == 1_284
+    assert d.figures["tokens_per_block"] == 64 and d.figures["max_batch_size"] == 12
+    # 60.51 GiB split by 49,968 + 1,284 bytes per token: 1,267,699 tokens on each side
+    assert "1,267,699 tokens in the primary pool" in d.capacity_verdict
+    assert "102,991 tokens was temporary pressure" in d.capacity_verdict
+    text = to_markdown(d)
+    assert "admission" in d.next_step and "Initiating: **rank 0**" in text
+
+
+def test_pressure_only_logs_exit_0_and_say_pressure():
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(FIXTURES / "pressure-only.log")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "pressure, not failure" in done.stdout and "Pressure, not failure" in done.stdout
+
+
+def test_cli_exit_codes_and_json(tmp_path):
+    fatal = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(RANK0), str(RANK3), "--json"],
+                           capture_output=True, text=True, timeout=60)
+    assert fatal.returncode == 1
+    data = json.loads(fatal.stdout)
+    assert data["fatal"] and data["initiating"]["process"] == "rank 0" and len(data["context"]) == 100
+    missing = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(tmp_path / "nope.log")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no such log" in missing.stderr
+    no_log = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert no_log.returncode == 2
+
+
+def test_unreadable_files_are_usage_errors(tmp_path):
+    with pytest.raises(UsageError):
+        diagnose([tmp_path])  # a directory is not a log
+
+
+def test_a_managed_stock_run_report_has_a_diagnosis_section(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "page-index", "--out",
+                           str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["diagnosis"]["fatal"] and report["diagnosis"]["initiating"]["process"] == "rank 0"
+    assert report["diagnosis"]["collateral"] == []
+    assert "loadrepro ab --profile" in report["diagnosis"]["verification"]
+    assert "## Diagnosis" in (tmp_path / "report.md").read_text()
