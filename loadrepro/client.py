@@ -1,6 +1,6 @@
 """One request to an OpenAI-compatible target -> one RequestRecord, with SSE timing. Never raises on target faults.
 
-The hot path is aiohttp's client, read line by line: measured in benchmarks/client_overhead.py, httpx (even on
+The hot path is aiohttp's client, read chunk by chunk: measured in benchmarks/client_overhead.py, httpx (even on
 the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
 that shows as TTFT error; orjson parses each chunk at a fifth of json's cost. A stall is a read that waits `stall_timeout_s` for a byte (aiohttp's per-read timer,
 reset by every byte); a timeout is the whole request exceeding `request_timeout_s`. 429 and 503 with Retry-After
@@ -58,6 +58,7 @@ class _Attempt:
     finish_reason: Any = None
     usage: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    error_code: int | None = None
     done: bool = False
     retry_after_s: float | None = None
 
@@ -115,6 +116,22 @@ def _error_text(payload: Any) -> str | None:
     if payload.get("object") == "error":
         return str(payload.get("message", payload))
     return None
+
+
+def _error_code(payload: dict[str, Any]) -> int | None:
+    error = payload.get("error", payload)
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) else None
+
+
+def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
+    """An error object inside a 200 stream: a 503 or temporary-pressure text is a refusal to retry (vLLM's
+    --max-num-queued-reqs answers surplus streams so), anything else a stream error."""
+    signature = match(text, signatures)
+    if code in (429, 503) or (signature is not None and signature.klass is SignatureClass.TEMPORARY
+                              and "busy" in signature.name):
+        return Outcome.THROTTLED
+    return Outcome.STREAM_ERROR
 
 
 class _SseEvents:
@@ -219,14 +236,26 @@ class Client:
     async def _read_stream(self, response: aiohttp.ClientResponse, a: _Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
         events = _SseEvents()
-        async for line in response.content:
-            data = events.feed(line)
-            if data is not None and self._event(data, a, cancel_after_chunks):
+        pending = b""
+        stop = False
+        # Whole received chunks, split into lines here: aiohttp's own line reader rescans its buffer per line,
+        # which goes quadratic when a fast engine fills it faster than it is read.
+        async for chunk in response.content.iter_any():
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                data = events.feed(line)
+                if data is not None and self._event(data, a, cancel_after_chunks):
+                    stop = True
+                    break
+            if stop:
                 break
+            await asyncio.sleep(0)  # let the watchers and the other streams run between chunks
         else:
-            data = events.flush()
-            if data is not None:
-                self._event(data, a, cancel_after_chunks)
+            for line in (pending, b""):
+                data = events.feed(line)
+                if data is not None:
+                    self._event(data, a, cancel_after_chunks)
         if cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks and not a.done:
             return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
         return self._stream_outcome(a)
@@ -241,6 +270,7 @@ class Client:
         error = _error_text(payload)
         if error is not None:
             a.error = error[:DETAIL_LIMIT]
+            a.error_code = _error_code(payload)
             return False
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"an SSE event that is not a JSON object: {data[:200]!r}")
@@ -259,7 +289,7 @@ class Client:
 
     def _stream_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
         if a.error is not None:
-            return Outcome.STREAM_ERROR, a.error
+            return outcome_for_stream_error(a.error, a.error_code, self.config.signatures), a.error
         reason = a.finish_reason
         if isinstance(reason, dict):  # SGLang reports aborts as {"type": "abort", "message": ...}
             if reason.get("type") == "abort":
@@ -274,7 +304,8 @@ class Client:
         error = _error_text(payload)
         if error is not None:
             a.error = error[:DETAIL_LIMIT]
-            return Outcome.STREAM_ERROR, a.error
+            a.error_code = _error_code(payload)
+            return self._stream_outcome(a)
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not choices:
             raise ProtocolViolation("a response without choices")

@@ -3,7 +3,8 @@
 The command is one command line, split like a shell would (`NAME=value` words before the program set its
 environment; pipes and `&&` need an explicit `sh -c '...'`); `{port}` and `{host}` are replaced by the port
 loadrepro chose and 127.0.0.1. The program itself is the process loadrepro watches, so its exit is seen at once.
-It runs in a process group of its own, with stdout and stderr appended to the log file, and is asked to
+It runs in a process group of its own (not a session of its own: Linux schedules each session as a group,
+and an engine in its own would take half the CPU from the load generator however few threads that has), with stdout and stderr appended to the log file, and is asked to
 die with loadrepro (Linux: the parent-death signal). Stopping sends SIGTERM to the group, waits, then SIGKILL.
 """
 
@@ -98,7 +99,7 @@ class ManagedEngine:
         with self.log.open("wb") as sink:  # a fresh log per start: an earlier run's lines would mislead
             try:
                 self._process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                                                 stdout=sink, stderr=subprocess.STDOUT, process_group=0,
                                                  preexec_fn=_die_with_parent)
             except OSError as exc:
                 raise TargetError(f"cannot start the engine {argv[0]!r}: {exc.strerror}") from exc

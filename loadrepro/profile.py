@@ -62,6 +62,7 @@ class LoadSpec(_Section):
     request_timeout_s: float = Field(900, gt=0)
     stall_timeout_s: float = Field(60, gt=0)
     stop_on_death: bool = True
+    max_retries: int = Field(3, ge=0)  # 429 / 503-with-Retry-After / 503 in a stream: retries before "throttled"
 
     @model_validator(mode="after")
     def _rate_for_poisson(self) -> LoadSpec:

@@ -174,7 +174,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
-            api_key=os.environ.get(options.api_key_env) or None,
+            api_key=os.environ.get(options.api_key_env) or None, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)))
         engine = target.engine
         run_target = RunTarget(target.url, model, options.label, engine_cmd=engine.command if engine else None,

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from loadrepro.client import Client, ClientConfig, outcome_for_status
+from loadrepro.client import Client, ClientConfig, outcome_for_status, outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.workload.model import PlannedRequest
 from tests.stub_server import StubServer
@@ -125,3 +125,13 @@ def test_non_streaming_requests_and_what_is_always_sent():
 ])
 def test_status_mapping_reads_the_text(status, text, retry_after, outcome):
     assert outcome_for_status(status, text, retry_after) is outcome
+
+
+@pytest.mark.parametrize("text,code,outcome", [
+    ("The engine is currently busy; try again later", 503, Outcome.THROTTLED),
+    ("anything", 429, Outcome.THROTTLED),
+    ("Failed to resume draft KV cache for request 3", 500, Outcome.STREAM_ERROR),
+    ("Context size has been exceeded.", None, Outcome.STREAM_ERROR),
+])
+def test_errors_inside_a_stream_are_throttling_only_when_they_say_so(text, code, outcome):
+    assert outcome_for_stream_error(text, code) is outcome

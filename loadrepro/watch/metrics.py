@@ -23,12 +23,29 @@ KEPT = (
     "loadrepro_sim:",
 )
 _DROPPED_LABELS = {"model_name", "engine"}
+SCRAPE_TIMEOUT_S = 5.0
+
+
+def _kept_lines(text: str) -> str:
+    """Only the lines of the kept families: the parser is pure Python, and an engine's full exposition (vLLM's
+    histograms and info labels) costs it most of a second, all of it on the event loop the streams share."""
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            words = line.split(maxsplit=3)
+            if len(words) >= 3 and words[2].startswith(KEPT):
+                kept.append(line)
+        elif line.startswith(KEPT):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
 
 
 def parse_kept(text: str) -> dict[str, float]:
     """`name{label="value",...}` -> value for the kept families; raises ValueError on non-Prometheus text."""
     values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    if text.lstrip().startswith(("[", "{")):
+        raise ValueError("JSON, not Prometheus text")
+    for family in text_string_to_metric_families(_kept_lines(text)):
         if not family.name.startswith(KEPT):
             continue
         for sample in family.samples:
@@ -50,7 +67,7 @@ class MetricsWatcher:
         """One scrape; False once the endpoint proved unusable (noted once)."""
         started = self._clock()
         try:
-            response = await self._http.get(self._path, timeout=max(1.0, self._interval_s))
+            response = await self._http.get(self._path, timeout=SCRAPE_TIMEOUT_S)  # a busy engine answers late
         except httpx.HTTPError:
             return True  # the engine may be busy or gone; /health tells which
         if response.status_code != 200:

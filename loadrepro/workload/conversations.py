@@ -65,7 +65,8 @@ def _framing(api: str, assembler: Assembler) -> _Framing:
 
 def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadSpec, chat: bool,
              expected: float, shared: float) -> PlannedRequest:
-    max_tokens = spec.warm_max_tokens if turn == 1 else spec.max_tokens
+    # Turn 1 warms the prefix for the turns after it; a single-turn conversation is all follow-up.
+    max_tokens = spec.warm_max_tokens if turn == 1 and spec.turns > 1 else spec.max_tokens
     body = {**body, "max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": True,
             "stream_options": {"include_usage": True}}
     if chat:
@@ -73,7 +74,9 @@ def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadS
     return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)))
 
 
-def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
+def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
+                        corrections: dict[int, float] | None = None) -> Workload:
+    """`corrections` adds tokens to a conversation's own document: what the target counted short of the plan."""
     c = assembler.calibration
     framing = _framing(api, assembler)
     lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
@@ -87,7 +90,9 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler) -> W
         group = i % spec.groups if spec.groups else None
         head = groups[group] + "\n" if group is not None else ""
         head_tokens = group_tokens + c.join_tokens if head else 0.0
-        own = prefix - fixed - head_tokens
+        if spec.prefix_tokens_p95:  # a drawn length below what a prompt needs is the tail of the draw: lift it
+            prefix = max(prefix, int(fixed + head_tokens + _MIN_OWN_TOKENS + 1))
+        own = prefix - fixed - head_tokens + (corrections or {}).get(i, 0.0)
         if own < _MIN_OWN_TOKENS:
             raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves {own:.0f} "
                                f"for its own records after the system prompt, group prefix and template "

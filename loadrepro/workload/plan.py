@@ -10,7 +10,7 @@ from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations
 from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
-from loadrepro.workload.tokens import Calibration, TokenCounter, calibrate
+from loadrepro.workload.tokens import Calibration, TokenCounter, gather_limited, calibrate
 from loadrepro.workload.trace import TraceRow, build_trace, read_trace
 
 TOLERANCE = 0.02
@@ -41,12 +41,12 @@ class Plan:
 
 
 def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
-                   trace: list[TraceRow] | None = None) -> Workload:
+                   trace: list[TraceRow] | None = None, corrections: dict[int, float] | None = None) -> Workload:
     """Pure: the same inputs always give byte-identical request bodies."""
     assembler = Assembler(pool, calibration)
     if profile.workload.kind == "trace":
         return build_trace(trace or [], profile.workload, profile.api, assembler)
-    return build_conversations(profile.workload, profile.api, assembler)
+    return build_conversations(profile.workload, profile.api, assembler, corrections)
 
 
 def _sample(workload: Workload) -> list[PlannedRequest]:
@@ -79,4 +79,20 @@ async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = 
         calibration = calibration.scaled(factor)
         workload = build_workload(profile, pool, calibration, trace)
         checks = await _check(counter, workload)
+    if workload.kind == "conversations" and not counter.local:
+        workload = await _correct_each_conversation(profile, pool, calibration, counter, workload)
+        checks = await _check(counter, workload)
     return Plan(workload, calibration, checks)
+
+
+async def _correct_each_conversation(profile: Profile, pool: RecordPool, calibration: Calibration,
+                                     counter: TokenCounter, workload: Workload) -> Workload:
+    """Count every conversation's first prompt on the target and rebuild those that are off by more than 0.5%
+    with their own documents lengthened or shortened by the difference: one count per conversation."""
+    firsts = [c.turns[0] for c in workload.conversations]
+    actual = await gather_limited([_count(counter, r) for r in firsts])
+    corrections = {r.conversation: float(r.expected_prompt_tokens - a) for r, a in zip(firsts, actual)
+                   if abs(a - r.expected_prompt_tokens) > _CORRECT_ABOVE * r.expected_prompt_tokens}
+    if not corrections:
+        return workload
+    return build_workload(profile, pool, calibration, None, corrections)

@@ -144,7 +144,7 @@ class Calibration:
             exact_count=None)
 
 
-async def _gather_limited(calls: list, limit: int = 8) -> list[int]:
+async def gather_limited(calls: list, limit: int = 8) -> list[int]:
     gate = asyncio.Semaphore(limit)
 
     async def run(call) -> int:
@@ -163,7 +163,7 @@ async def calibrate(counter: TokenCounter, pool: RecordPool) -> Calibration:
         sample = np.arange(len(pool))
     else:
         sample = np.concatenate([np.flatnonzero(pool.kinds == k)[:_SAMPLE_PER_KIND] for k in range(len(KINDS))])
-    counts = np.array(await _gather_limited([counter.count_text(pool.texts[i]) for i in sample]), float) - base
+    counts = np.array(await gather_limited([counter.count_text(pool.texts[i]) for i in sample]), float) - base
     if counter.local:
         record_tokens = counts
     else:

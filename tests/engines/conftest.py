@@ -1,0 +1,80 @@
+"""Real engines for the `engine` tests: installed (or built) once into a cache outside the checkout by
+scripts/engines/, with tiny models written here. A test is skipped, with the reason, only when its engine cannot
+be installed on this machine."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "engines"
+CACHE = Path(os.environ.get("LOADREPRO_ENGINE_CACHE", Path.home() / ".cache" / "loadrepro-engines"))
+INSTALL_TIMEOUT_S = 1800
+
+
+def _install(script: str) -> str:
+    done = subprocess.run(["bash", str(SCRIPTS / script)], capture_output=True, text=True,
+                          timeout=INSTALL_TIMEOUT_S)
+    if done.returncode != 0:
+        pytest.skip(f"{script} could not install its engine here: {done.stderr.strip()[-600:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _model_dir(name: str, maker: Path) -> Path:
+    """A cache folder for a model, keyed by the script that writes it."""
+    digest = hashlib.sha256(maker.read_bytes()).hexdigest()[:12]
+    return CACHE / "models" / f"{name}-{digest}"
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> str:
+    return _install("llamacpp.sh")
+
+
+def _gguf(size: str) -> Path:
+    maker = SCRIPTS / "make_tiny_gguf.py"
+    path = _model_dir(f"gguf-{size}", maker) / "model.gguf"
+    if not path.exists():
+        subprocess.run([sys.executable, str(maker), str(path), "--size", size], check=True, timeout=600)
+    return path
+
+
+@pytest.fixture(scope="session")
+def gguf_tiny(llama_server) -> Path:
+    return _gguf("tiny")
+
+
+@pytest.fixture(scope="session")
+def gguf_26m(llama_server) -> Path:
+    return _gguf("26m")
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    return _install("vllm.sh")
+
+
+@pytest.fixture(scope="session")
+def vllm_model(vllm_python) -> Path:
+    maker = SCRIPTS / "make_tiny_hf.py"
+    folder = _model_dir("hf-llama", maker)
+    if not (folder / "config.json").exists():
+        from loadrepro.workload.corpus import record_pool
+
+        corpus = folder.parent / "corpus.txt"
+        corpus.parent.mkdir(parents=True, exist_ok=True)
+        corpus.write_text("\n".join(record_pool(7).texts + record_pool(8).texts))
+        subprocess.run([vllm_python, str(maker), str(folder), "--corpus", str(corpus)], check=True, timeout=600,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return folder
+
+
+def loadrepro(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)

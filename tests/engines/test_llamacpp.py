@@ -1,0 +1,72 @@
+"""llama.cpp's server with tiny local GGUF models: a unified KV pool that the load overruns (a real failure)
+against per-slot contexts that queue and reject (the fix), as a real-engine A/B. Assertions are on reports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loadrepro.engine import ManagedEngine
+from loadrepro.profile import load_profile
+from loadrepro.workload.plan import TOLERANCE, plan_workload
+from loadrepro.workload.tokens import detect_counter
+from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
+
+pytestmark = pytest.mark.engine
+
+
+def command(model: Path, *extra: str) -> str:
+    return shlex.join([str(SCRIPTS / "serve-llamacpp.sh"), str(model), "{host}", "{port}", *extra])
+
+
+def report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def test_unified_pool_fails_and_per_slot_contexts_fix_it(gguf_26m, tmp_path):
+    done = loadrepro("ab", "--profile", "llamacpp-unified-pool", "--out", str(tmp_path), "--quiet",
+                     "--stock-cmd", command(gguf_26m, "-kvu", "-c", "1024", "-np", "4"),
+                     "--patched-cmd", command(gguf_26m, "-c", "2048", "-np", "4"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    stock, patched = report(tmp_path / "stock"), report(tmp_path / "patched")
+    assert stock["verdict"] == "fail"
+    failed = {k: v for k, v in stock["requests"]["by_outcome"].items() if k in ("server_error", "stream_error")}
+    assert failed, stock["requests"]
+    assert "Context size has been exceeded" in stock["first_failure"]["detail"]
+    assert any(s["name"] == "llamacpp-context-exceeded" for s in stock["signatures"])
+    assert patched["verdict"] == "pass"
+    assert patched["requests"]["by_outcome"].get("rejected", 0) >= 1
+    rejection = next(r["detail"] for r in patched["rules"] if r["name"] == "rejections")
+    assert "exceed_context_size_error" in rejection
+    assert patched["pressure"]["waiting_peak"] >= 1  # queueing on the four slots, seen in the metrics
+    assert (tmp_path / "compare.md").read_text().startswith("# loadrepro compare: fix confirmed")
+    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
+        examples = ROOT / "reports" / "examples"
+        (examples / "llamacpp-unified-pool-stock-report.md").write_text((tmp_path / "stock" / "report.md").read_text())
+        (examples / "llamacpp-unified-pool-compare.md").write_text((tmp_path / "compare.md").read_text())
+
+
+def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp_path):
+    engine = ManagedEngine(command(gguf_tiny, "-c", "16384", "-np", "1"), tmp_path / "engine.log")
+    engine.start(timeout_s=120)
+    profile = load_profile("quickstart", ["workload.conversations=3", "workload.turns=2",
+                                          "workload.prefix_tokens=3000", "model='tiny'"])
+    try:
+        async def go():
+            async with httpx.AsyncClient(base_url=engine.url, timeout=60) as http:
+                counter = await detect_counter(http, "tiny")
+                plan = await plan_workload(profile, counter)
+                return counter, plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+
+        counter, plan, counted = asyncio.run(go())
+    finally:
+        engine.stop()
+    assert counter.source == "POST /tokenize (llama.cpp)"
+    for request, actual in zip(plan.workload.requests, counted):
+        assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens

@@ -1,0 +1,135 @@
+"""vLLM's CPU build with a tiny local model: pressure that passes, queue-limit throttling, and a killed engine.
+Every assertion is on loadrepro's report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loadrepro.engine import ManagedEngine
+from loadrepro.profile import load_profile
+from loadrepro.records import read_jsonl
+from loadrepro.workload.plan import TOLERANCE, plan_workload
+from loadrepro.workload.tokens import detect_counter
+from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
+
+pytestmark = pytest.mark.engine
+POOL = ["--max-model-len", "16384", "--enable-prefix-caching", "--block-size", "32", "--num-gpu-blocks-override",
+        "640", "--kv-cache-memory-bytes", "67108864", "--enable-prompt-tokens-details"]
+
+
+def command(model: Path, *extra: str) -> str:
+    return shlex.join([str(SCRIPTS / "serve-vllm.sh"), str(model), "{host}", "{port}", *POOL, *extra])
+
+
+def report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def vllm(vllm_model, tmp_path_factory):
+    engine = ManagedEngine(command(vllm_model, "--max-num-seqs", "8"),
+                           tmp_path_factory.mktemp("vllm") / "engine.log")
+    engine.start(timeout_s=600)
+    yield engine
+    engine.stop()
+
+
+def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_path):
+    done = loadrepro("run", "--profile", "vllm-prefix-overrun", "--base-url", vllm.url, "--out", str(tmp_path),
+                     "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["verdict"] == "pass" and data["requests"]["by_outcome"] == {"ok": 10}
+    assert data["pressure"]["preemptions"] >= 1 and data["pressure"]["waiting_peak"] >= 1
+    rules = {r["name"]: r for r in data["rules"]}
+    assert rules["pressure_in_metrics"]["fired"] and not rules["prefix_reuse_missing"]["fired"]
+    later = [r for r in data["request_table"] if r["turn"] == 2]
+    assert all(r["cached_tokens"] >= 0.8 * r["shared_prefix_tokens"] for r in later)
+    assert data["capacity"]["source"] == "vLLM vllm:cache_config_info" and data["capacity"]["pool_tokens"] == 20480
+    examples = ROOT / "reports" / "examples"
+    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
+        (examples / "vllm-prefix-overrun-report.md").write_text((tmp_path / "report.md").read_text())
+
+
+def test_a_prompt_over_max_model_len_is_rejected_with_vllms_text(vllm, tmp_path):
+    done = loadrepro("run", "--profile", "vllm-prefix-overrun", "--base-url", vllm.url, "--out", str(tmp_path),
+                     "--set", "workload.conversations=1", "--set", "workload.turns=1",
+                     "--set", "workload.prefix_tokens=17000", "--quiet")
+    data = report(tmp_path)
+    assert data["requests"]["by_outcome"] == {"rejected": 1}, done.stdout
+    rejection = next(r["detail"] for r in data["rules"] if r["name"] == "rejections")
+    assert "maximum context length is 16384 tokens" in rejection
+
+
+def test_calibrated_lengths_hit_their_targets_in_vllms_tokens(vllm):
+    profile = load_profile("vllm-prefix-overrun", ["workload.turns=3"])
+
+    async def go():
+        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+            counter = await detect_counter(http, "tiny")
+            plan = await plan_workload(profile, counter)
+            counted = [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+            return counter, plan, counted
+
+    counter, plan, counted = asyncio.run(go())
+    assert counter.source == "POST /tokenize (vLLM)"
+    for request, actual in zip(plan.workload.requests, counted):
+        assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
+
+
+def test_queue_limit_surplus_is_throttled_not_a_server_error(vllm_model, tmp_path):
+    done = loadrepro("run", "--profile", "vllm-queue-limit", "--out", str(tmp_path), "--quiet", "--engine-cmd",
+                     command(vllm_model, "--max-num-seqs", "2", "--max-num-queued-reqs", "1"))
+    data = report(tmp_path)
+    outcomes = data["requests"]["by_outcome"]
+    assert outcomes.get("throttled", 0) >= 1, done.stdout + done.stderr
+    assert not {"server_error", "stream_error", "truncated"} & set(outcomes)
+    assert data["verdict"] == "pass"
+
+
+def test_a_killed_engine_is_timed_death_and_later_requests_are_unreachable(vllm_model, tmp_path):
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadrepro", "run", "--profile", "vllm-engine-kill", "--out", str(out), "--quiet",
+         "--set", "workload.conversations=8", "--engine-cmd", command(vllm_model, "--max-num-seqs", "8")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    pid = None
+    try:
+        while pid is None:
+            line = process.stderr.readline()
+            assert line, "loadrepro ended before the engine started"
+            found = re.search(r"\(pid (\d+)\)", line)
+            pid = int(found.group(1)) if found else None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(list(read_jsonl(out / "requests.jsonl"))
+                                                    if (out / "requests.jsonl").exists() else []) < 2:
+            time.sleep(0.2)
+        killed_ns = time.perf_counter_ns()  # CLOCK_MONOTONIC: the same clock loadrepro's records use
+        os.killpg(pid, signal.SIGKILL)
+        process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1
+    data = report(out)
+    start = next(s["t_ns"] for s in read_jsonl(out / "samples.jsonl") if s["kind"] == "note" and s["source"] == "run")
+    death = next(r for r in data["rules"] if r["name"] == "engine_death")
+    died_at = float(re.search(r"engine died at ([\d.]+) s", death["detail"]).group(1))
+    assert abs(died_at - (killed_ns - start) / 1e9) <= 2 * 0.5 + 0.1  # two health intervals (and rounding)
+    assert "killed by SIGKILL" in death["detail"]
+    assert data["requests"]["by_outcome"].get("unreachable", 0) >= 1
+    assert data["health"]["post"] == "unreachable"
+    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
+        (ROOT / "reports" / "examples" / "vllm-engine-kill-report.md").write_text((out / "report.md").read_text())
