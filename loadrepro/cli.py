@@ -15,22 +15,22 @@ from typing import Annotated
 import httpx
 import typer
 
-from loadrepro.dry_run import dry_run
 from loadrepro.bundle import make_bundle
-from loadrepro.diagnose import diagnose, logs_of
-from loadrepro.report.diagnosis import to_json, to_markdown, to_text
-from loadrepro.compare import Conclusion, compare, render_comparison
-from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.capacity import capacity
+from loadrepro.compare import Conclusion, compare, render_comparison
+from loadrepro.diagnose import diagnose, logs_of
+from loadrepro.dry_run import dry_run
+from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
+from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.session import RunOptions, run_ab, run_session, write_comparison
-from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
+from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.target import check_base_url, is_loopback
 from loadrepro.workload.summary import format_summary
 

@@ -2,10 +2,11 @@
 
 The hot path is aiohttp's client, read chunk by chunk: measured in benchmarks/client_overhead.py, httpx (even on
 the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
-that shows as TTFT error; orjson parses each chunk at a fifth of json's cost. A stall is a read that waits `stall_timeout_s` for a byte (aiohttp's per-read timer,
-reset by every byte); a timeout is the whole request exceeding `request_timeout_s`. 429 and 503 with Retry-After
-are retried with bounded backoff before they count as throttled. Every fault is mapped to an Outcome in
-`outcome_for_exception` or `outcome_for_status`.
+that shows as TTFT error; orjson parses each chunk at a fifth of json's cost. A stall is a read that waits
+`stall_timeout_s` for a byte (aiohttp's per-read timer, reset by every byte); a timeout is the whole request
+exceeding `request_timeout_s`. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded
+backoff before they count as throttled. Every fault is mapped to an Outcome in `outcome_for_exception`,
+`outcome_for_status` or `outcome_for_stream_error`.
 """
 
 from __future__ import annotations

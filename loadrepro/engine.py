@@ -3,9 +3,10 @@
 The command is one command line, split like a shell would (`NAME=value` words before the program set its
 environment; pipes and `&&` need an explicit `sh -c '...'`); `{port}` and `{host}` are replaced by the port
 loadrepro chose and 127.0.0.1. The program itself is the process loadrepro watches, so its exit is seen at once.
-It runs in a process group of its own (not a session of its own: Linux schedules each session as a group,
-and an engine in its own would take half the CPU from the load generator however few threads that has), with stdout and stderr appended to the log file, and is asked to
-die with loadrepro (Linux: the parent-death signal). Stopping sends SIGTERM to the group, waits, then SIGKILL.
+It runs in a process group of its own, but not a session of its own: Linux schedules each session as one group,
+and an engine in its own takes half the CPU from the load generator however few threads that has. Its stdout and
+stderr go to a fresh log file; it is asked to die with loadrepro (Linux: the parent-death signal). Stopping sends
+SIGTERM to the group, waits, then SIGKILL.
 """
 
 from __future__ import annotations

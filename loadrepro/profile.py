@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-
-import tomli_w
 from typing import Any, Literal
 
+import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from loadrepro.errors import ProfileError

@@ -26,8 +26,18 @@ import numpy as np
 from loadrepro.client import Client
 from loadrepro.engine import describe_exit
 from loadrepro.profile import Profile
-from loadrepro.records import (HealthSample, JsonlWriter, LogMatch, MetricsSample, Note, Outcome, RequestRecord,
-                               RunResult, Sample, sample_to_json)
+from loadrepro.records import (
+    HealthSample,
+    JsonlWriter,
+    LogMatch,
+    MetricsSample,
+    Note,
+    Outcome,
+    RequestRecord,
+    RunResult,
+    Sample,
+    sample_to_json,
+)
 from loadrepro.watch.health import HealthWatcher
 from loadrepro.watch.logs import LogWatcher
 from loadrepro.watch.metrics import MetricsWatcher

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import httpx
 
+from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
 from loadrepro.compare import Comparison, compare, render_comparison
-from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
+from loadrepro.diagnose import diagnose, verification_for
+from loadrepro.engine import ManagedEngine
 from loadrepro.errors import TargetError, UsageError
 from loadrepro.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
@@ -30,8 +32,6 @@ from loadrepro.report.timeline import Timeline, timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
-from loadrepro.diagnose import diagnose, verification_for
-from loadrepro.engine import ManagedEngine
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.target import discover_model
 from loadrepro.verdict import decide

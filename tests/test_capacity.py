@@ -2,8 +2,20 @@
 
 import pytest
 
-from loadrepro.capacity import (EngineLimits, Fit, KvConfig, Verdict, blocks_needed, bytes_per_token, capacity,
-                                index_width, parse_size, predict, prefix_for_overrun, split_pool)
+from loadrepro.capacity import (
+    EngineLimits,
+    Fit,
+    KvConfig,
+    Verdict,
+    blocks_needed,
+    bytes_per_token,
+    capacity,
+    index_width,
+    parse_size,
+    predict,
+    prefix_for_overrun,
+    split_pool,
+)
 from loadrepro.errors import UsageError
 from loadrepro.limits import from_profile
 from loadrepro.profile import EngineSpec

@@ -1,8 +1,21 @@
 """Each rule fires at its threshold and not below it."""
 
-from loadrepro.classify import (Severity, classify, engine_death, failures_while_healthy, fatal_signature,
-                                interrupted, low_completion, post_run_health, pressure_in_metrics,
-                                prefix_reuse_missing, rejections, stalled_streams, throttling, truncated_streams)
+from loadrepro.classify import (
+    Severity,
+    classify,
+    engine_death,
+    failures_while_healthy,
+    fatal_signature,
+    interrupted,
+    low_completion,
+    post_run_health,
+    prefix_reuse_missing,
+    pressure_in_metrics,
+    rejections,
+    stalled_streams,
+    throttling,
+    truncated_streams,
+)
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.verdict import decide

@@ -11,9 +11,27 @@ from loadrepro import __version__
 from loadrepro.classify import FAILED, Finding
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
-from loadrepro.report.model import (Cache, CapacityInfo, DiagnosisInfo, Environment, FirstFailure, Health, Latency, Percentiles, Pressure,
-                                    RequestRow, Requests, RuleResult, RunReport, SignatureCount, Target, Throughput,
-                                    TokenSpread, Transition, WorkloadInfo)
+from loadrepro.report.model import (
+    Cache,
+    CapacityInfo,
+    DiagnosisInfo,
+    Environment,
+    FirstFailure,
+    Health,
+    Latency,
+    Percentiles,
+    Pressure,
+    RequestRow,
+    Requests,
+    RuleResult,
+    RunReport,
+    SignatureCount,
+    Target,
+    Throughput,
+    TokenSpread,
+    Transition,
+    WorkloadInfo,
+)
 from loadrepro.signatures import CATALOG
 from loadrepro.verdict import Verdict
 from loadrepro.workload.summary import WorkloadSummary

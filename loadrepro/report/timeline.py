@@ -11,8 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
-from loadrepro.records import (HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult,
-                               read_jsonl, sample_from_json)
+from loadrepro.records import (
+    HealthSample,
+    LogMatch,
+    MetricsSample,
+    Note,
+    Outcome,
+    RequestRecord,
+    RunResult,
+    read_jsonl,
+    sample_from_json,
+)
 
 FAILED = {o.value for o in (Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
                             Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE)}

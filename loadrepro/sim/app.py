@@ -17,8 +17,7 @@ from starlette.routing import Route
 
 from loadrepro.sim import metrics
 from loadrepro.sim.config import DeathMode
-from loadrepro.sim.protocol import (ChatBody, CompletionBody, Shape, TokenizeBody, error_body, sse,
-                                    validation_message)
+from loadrepro.sim.protocol import ChatBody, CompletionBody, Shape, TokenizeBody, error_body, sse, validation_message
 from loadrepro.sim.runtime import Fatal, RequestHandle, SimRuntime, Token
 from loadrepro.sim.scheduler import Finished, Rejection
 from loadrepro.sim.tokenizer import output_token, render_chat, token_ids, tokenize

@@ -10,7 +10,7 @@ from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations
 from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
-from loadrepro.workload.tokens import Calibration, TokenCounter, gather_limited, calibrate
+from loadrepro.workload.tokens import Calibration, TokenCounter, calibrate, gather_limited
 from loadrepro.workload.trace import TraceRow, build_trace, read_trace
 
 TOLERANCE = 0.02
