@@ -124,6 +124,9 @@ def run(
     engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine's /health.")] = 600.0,
     size_to_overrun: Annotated[float | None, typer.Option(
         help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        help="With --dry-run: plan offline in this Hugging Face tokenizer's tokens (tokenizer.json or its folder).")
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -132,12 +135,14 @@ def run(
     resolved = load_profile(profile, set_ or [])
     url = check_base_url(base_url, target_is_isolated) if base_url else None
     if dry_run_:
-        result = asyncio.run(dry_run(resolved, url, model, out))
+        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer))
         typer.echo(f"profile    {resolved.name}: {resolved.description}")
         typer.echo(format_summary(result.summary))
         if result.written:
             typer.echo(f"written    {result.written}")
         return
+    if tokenizer is not None:
+        raise UsageError("--tokenizer plans offline: use it with --dry-run (a run calibrates on its target)")
     default_label = "run" if url or engine_cmd else resolved.sim.policy
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,

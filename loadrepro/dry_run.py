@@ -12,7 +12,7 @@ from loadrepro.target import discover_model
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.summary import WorkloadSummary, summarize
-from loadrepro.workload.tokens import SimTokenCounter, detect_counter
+from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +22,13 @@ class DryRun:
     written: Path | None
 
 
-async def dry_run(profile: Profile, base_url: str | None, model: str | None, out: Path | None) -> DryRun:
-    """Without a base URL the target is the embedded simulated engine, whose tokenizer runs in process."""
-    if base_url is None:
+async def dry_run(profile: Profile, base_url: str | None, model: str | None, out: Path | None,
+                  tokenizer: Path | None = None) -> DryRun:
+    """With a local tokenizer, plan offline in its tokens; without a base URL the target is the embedded simulated
+    engine, whose tokenizer runs in process; else ask the target to count."""
+    if tokenizer is not None:
+        plan = await plan_workload(profile, LocalTokenizerCounter(tokenizer))
+    elif base_url is None:
         plan = await plan_workload(profile, SimTokenCounter())
     else:
         async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:

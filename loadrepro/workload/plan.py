@@ -79,7 +79,7 @@ async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = 
         calibration = calibration.scaled(factor)
         workload = build_workload(profile, pool, calibration, trace)
         checks = await _check(counter, workload)
-    if workload.kind == "conversations" and not counter.local:
+    if workload.kind == "conversations" and not getattr(counter, "additive", False):
         workload = await _correct_each_conversation(profile, pool, calibration, counter, workload)
         checks = await _check(counter, workload)
     return Plan(workload, calibration, checks)

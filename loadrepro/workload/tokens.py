@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 import numpy as np
 
-from loadrepro.errors import TargetError
+from loadrepro.errors import TargetError, UsageError
 from loadrepro.sim.tokenizer import render_chat, tokenize
 from loadrepro.workload.corpus import KINDS, RecordPool
 
@@ -45,6 +47,7 @@ class SimTokenCounter:
 
     source = "simulated engine tokenizer (local)"
     local = True
+    additive = True  # a text's count is the sum of its parts': what is planned is what is counted
 
     @staticmethod
     def count_now(text: str) -> int:
@@ -55,6 +58,45 @@ class SimTokenCounter:
 
     async def count_chat(self, messages: Messages) -> int:
         return len(tokenize(render_chat(messages)))
+
+
+class LocalTokenizerCounter:
+    """A Hugging Face tokenizer on disk (a tokenizer.json, or a model folder holding one with its chat template),
+    for planning offline in a model's own tokens: counted like vLLM's /tokenize counts them."""
+
+    local = True
+
+    def __init__(self, path: Path) -> None:
+        try:
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise UsageError("--tokenizer needs the tokenizer extra: pip install 'loadrepro[tokenizer]'") from exc
+        folder = path if path.is_dir() else path.parent
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise UsageError(f"--tokenizer: no tokenizer.json at {path}")
+        self._tokenizer = Tokenizer.from_file(str(file))
+        config = json.loads((folder / "tokenizer_config.json").read_text()) if (
+            folder / "tokenizer_config.json").is_file() else {}
+        template = config.get("chat_template")
+        if template is None and (folder / "chat_template.jinja").is_file():
+            template = (folder / "chat_template.jinja").read_text()
+        self._template = ImmutableSandboxedEnvironment().from_string(template) if template else None
+        self._specials = {k: config.get(k) for k in ("bos_token", "eos_token")}
+        self.source = f"local tokenizer {file}"
+
+    def count_now(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    async def count_text(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=True).ids)
+
+    async def count_chat(self, messages: Messages) -> int:
+        if self._template is None:
+            raise UsageError(f"{self.source} has no chat template; use a completions profile (api = 'completions')")
+        rendered = self._template.render(messages=messages, add_generation_prompt=True, **self._specials)
+        return len(self._tokenizer.encode(rendered, add_special_tokens=False).ids)
 
 
 class HttpTokenCounter:

@@ -21,7 +21,7 @@ from loadrepro.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.records import read_jsonl
 from loadrepro.workload.plan import TOLERANCE, plan_workload
-from loadrepro.workload.tokens import detect_counter
+from loadrepro.workload.tokens import LocalTokenizerCounter, detect_counter
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
 
 pytestmark = pytest.mark.engine
@@ -133,3 +133,18 @@ def test_a_killed_engine_is_timed_death_and_later_requests_are_unreachable(vllm_
     assert data["health"]["post"] == "unreachable"
     if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
         (ROOT / "reports" / "examples" / "vllm-engine-kill-report.md").write_text((out / "report.md").read_text())
+
+
+def test_offline_planning_with_the_models_own_tokenizer_matches_vllms_counts(vllm, vllm_model):
+    profile = load_profile("vllm-prefix-overrun", ["workload.turns=2", "workload.conversations=3"])
+
+    async def go():
+        plan = await plan_workload(profile, LocalTokenizerCounter(vllm_model))
+        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+            counter = await detect_counter(http, "tiny")
+            return plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+
+    plan, counted = asyncio.run(go())
+    assert plan.calibration.source.startswith("local tokenizer")
+    for request, actual in zip(plan.workload.requests, counted):
+        assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
