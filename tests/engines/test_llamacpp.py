@@ -18,7 +18,7 @@ from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import detect_counter
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 
 
 def command(model: Path, *extra: str) -> str:

@@ -24,7 +24,7 @@ from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import LocalTokenizerCounter, detect_counter
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
 
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 POOL = ["--max-model-len", "16384", "--enable-prefix-caching", "--block-size", "32", "--num-gpu-blocks-override",
         "640", "--kv-cache-memory-bytes", "67108864", "--enable-prompt-tokens-details"]
 
