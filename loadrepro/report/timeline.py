@@ -11,20 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
+from loadrepro.classify import FAILED
 from loadrepro.records import (
     HealthSample,
     LogMatch,
     MetricsSample,
     Note,
-    Outcome,
     RequestRecord,
     RunResult,
     read_jsonl,
     sample_from_json,
 )
-
-FAILED = {o.value for o in (Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
-                            Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +82,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
                               "llamacpp:requests_deferred")
     if len(wait_t) != len(kv_t):
         waiting = np.interp(kv_t, wait_t, waiting) if len(wait_t) else np.zeros(len(kv_t))
-    failures = [s(r.end_ns) for r in records if r.outcome.value in FAILED]
+    failures = [s(r.end_ns) for r in records if r.outcome in FAILED]
     fatal = [m for m in matches if m.klass == "F"]
     lanes = tuple(Lane(r.conversation, r.turn, s(r.sent_ns), s(r.end_ns), r.outcome.value) for r in sent)
     return Timeline(
