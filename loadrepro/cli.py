@@ -26,7 +26,8 @@ from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_pr
 from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
-from loadrepro.session import RunOptions, run_ab, run_session, write_comparison
+from loadrepro.report.write import write_comparison
+from loadrepro.session import RunOptions, run_ab, run_session
 from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread

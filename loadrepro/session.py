@@ -15,7 +15,7 @@ import httpx
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
-from loadrepro.compare import Comparison, compare, render_comparison
+from loadrepro.compare import Comparison, compare
 from loadrepro.diagnose import diagnose, verification_for
 from loadrepro.engine import ManagedEngine
 from loadrepro.errors import TargetError, UsageError
@@ -23,13 +23,11 @@ from loadrepro.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
-from loadrepro.report import plots
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
-from loadrepro.report.html import render_comparison_html
 from loadrepro.report.model import RunReport
-from loadrepro.report.timeline import Timeline, timeline_of
-from loadrepro.report.write import write_reports
+from loadrepro.report.timeline import timeline_of
+from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import sim_engine_command
@@ -200,25 +198,6 @@ class AbSession:
     patched: Session
     comparison: Comparison
     written: list[Path]
-
-
-def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline] | None = None) -> list[Path]:
-    """compare.md and compare.json; with both runs' timelines, compare.html with them on one time axis."""
-    out.mkdir(parents=True, exist_ok=True)
-    md, js = out / "compare.md", out / "compare.json"
-    md.write_text(render_comparison(comparison), encoding="utf-8")
-    js.write_text(comparison.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    written = [md, js]
-    if timelines:
-        figure = plots.timeline_figure(timelines)
-        try:
-            page = render_comparison_html(comparison, plots.svg(figure))
-        finally:
-            plots.close(figure)
-        html_path = out / "compare.html"
-        html_path.write_text(page, encoding="utf-8")
-        written.append(html_path)
-    return written
 
 
 def _with_policy(profile: Profile, policy: str) -> Profile:

@@ -1,11 +1,12 @@
-"""Writes a RunReport's files into its run directory, with its pictures when the run's timeline is at hand."""
+"""Writes reports to disk: a run's files (with its pictures when its timeline is at hand) and a comparison's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from loadrepro.compare import Comparison, render_comparison
 from loadrepro.report import plots
-from loadrepro.report.html import render_html
+from loadrepro.report.html import render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
@@ -44,4 +45,23 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
             plots.close(fig)
     written.append(_write(run_dir / "report.html", render_html(report, svgs["timeline"], svgs["lanes"],
                                                                 svgs["latency"])))
+    return written
+
+
+def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline] | None = None) -> list[Path]:
+    """compare.md and compare.json; with both runs' timelines, compare.html with them on one time axis."""
+    out.mkdir(parents=True, exist_ok=True)
+    md, js = out / "compare.md", out / "compare.json"
+    md.write_text(render_comparison(comparison), encoding="utf-8")
+    js.write_text(comparison.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    written = [md, js]
+    if timelines:
+        figure = plots.timeline_figure(timelines)
+        try:
+            page = render_comparison_html(comparison, plots.svg(figure))
+        finally:
+            plots.close(figure)
+        html_path = out / "compare.html"
+        html_path.write_text(page, encoding="utf-8")
+        written.append(html_path)
     return written
