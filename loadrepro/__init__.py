@@ -2,11 +2,12 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from loadrepro.errors import LoadreproError, ProfileError, SimConfigError, TargetError, UsageError
+from loadrepro.errors import LoadreproError, ProfileError, SimConfigError, TargetError, TargetUnreachable, UsageError
 
 try:
     __version__ = version("loadrepro")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
 
-__all__ = ["LoadreproError", "ProfileError", "SimConfigError", "TargetError", "UsageError", "__version__"]
+__all__ = ["LoadreproError", "ProfileError", "SimConfigError", "TargetError", "TargetUnreachable", "UsageError",
+           "__version__"]

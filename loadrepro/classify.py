@@ -295,10 +295,31 @@ def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
 
 
+def prompt_errors(result: RunResult) -> list[tuple[RequestRecord, float]]:
+    """Each request whose usage reported prompt tokens, with (measured - planned) / planned."""
+    return [(r, (r.prompt_tokens - r.expected_prompt_tokens) / r.expected_prompt_tokens) for r in result.records
+            if r.prompt_tokens is not None and r.expected_prompt_tokens > 0]
+
+
+def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Prompts whose usage.prompt_tokens differ from their planned length by more than `max_prompt_error`: the
+    workload that ran is not the one asked for. A warning (info): the engine did nothing wrong."""
+    errors = prompt_errors(result)
+    off = [(r, e) for r, e in errors if abs(e) > spec.max_prompt_error]
+    if not off:
+        return None
+    worst, error = max(off, key=lambda pair: abs(pair[1]))
+    return Finding("prompt_lengths", Severity.INFO,
+                   f"warning: {len(off)}/{len(errors)} prompts were off their planned length by more than "
+                   f"{spec.max_prompt_error:.0%} (worst: request {worst.id}, planned {worst.expected_prompt_tokens:,}, "
+                   f"the target counted {worst.prompt_tokens:,}, {error:+.1%}): the workload that ran is not the one "
+                   "asked for")
+
+
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
     low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics,
+    pressure_in_metrics, prompt_lengths,
 )
 
 

@@ -34,6 +34,7 @@ from loadrepro.sim.serve import serve_forever, sim_in_thread
 from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.target import check_base_url, is_loopback
 from loadrepro.workload.summary import format_summary
+from loadrepro.workload.tokens import LocalTokenizerCounter
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Reproduce KV-cache capacity and admission failures of LLM inference servers.")
@@ -126,7 +127,8 @@ def run(
     size_to_overrun: Annotated[float | None, typer.Option(
         help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(
-        help="With --dry-run: plan offline in this Hugging Face tokenizer's tokens (tokenizer.json or its folder).")
+        help="Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
+             "asking the target; with --dry-run, plan offline.")
     ] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
@@ -143,11 +145,12 @@ def run(
             typer.echo(f"written    {result.written}")
         return
     if tokenizer is not None:
-        raise UsageError("--tokenizer plans offline: use it with --dry-run (a run calibrates on its target)")
+        LocalTokenizerCounter(tokenizer)  # a wrong path is a usage error before any engine starts
     default_label = "run" if url or engine_cmd else resolved.sim.policy
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
-                         engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun)
+                         engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun,
+                         tokenizer=tokenizer)
     session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
     for line in describe_verdict(session.report, session.written):
         typer.echo(line)

@@ -2,11 +2,20 @@
 
 The hot path is aiohttp's client, read chunk by chunk: measured in benchmarks/client_overhead.py, httpx (even on
 the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
-that shows as TTFT error; orjson parses each chunk at a fifth of json's cost. A stall is a read that waits
-`stall_timeout_s` for a byte (aiohttp's per-read timer, reset by every byte); a timeout is the whole request
-exceeding `request_timeout_s`. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded
-backoff before they count as throttled. Every fault is mapped to an Outcome in `outcome_for_exception`,
-`outcome_for_status` or `outcome_for_stream_error`.
+that shows as TTFT error; orjson parses each chunk at a fifth of json's cost.
+
+Connections: a request that fails before any response byte on a connection taken from the pool is sent again at
+once on a new connection and counted in `reconnects`: servers and proxies close kept-alive connections all the
+time (uvicorn's keep-alive timeout, cpp-httplib's per-connection cap, load balancers), and aiohttp does not resend
+a POST itself. The same failure on a new connection, or after response bytes, is an outcome.
+
+Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
+a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
+stream, or its metrics moving, see `Activity`); when nothing progresses for `stall_timeout_s` the engine hangs and
+the request is stalled. `ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole
+request. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded backoff before they count as
+throttled. Every fault is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or
+`outcome_for_stream_error`.
 """
 
 from __future__ import annotations
@@ -33,6 +42,20 @@ class ProtocolViolation(Exception):
     """The target answered with something that is not OpenAI JSON or SSE."""
 
 
+# Failures of a connection itself (not a timeout, not a refused connect): on a pooled connection before any
+# response byte they mean the server or a proxy had closed it, not that the engine failed.
+_CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
+
+
+@dataclass(slots=True)
+class Activity:
+    """When the engine last made progress, shared by every request of a run: the client marks each token it
+    receives, the runner marks metrics that moved. A request waiting for its first token is not stalled while
+    this moves."""
+
+    last_ns: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     base_url: str
@@ -42,6 +65,7 @@ class ClientConfig:
     request_timeout_s: float
     stall_timeout_s: float
     api_key: str | None = None
+    ttft_timeout_s: float = 0.0  # > 0: the longest wait for the first token (else request_timeout_s bounds it)
     max_retries: int = 3
     max_backoff_s: float = 10.0
     signatures: tuple[Signature, ...] = CATALOG
@@ -62,6 +86,9 @@ class _Attempt:
     error_code: int | None = None
     done: bool = False
     retry_after_s: float | None = None
+    reused: bool = False  # the connection came from the pool
+    last_byte_ns: int = 0
+    silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
 
 
 def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
@@ -135,6 +162,31 @@ def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Sign
     return Outcome.STREAM_ERROR
 
 
+class _Lines:
+    """Bytes -> lines, ending at LF, CRLF or a lone CR as SSE allows; a CR at a chunk's end waits for the next
+    chunk, which may begin with its LF. Streams without CR take the fast path."""
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._pending + chunk
+        if b"\r" in data:
+            held = b"\r" if data.endswith(b"\r") else b""
+            data = (data[:-1] if held else data).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        else:
+            held = b""
+        lines = data.split(b"\n")
+        self._pending = lines.pop() + held
+        return lines
+
+    def flush(self) -> list[bytes]:
+        rest, self._pending = self._pending.rstrip(b"\r"), b""
+        return [rest] if rest else []
+
+
 class _SseEvents:
     """SSE framing over lines: `data:` fields joined by newlines, dispatched at a blank line (other fields and
     comments ignored, as OpenAI-compatible streams use none)."""
@@ -162,39 +214,53 @@ class _SseEvents:
 class Client:
     """Sends PlannedRequests; one instance per run, used by many tasks at once."""
 
-    def __init__(self, config: ClientConfig, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(self, config: ClientConfig, clock: Callable[[], int] = time.perf_counter_ns,
+                 activity: Activity | None = None) -> None:
         self.config = config
         self._clock = clock
+        self.activity = activity or Activity()
         self._headers = {"content-type": "application/json"}
         if config.api_key:
             self._headers["authorization"] = f"Bearer {config.api_key}"
         self._url = config.base_url.rstrip("/") + _PATHS[config.api]
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=config.stall_timeout_s)
+        # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None  # new connections only, for resending
 
     async def __aenter__(self) -> Client:
-        connector = aiohttp.TCPConnector(limit=self.config.concurrency + 8, force_close=False)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=True)
+        tracing = aiohttp.TraceConfig()
+        tracing.on_connection_reuseconn.append(_mark_reused)
+        limit = self.config.concurrency + 8
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=self._timeout,
+                                              auto_decompress=True, trace_configs=[tracing])
+        self._fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=True),
+                                            timeout=self._timeout, auto_decompress=True)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
                    ) -> RequestRecord:
         """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled."""
         content = orjson.dumps({**planned.body, "model": self.config.model})
-        retries = 0
+        retries = reconnects = 0
         while True:
             attempt = _Attempt()
             try:
-                outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
+                result = await self._attempt(content, planned, attempt, cancel_after_chunks, fresh=reconnects > 0)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
-                                       "cancelled by loadrepro", retries))
+                                       "cancelled by loadrepro", retries, reconnects))
                 raise
+            if result is None:  # a stale pooled connection: the target never saw the request
+                reconnects += 1
+                continue
+            outcome, detail = result
             if outcome is not Outcome.THROTTLED or retries >= self.config.max_retries:
                 break
             retries += 1
@@ -202,31 +268,54 @@ class Client:
             try:
                 await asyncio.sleep(min(delay, self.config.max_backoff_s))
             except asyncio.CancelledError:
-                on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries))
+                on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
+                                       reconnects))
                 raise
-        record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries)
+        record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
+                              reconnects)
         on_record(record)
         return record
 
-    async def _attempt(self, content: bytes, planned: PlannedRequest, a: _Attempt,
-                       cancel_after_chunks: int | None) -> tuple[Outcome, str]:
-        assert self._session is not None, "use the Client as an async context manager"
+    async def _attempt(self, content: bytes, planned: PlannedRequest, a: _Attempt, cancel_after_chunks: int | None,
+                       fresh: bool) -> tuple[Outcome, str] | None:
+        """One attempt; None when a pooled connection turned out closed before any response byte."""
+        assert self._session is not None and self._fresh is not None, "use the Client as an async context manager"
+        session = self._fresh if fresh else self._session
         deadline = asyncio.timeout(self.config.request_timeout_s)
         try:
             async with deadline:
-                a.sent_ns = self._clock()
-                async with self._session.post(self._url, data=content, headers=self._headers) as response:
-                    a.first_byte_ns = self._clock()
-                    a.status = response.status
-                    if response.status != 200:
-                        return await self._refused(response, a)
-                    if planned.body.get("stream", False) and response.content_type == "text/event-stream":
-                        return await self._read_stream(response, a, cancel_after_chunks)
-                    return await self._read_whole(response, a)
+                async with asyncio.timeout(None) as silence:
+                    watchdog = _Watchdog(self, a, silence)
+                    try:
+                        a.sent_ns = a.last_byte_ns = self._clock()
+                        async with session.post(self._url, data=content, headers=self._headers,
+                                                trace_request_ctx=a) as response:
+                            a.first_byte_ns = a.last_byte_ns = self._clock()
+                            a.status = response.status
+                            if response.status != 200:
+                                return await self._refused(response, a)
+                            if planned.body.get("stream", False) and response.content_type == "text/event-stream":
+                                return await self._read_stream(response, a, cancel_after_chunks)
+                            return await self._read_whole(response, a)
+                    finally:
+                        watchdog.cancel()
         except Exception as exc:  # noqa: BLE001 - every target fault becomes data
+            if a.silence is not None:
+                return self._silence_outcome(a)
             if deadline.expired():
                 return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
+            if a.reused and not fresh and a.status is None and isinstance(exc, _CONNECTION_FAILURES):
+                return None
             return outcome_for_exception(exc, a.status is not None)
+
+    def _silence_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
+        stall = self.config.stall_timeout_s
+        if a.silence == "ttft":
+            return Outcome.TIMEOUT, f"no first token within ttft_timeout_s ({self.config.ttft_timeout_s:g} s)"
+        if a.first_token_ns is not None:
+            return Outcome.STALLED, f"no byte on the stream for {stall:g} s after its first token"
+        return Outcome.STALLED, (f"no first token, and no progress anywhere on the engine (no token on any stream, "
+                                 f"no metric moving) for {stall:g} s: the engine hangs")
 
     async def _refused(self, response: aiohttp.ClientResponse, a: _Attempt) -> tuple[Outcome, str]:
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
@@ -237,14 +326,13 @@ class Client:
     async def _read_stream(self, response: aiohttp.ClientResponse, a: _Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
         events = _SseEvents()
-        pending = b""
+        lines = _Lines()
         stop = False
         # Whole received chunks, split into lines here: aiohttp's own line reader rescans its buffer per line,
         # which goes quadratic when a fast engine fills it faster than it is read.
         async for chunk in response.content.iter_any():
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
+            a.last_byte_ns = self._clock()
+            for line in lines.feed(chunk):
                 data = events.feed(line)
                 if data is not None and self._event(data, a, cancel_after_chunks):
                     stop = True
@@ -253,7 +341,7 @@ class Client:
                 break
             await asyncio.sleep(0)  # let the watchers and the other streams run between chunks
         else:
-            for line in (pending, b""):
+            for line in (*lines.flush(), b""):
                 data = events.feed(line)
                 if data is not None:
                     self._event(data, a, cancel_after_chunks)
@@ -284,6 +372,7 @@ class Client:
                 if a.first_token_ns is None:
                     a.first_token_ns = now
                 a.chunk_ns.append(now)
+                self.activity.last_ns = now
             if choice.get("finish_reason"):
                 a.finish_reason = choice["finish_reason"]
         return cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks
@@ -310,7 +399,7 @@ class Client:
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not choices:
             raise ProtocolViolation("a response without choices")
-        a.first_token_ns = self._clock()
+        a.first_token_ns = self.activity.last_ns = self._clock()
         a.chunk_ns.append(a.first_token_ns)
         a.usage = payload.get("usage") or {}
         a.finish_reason = choices[0].get("finish_reason")
@@ -323,7 +412,7 @@ class Client:
                             "cancelled by loadrepro before it was sent", 0)
 
     def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: _Attempt,
-                outcome: Outcome, detail: str, retries: int) -> RequestRecord:
+                outcome: Outcome, detail: str, retries: int, reconnects: int = 0) -> RequestRecord:
         usage = a.usage or {}
         details = usage.get("prompt_tokens_details") or {}
         signature = match(detail, self.config.signatures) if detail and outcome is not Outcome.OK else None
@@ -335,5 +424,44 @@ class Client:
             prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
             cached_tokens=details.get("cached_tokens"), expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
-            signature=signature.name if signature else None)
+            signature=signature.name if signature else None, reconnects=reconnects)
 
+
+
+async def _mark_reused(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
+    context.trace_request_ctx.reused = True
+
+
+class _Watchdog:
+    """Ends a request that is silent too long, by expiring its `silence` timeout: after the first token, no byte
+    on the stream for stall_timeout_s; before it, no progress anywhere for stall_timeout_s (the engine hangs), or
+    the ttft_timeout_s. Checks only when a limit could have passed, so a request costs a timer, not a poll."""
+
+    __slots__ = ("_client", "_a", "_silence", "_loop", "_handle", "_ttft_ns")
+
+    def __init__(self, client: Client, a: _Attempt, silence: asyncio.Timeout) -> None:
+        self._client, self._a, self._silence = client, a, silence
+        self._loop = asyncio.get_running_loop()
+        ttft = client.config.ttft_timeout_s
+        self._ttft_ns = client._clock() + int(ttft * 1e9) if ttft > 0 else None
+        self._handle = self._loop.call_later(min(client.config.stall_timeout_s, ttft or float("inf")), self._check)
+
+    def _check(self) -> None:
+        a, client = self._a, self._client
+        now, stall_ns = client._clock(), int(client.config.stall_timeout_s * 1e9)
+        if a.first_token_ns is not None:
+            due = a.last_byte_ns + stall_ns
+            reason = "stalled"
+        else:
+            due = max(a.sent_ns or now, client.activity.last_ns) + stall_ns
+            reason = "stalled"
+            if self._ttft_ns is not None and self._ttft_ns < due:
+                due, reason = self._ttft_ns, "ttft"
+        if now >= due:
+            a.silence = reason
+            self._silence.reschedule(self._loop.time())
+            return
+        self._handle = self._loop.call_later((due - now) / 1e9, self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()

@@ -28,8 +28,9 @@ _PROCESS = (
     re.compile(r"\((EngineCore(?:_DP\d+)?|VllmWorker(?: rank=\d+)?|Worker_TP\d+) pid=\d+\)"),
     re.compile(r"\b((?:DP\d+ )?TP\d+)\]"),
 )
-_TRT_SPLIT = re.compile(r"Splitting KV cache max_gpu_total_bytes: total=([\d.,]+\s*[KMGT]?i?B?) \(([\d,]+) "
-                        r"bytes/token\), draft=([\d.,]+\s*[KMGT]?i?B?) \(([\d,]+) bytes/token\)")
+_TRT_SPLIT = re.compile(r"Splitting KV cache max_gpu_total_bytes:(.*)")
+# One field of that line, in any order: `name=SIZE`, with `(N bytes/token)` after it for the target and draft sides.
+_SPLIT_FIELD = re.compile(r"\b(\w+)=([\d.,]+(?:\s*[KMGT]?i?B\b)?)(?:\s*\(([\d,]+)\s*bytes/token\))?")
 _KEY_VALUES = re.compile(r"\b(tokens_per_block|max_num_tokens|max_batch_size|max_seq_len|max_beam_width)=(\d+)")
 _VLLM_KV = re.compile(r"KV cache size: ([\d,]+) tokens")
 _VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -88,10 +89,7 @@ def _process(line: str, file_label: str) -> str:
 def _figures(line: str, figures: dict[str, float]) -> None:
     found = _TRT_SPLIT.search(line)
     if found:
-        figures["pool_bytes"] = float(parse_size(found.group(1).replace(",", "")))
-        figures["bytes_per_token"] = float(found.group(2).replace(",", ""))
-        figures["draft_pool_bytes"] = float(parse_size(found.group(3).replace(",", "")))
-        figures["draft_bytes_per_token"] = float(found.group(4).replace(",", ""))
+        _split_figures(found.group(1), figures)
     for key, value in _KEY_VALUES.findall(line):
         figures[key] = float(value)
     if (found := _VLLM_KV.search(line)) is not None:
@@ -105,6 +103,21 @@ def _figures(line: str, figures: dict[str, float]) -> None:
             figures[key] = float(value)
     if (found := _RESIZE.search(line)) is not None:
         figures["failed_resize_tokens"] = max(figures.get("failed_resize_tokens", 0.0), float(found.group(1)))
+
+
+def _split_figures(fields: str, figures: dict[str, float]) -> None:
+    """TensorRT-LLM's split of one KV budget between the target model and its draft, e.g. `total=60.51 GiB,
+    target=59.38 GiB (49968 bytes/token), draft=1.53 GiB (1284 bytes/token)`, or without `target=`, with the
+    target's bytes per token after `total=`. The capacity model splits `total` itself, by bytes per token."""
+    for name, size, per_token in _SPLIT_FIELD.findall(fields):
+        side = {"total": "", "target": "target_", "draft": "draft_"}.get(name.lower())
+        if side is None:
+            continue
+        figures["pool_bytes" if side == "" else f"{side}pool_bytes"] = float(parse_size(size.replace(",", "")))
+        if per_token:
+            key = "draft_bytes_per_token" if side == "draft_" else "bytes_per_token"
+            if side != "" or key not in figures:  # a target= figure wins over one after total=
+                figures[key] = float(per_token.replace(",", ""))
 
 
 class _Reader:

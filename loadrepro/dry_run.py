@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 
+from loadrepro.control import control_client
 from loadrepro.profile import Profile
 from loadrepro.target import discover_model
 from loadrepro.workload.export import write_workload
@@ -31,7 +31,7 @@ async def dry_run(profile: Profile, base_url: str | None, model: str | None, out
     elif base_url is None:
         plan = await plan_workload(profile, SimTokenCounter())
     else:
-        async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        async with control_client(base_url, 60) as client:
             name = model or profile.model or await discover_model(client)
             plan = await plan_workload(profile, await detect_counter(client, name))
     written = None

@@ -27,3 +27,9 @@ class SimConfigError(UsageError):
 
 class TargetError(LoadreproError):
     """The target cannot be set up for a run at all (not: the target failed under load)."""
+
+
+class TargetUnreachable(LoadreproError):
+    """The target could not be reached at all when the run began: the target failed, so the exit code is 1."""
+
+    exit_code = 1

@@ -59,7 +59,8 @@ class LoadSpec(_Section):
     duration_s: float = Field(0, ge=0)
     cancel_fraction: float = Field(0.0, ge=0, le=1)
     request_timeout_s: float = Field(900, gt=0)
-    stall_timeout_s: float = Field(60, gt=0)
+    stall_timeout_s: float = Field(60, gt=0)  # silence after the first token, or of the whole engine, that is a stall
+    ttft_timeout_s: float = Field(0, ge=0)  # > 0: the longest wait for a first token (else request_timeout_s)
     stop_on_death: bool = True
     max_retries: int = Field(3, ge=0)  # 429 / 503-with-Retry-After / 503 in a stream: retries before "throttled"
 
@@ -122,6 +123,7 @@ class VerdictSpec(_Section):
     min_completed: float = Field(1.0, ge=0, le=1)
     require_post_health: bool = True
     min_cache_hit: float = Field(0.0, ge=0, le=1)
+    max_prompt_error: float = Field(0.05, gt=0)  # planned vs usage.prompt_tokens beyond this share: a warning
     max_ttft_regression: float = Field(0.5, ge=0)  # compare/ab: patched TTFT p50 may grow by this share at most
     max_throughput_regression: float = Field(0.2, ge=0, le=1)  # and its decode tokens/s may drop by this share
 

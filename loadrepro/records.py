@@ -56,6 +56,7 @@ class RequestRecord:
     max_tokens: int
     retries: int = 0
     signature: str | None = None  # catalog name of the error text, when it matched
+    reconnects: int = 0  # times resent at once because a pooled connection turned out closed (not an outcome)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import numpy as np
 
+from loadrepro.control import control_client, reconnects_of
 from loadrepro.client import Client
 from loadrepro.engine import describe_exit
 from loadrepro.profile import Profile
@@ -74,6 +74,15 @@ class RunTarget:
     engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
 
 
+# Gauges of how many requests wait or run say nothing of progress: a deadlocked engine keeps them steady or not.
+_NOT_PROGRESS = ("waiting", "running", "queue_reqs", "requests_deferred", "requests_processing", "cache_config_info")
+
+
+def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
+    """Whether the engine's metrics show work between two scrapes (KV usage, cache counters, preemptions...)."""
+    return any(before.get(k) != v for k, v in after.items() if not any(word in k for word in _NOT_PROGRESS))
+
+
 class Runner:
     def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -119,6 +128,8 @@ class Runner:
                 self.live.health = sample.status
                 self._judge_health(sample)
             case MetricsSample(values=values):
+                if self._metrics and _moved(self._metrics[-1].values, values):
+                    self.client.activity.last_ns = sample.t_ns
                 self._metrics.append(sample)
                 self.live.kv_usage = next((v for k, v in values.items() if "kv_cache_usage" in k
                                            or "token_usage" in k or "kv_cache_utilization" in k), self.live.kv_usage)
@@ -282,7 +293,7 @@ class Runner:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.interrupt)
         try:
-            async with httpx.AsyncClient(base_url=self.target.base_url, timeout=5.0) as http:
+            async with control_client(self.target.base_url, 5.0) as http:
                 health = self._health = HealthWatcher(
                     http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock) \
                     if watch.health_path else None
@@ -320,6 +331,9 @@ class Runner:
                     await metrics.scrape()  # the state the load left behind, even when it was quicker than a scrape
                 end_ns = self._clock()
                 post = await health.poll(timeout_s=5.0) if health else None
+                if resent := reconnects_of(http):
+                    self._note("control", f"{resent} health/metrics requests resent on a new connection: the "
+                                          "target had closed the pooled one (not unhealthy polls)")
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)

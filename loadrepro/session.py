@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from loadrepro.control import control_client
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.classify import classify
 from loadrepro.client import Client, ClientConfig
@@ -31,12 +32,12 @@ from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import sim_engine_command
-from loadrepro.target import discover_model
+from loadrepro.target import check_reachable, discover_model
 from loadrepro.verdict import decide
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.summary import summarize
-from loadrepro.workload.tokens import SimTokenCounter, detect_counter
+from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 
 REPORTS_ROOT = Path("reports")
 OVERRUN_TURN_OVERHEAD = 40  # reply and template tokens a later turn adds beside its tool result
@@ -56,6 +57,7 @@ class RunOptions:
     engine_cmd: str | None = None  # start this engine ({port}, {host}) instead of the simulated one
     engine_start_timeout_s: float = 600.0
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
+    tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +146,19 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) 
     return profile.model_copy(update={"workload": workload})
 
 
-async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, say) -> tuple[Plan, list[str]]:
+async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, tokenizer: Path | None,
+                say) -> tuple[Plan, list[str]]:
     """Plan in the target's tokens; if it cannot count them, plan in the simulated engine's and say so."""
+    if tokenizer is not None:
+        return await plan_workload(profile, LocalTokenizerCounter(tokenizer)), []
     if local:
         return await plan_workload(profile, SimTokenCounter()), []
     try:
-        return await plan_workload(profile, await detect_counter(http, model)), []
+        counter = await detect_counter(http, model)
+        if counter.probing:
+            say("workload: the target has no tokenize endpoint; counting with salted probe requests, one at a time, "
+                "within 5% of the workload's prompt tokens")
+        return await plan_workload(profile, counter), []
     except TargetError as exc:
         note = (f"workload: token lengths are estimates in the simulated engine's tokens, because the target "
                 f"could not count them: {exc}")
@@ -161,17 +170,19 @@ async def run_session(options: RunOptions, say=print) -> Session:
     profile = options.profile
     run_dir = run_directory(options)
     with _target(options, run_dir, say) as target:
-        async with httpx.AsyncClient(base_url=target.url, timeout=30) as http:
+        async with control_client(target.url, 30) as http:
+            await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
             if options.size_to_overrun:
                 profile = _overrun(profile, limits, options.size_to_overrun, say)
             write_profile(profile, run_dir / "profile.toml")
-            plan, notes = await _plan(profile, http, model, target.counter_is_local, say)
+            plan, notes = await _plan(profile, http, model, target.counter_is_local, options.tokenizer, say)
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
+            ttft_timeout_s=profile.load.ttft_timeout_s,
             api_key=os.environ.get(options.api_key_env) or None, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)))
         engine = target.engine

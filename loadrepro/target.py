@@ -6,7 +6,7 @@ import ipaddress
 
 import httpx
 
-from loadrepro.errors import TargetError, UsageError
+from loadrepro.errors import TargetError, TargetUnreachable, UsageError
 
 
 def is_loopback(host: str) -> bool:
@@ -44,3 +44,18 @@ async def discover_model(client: httpx.AsyncClient) -> str:
         raise TargetError(f"cannot list the target's models at /v1/models: {exc}") from exc
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise TargetError("the target's /v1/models lists no model; pass --model") from exc
+
+
+async def check_reachable(client: httpx.AsyncClient, health_path: str) -> None:
+    """TargetUnreachable, naming the URL and what was tried, when no connection to the target can be made."""
+    tried = []
+    for path in dict.fromkeys(p for p in (health_path, "/v1/models") if p):
+        try:
+            await client.get(path, timeout=10.0)
+            return
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            tried.append(f"GET {path}: {type(exc).__name__}: {exc}")
+        except httpx.HTTPError:
+            return  # it answered, if badly: what follows says how
+    url = str(client.base_url).rstrip("/")
+    raise TargetUnreachable(f"the target at {url} could not be reached ({'; '.join(tried)})")

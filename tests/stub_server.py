@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
-              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream")
+              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing")
 
 
 @dataclass
@@ -53,6 +53,7 @@ class StubServer:
         self.flip_after_polls = flip_after_polls
         self.stats = Stats()
         self.url = ""
+        self._turn: asyncio.Lock | None = None  # "queue": one stream at a time, the others wait with headers sent
 
     @property
     def flipped(self) -> bool:
@@ -112,6 +113,17 @@ class StubServer:
             await response.write(b'data: {"error": {"message": "Failed to resume draft KV cache for request 3"}}\n\n')
             await response.write(b"data: [DONE]\n\n")
             return response
+        if b == "odd_framing":
+            return await self._odd_framing(response)
+        if b == "queue":
+            self._turn = self._turn or asyncio.Lock()
+            async with self._turn:
+                return await self._tokens(request, response, b)
+        if b == "deadlock" and self.stats.requests > 1:
+            await asyncio.sleep(3600)  # waits behind the first, which never finishes: nothing progresses
+        return await self._tokens(request, response, "hang" if b == "deadlock" else b)
+
+    async def _tokens(self, request: web.Request, response: web.StreamResponse, b: str) -> web.StreamResponse:
         await asyncio.sleep(self.first_token_delay_s)
         for i in range(self.tokens):
             if i:
@@ -126,6 +138,19 @@ class StubServer:
             await response.write(_chunk(None, "length"))
             await response.write(_usage(100, self.tokens))
         await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def _odd_framing(self, response: web.StreamResponse) -> web.StreamResponse:
+        """Legal SSE that OpenAI-compatible servers rarely send: CR and CRLF line ends, comments, event/id/retry
+        fields, `data:` without a space, an event's data over two lines, and writes that split lines and CRLFs."""
+        first = json.dumps({"choices": [{"index": 0, "delta": {"content": " a"}, "finish_reason": None}]})
+        parts = [b": keep-alive\r\r", b"retry: 1000\r\nid: 1\r\nevent: message\r\ndata:", first.encode(),
+                 b"\r", b"\n\r\n", b'data: {"choices": [{"index": 0,\ndata: "delta": {"content": " b"}, ',
+                 b'"finish_reason": null}]}\n\n', _chunk(None, "length").replace(b"\n", b"\r"),
+                 _usage(100, 2).replace(b"\n\n", b"\r\n\r\n"), b"data:[DONE]\r", b"\n\r\n"]
+        for part in parts:
+            await response.write(part)
+            await asyncio.sleep(0.01)  # separate reads on the client side
         return response
 
     @contextlib.contextmanager

@@ -135,3 +135,59 @@ def test_status_mapping_reads_the_text(status, text, retry_after, outcome):
 ])
 def test_errors_inside_a_stream_are_throttling_only_when_they_say_so(text, code, outcome):
     assert outcome_for_stream_error(text, code) is outcome
+
+
+def send_together(url: str, count: int, stall_s: float, ttft_s: float = 0.0):
+    """`count` requests at once through one client, so that they share what the engine's progress is."""
+    async def go():
+        config = ClientConfig(url, "chat", "stub", count, 30.0, stall_s, ttft_timeout_s=ttft_s)
+        async with Client(config) as client:
+            return await asyncio.gather(*(client.send(i, planned(), time.perf_counter_ns(), time.time(),
+                                                      lambda r: None) for i in range(count)))
+    return asyncio.run(go())
+
+
+def test_waiting_for_a_turn_while_other_streams_progress_is_not_a_stall():
+    # One stream at a time, 0.6 s each, headers at once: the fourth waits 1.8 s for its first token, far beyond
+    # the 0.4 s stall timeout, while the others stream.
+    with StubServer("queue", tokens=6, token_delay_s=0.1).running() as server:
+        records = send_together(server.url, 4, stall_s=0.4)
+    assert [r.outcome for r in records] == [Outcome.OK] * 4, [r.detail for r in records]
+    waited = max((r.first_token_ns - r.sent_ns) / 1e9 for r in records)
+    assert waited > 1.2
+
+
+def test_the_wait_for_a_first_token_is_bounded_by_ttft_timeout():
+    with StubServer("queue", tokens=6, token_delay_s=0.1).running() as server:
+        records = send_together(server.url, 4, stall_s=0.4, ttft_s=0.9)
+    outcomes = sorted(r.outcome for r in records)
+    assert outcomes.count(Outcome.OK) == 2 and outcomes.count(Outcome.TIMEOUT) == 2, outcomes
+    assert all("ttft_timeout_s" in r.detail for r in records if r.outcome is Outcome.TIMEOUT)
+
+
+def test_an_engine_that_stops_all_progress_while_requests_wait_is_stalled():
+    # The first stream stops after two tokens; the others got their headers and wait behind it: a deadlock.
+    with StubServer("deadlock").running() as server:
+        started = time.monotonic()
+        records = send_together(server.url, 3, stall_s=0.4)
+        elapsed = time.monotonic() - started
+    assert [r.outcome for r in records] == [Outcome.STALLED] * 3, [r.detail for r in records]
+    assert sum("after its first token" in r.detail for r in records) == 1
+    assert sum("the engine hangs" in r.detail for r in records) == 2
+    assert elapsed < 2.0
+
+
+def test_metrics_that_move_are_progress_and_waiting_gauges_are_not():
+    from loadrepro.runner import _moved
+
+    before = {"vllm:kv_cache_usage_perc": 0.5, "vllm:num_requests_waiting": 3.0, "vllm:num_requests_running": 2.0}
+    assert _moved(before, {**before, "vllm:kv_cache_usage_perc": 0.6})
+    assert not _moved(before, {**before, "vllm:num_requests_waiting": 4.0, "vllm:num_requests_running": 1.0})
+    assert not _moved(before, dict(before))
+
+
+def test_odd_but_legal_sse_framing_is_read_like_any_stream():
+    with StubServer("odd_framing").running() as server:
+        record = send(server.url)
+    assert record.outcome is Outcome.OK, record.detail
+    assert len(record.chunk_ns) == 2 and record.finish_reason == "length" and record.prompt_tokens == 100

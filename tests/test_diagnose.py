@@ -78,3 +78,31 @@ def test_a_managed_stock_run_report_has_a_diagnosis_section(tmp_path):
     assert report["diagnosis"]["collateral"] == []
     assert "loadrepro ab --profile" in report["diagnosis"]["verification"]
     assert "## Diagnosis" in (tmp_path / "report.md").read_text()
+
+
+SPLIT_LINES = [
+    # the shape the engine prints: target= before the bytes per token
+    "Splitting KV cache max_gpu_total_bytes: total=60.51 GiB, target=59.38 GiB (49968 bytes/token), "
+    "draft=1.53 GiB (1284 bytes/token)",
+    # the same fields in another order, without spaces before the units
+    "Splitting KV cache max_gpu_total_bytes: draft=1.53GiB (1284 bytes/token), total=60.51GiB, "
+    "target=59.38GiB (49968 bytes/token)",
+    # the older shape: the target's bytes per token after total=
+    "Splitting KV cache max_gpu_total_bytes: total=60.51GiB (49968 bytes/token), draft=1.52GiB (1284 bytes/token)",
+]
+
+
+@pytest.mark.parametrize("split", SPLIT_LINES)
+def test_the_kv_split_line_is_read_in_any_field_order(split, tmp_path):
+    log = tmp_path / "rank0.log"
+    log.write_text(f"[11/30/2026-06:00:01] [TRT-LLM] [RANK 0] [I] {split}\n"
+                   "[11/30/2026-06:00:02] [TRT-LLM] [RANK 0] [I] tokens_per_block=64 max_seq_len=131072 "
+                   "max_batch_size=12\n"
+                   "[11/30/2026-06:00:09] [TRT-LLM] [RANK 0] [E] Draft KV cache context resize failed for request 7: "
+                   "could not resize to 2000000 tokens\n")
+    d = diagnose([log])
+    assert d.figures["bytes_per_token"] == 49_968 and d.figures["draft_bytes_per_token"] == 1_284
+    assert d.figures["pool_bytes"] == pytest.approx(60.51 * 2**30, rel=1e-6)
+    assert "1,267,699 tokens in the primary pool (49,968 B/token)" in d.capacity_verdict
+    assert "1,267,699 in the draft pool (1,284 B/token)" in d.capacity_verdict
+    assert "can never fit" in d.capacity_verdict  # 2,000,000 tokens > 1,267,699

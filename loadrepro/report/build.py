@@ -8,17 +8,19 @@ from collections import Counter
 import numpy as np
 
 from loadrepro import __version__
-from loadrepro.classify import FAILED, Finding
+from loadrepro.classify import FAILED, Finding, prompt_errors
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
 from loadrepro.report.model import (
     Cache,
+    CalibrationInfo,
     CapacityInfo,
     DiagnosisInfo,
     Environment,
     FirstFailure,
     Health,
     Latency,
+    Lengths,
     Percentiles,
     Pressure,
     RequestRow,
@@ -31,6 +33,7 @@ from loadrepro.report.model import (
     TokenSpread,
     Transition,
     WorkloadInfo,
+    WorstLength,
 )
 from loadrepro.signatures import CATALOG
 from loadrepro.verdict import Verdict
@@ -137,6 +140,19 @@ def _capacity(result: RunResult) -> CapacityInfo | None:
                         outcomes_by_prediction={k: dict(sorted(v.items())) for k, v in sorted(table.items())})
 
 
+def _lengths(result: RunResult) -> Lengths:
+    errors = prompt_errors(result)
+    if not errors:
+        return Lengths(requests=0, error_p50=None, error_p95=None, error_max=None, bias=None, worst=None)
+    size = np.abs([e for _, e in errors])
+    worst, _ = max(errors, key=lambda pair: abs(pair[1]))
+    p50, p95 = np.percentile(size, [50, 95])
+    return Lengths(requests=len(errors), error_p50=round(float(p50), 5), error_p95=round(float(p95), 5),
+                   error_max=round(float(size.max()), 5), bias=round(float(np.mean([e for _, e in errors])), 5),
+                   worst=WorstLength(request=worst.id, conversation=worst.conversation, turn=worst.turn,
+                                     planned=worst.expected_prompt_tokens, measured=worst.prompt_tokens or 0))
+
+
 def _rows(result: RunResult) -> list[RequestRow]:
     predicted = {(p.conversation, p.turn): p for p in result.predictions}
     rows = []
@@ -168,7 +184,8 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         target=Target(base_url=result.base_url, model=result.model, engine_cmd=result.engine_cmd),
         started_at=result.started_at, duration_s=round(duration, 3), command=command,
         stop_reason=result.stop_reason, interrupted=result.interrupted,
-        requests=Requests(total=len(result.records), by_outcome=dict(sorted(outcomes.items()))),
+        requests=Requests(total=len(result.records), by_outcome=dict(sorted(outcomes.items())),
+                          reconnects=sum(r.reconnects for r in result.records)),
         health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
                           detail=f.summary if f else "") for name, f in findings],
@@ -183,6 +200,9 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                               seed=workload.seed, faker_version=workload.faker_version,
                               calibration_source=workload.calibration_source),
         pressure=_pressure(result), capacity=_capacity(result), diagnosis=diagnosis,
+        calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
+                                    probe_tokens=workload.probe_tokens),
+        lengths=_lengths(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes)], environment=env or environment(), request_table=rows)

@@ -48,13 +48,31 @@ def _workload(r: RunReport) -> list[str]:
             f"prompts p50 {w.prompt_tokens.p50:,} / p95 {w.prompt_tokens.p95:,} / max {w.prompt_tokens.max:,} tokens",
             f"- seed {w.seed}, faker {w.faker_version}, lengths counted with {w.calibration_source}",
             f"- concurrency {load['concurrency']}, arrival {load['arrival']}, request timeout "
-            f"{load['request_timeout_s']} s, stall timeout {load['stall_timeout_s']} s", ""]
+            f"{load['request_timeout_s']} s, stall timeout {load['stall_timeout_s']} s", *_lengths(r), ""]
+
+
+def _lengths(r: RunReport) -> list[str]:
+    lines = []
+    c, n = r.calibration, r.lengths
+    if c is not None and c.probe_requests:
+        lines.append(f"- lengths counted with {c.probe_requests} probe requests, {c.probe_tokens:,} tokens "
+                     "(salted, one at a time; no run prompt was sent before the run)")
+    if n is not None and n.requests and n.worst is not None:
+        w = n.worst
+        lines.append(f"- planned vs measured prompt tokens ({n.requests} requests with usage): error p50 "
+                     f"{n.error_p50:.2%}, p95 {n.error_p95:.2%}, max {n.error_max:.2%}, bias {n.bias:+.2%}; worst: "
+                     f"request {w.request} (conversation {w.conversation}, turn {w.turn}) planned {w.planned:,}, "
+                     f"measured {w.measured:,}")
+    return lines
 
 
 def _outcomes(r: RunReport) -> list[str]:
     lines = ["## Outcomes", "", "| outcome | requests |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in r.requests.by_outcome.items()]
     lines += [f"| **total** | **{r.requests.total}** |", ""]
+    if r.requests.reconnects:
+        lines += [f"{r.requests.reconnects} requests were resent at once on a new connection because the target had "
+                  "closed the pooled one (not outcomes).", ""]
     return lines
 
 

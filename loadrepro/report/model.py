@@ -62,6 +62,34 @@ class Target(_Model):
 class Requests(_Model):
     total: int
     by_outcome: dict[str, int]
+    reconnects: int = 0  # requests resent at once because a pooled connection was closed: not outcomes
+
+
+class CalibrationInfo(_Model):
+    """How the workload's lengths were counted."""
+
+    source: str
+    probe_requests: int  # requests sent to the engine to count tokens (no tokenize endpoint)
+    probe_tokens: int
+
+
+class WorstLength(_Model):
+    request: int
+    conversation: int
+    turn: int
+    planned: int
+    measured: int
+
+
+class Lengths(_Model):
+    """Planned prompt lengths against the target's usage.prompt_tokens; errors are shares of the planned length."""
+
+    requests: int  # requests whose usage reported prompt tokens
+    error_p50: float | None
+    error_p95: float | None
+    error_max: float | None
+    bias: float | None  # mean signed error: + the target counted more than planned
+    worst: WorstLength | None
 
 
 class Transition(_Model):
@@ -186,6 +214,8 @@ class RunReport(_Model):
     pressure: Pressure
     capacity: CapacityInfo | None = None
     diagnosis: DiagnosisInfo | None = None
+    calibration: CalibrationInfo | None = None
+    lengths: Lengths | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -10,7 +10,8 @@ from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations
 from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
-from loadrepro.workload.tokens import Calibration, TokenCounter, calibrate, gather_limited
+from loadrepro.workload.probes import ProbeBudget, calibrate_by_probes, probe_pool
+from loadrepro.workload.tokens import Calibration, SimTokenCounter, TokenCounter, calibrate, gather_limited
 from loadrepro.workload.trace import TraceRow, build_trace, read_trace
 
 TOLERANCE = 0.02
@@ -34,6 +35,8 @@ class Plan:
     workload: Workload
     calibration: Calibration
     checks: tuple[Check, ...]  # the target's own count of a sample of prompts
+    probe_requests: int = 0  # requests sent to the engine to count tokens (no tokenize endpoint)
+    probe_tokens: int = 0
 
     @property
     def within_tolerance(self) -> bool:
@@ -66,9 +69,22 @@ async def _check(counter: TokenCounter, workload: Workload) -> tuple[Check, ...]
     return tuple(Check(r.conversation, r.turn, r.expected_prompt_tokens, a) for r, a in zip(sample, actual))
 
 
+async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordPool,
+                          trace: list[TraceRow] | None) -> Plan:
+    """Calibrate with salted probes within a budget drawn from the workload's size, measured first in the simulated
+    engine's tokens (free); no run prompt is counted on the target, since that would send it."""
+    draft = build_workload(profile, pool, await calibrate(SimTokenCounter(), pool), trace)
+    budget = ProbeBudget.for_workload(sum(r.expected_prompt_tokens for r in draft.requests))
+    calibration, requests, tokens = await calibrate_by_probes(
+        counter, probe_pool(profile.workload.seed), profile.api == "chat", budget)
+    return Plan(build_workload(profile, pool, calibration, trace), calibration, (), requests, tokens)
+
+
 async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = True) -> Plan:
     pool = record_pool(profile.workload.seed)
     trace = read_trace(profile.workload.trace) if profile.workload.kind == "trace" else None
+    if getattr(counter, "probing", False):
+        return await _plan_by_probes(profile, counter, pool, trace)
     calibration = await calibrate(counter, pool)
     workload = build_workload(profile, pool, calibration, trace)
     if not verify:

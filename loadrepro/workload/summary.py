@@ -28,6 +28,8 @@ class WorkloadSummary:
     max_output_tokens_total: int
     payload_bytes: int
     checks: tuple[tuple[int, int, int, int], ...]  # (conversation, turn, expected, counted by the target)
+    probe_requests: int = 0
+    probe_tokens: int = 0
 
 
 def summarize(plan: Plan) -> WorkloadSummary:
@@ -45,6 +47,7 @@ def summarize(plan: Plan) -> WorkloadSummary:
         max_output_tokens_total=sum(r.max_tokens for r in requests),
         payload_bytes=sum(len(json.dumps(r.body).encode()) for r in requests),
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
+        probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens,
     )
 
 

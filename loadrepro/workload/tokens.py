@@ -106,6 +106,7 @@ class HttpTokenCounter:
 
     def __init__(self, client: httpx.AsyncClient, flavour: str, model: str) -> None:
         self._client, self._flavour, self._model = client, flavour, model
+        self.probing = flavour == "probe"  # counting sends requests to the engine itself: see workload/probes.py
         self.source = {"vllm": "POST /tokenize (vLLM)", "sglang": "POST /v1/tokenize (SGLang)",
                        "llamacpp": "POST /tokenize (llama.cpp)", "probe": "usage.prompt_tokens of probes"}[flavour]
 

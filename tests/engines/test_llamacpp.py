@@ -70,3 +70,19 @@ def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp
     assert counter.source == "POST /tokenize (llama.cpp)"
     for request, actual in zip(plan.workload.requests, counted):
         assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
+
+
+def test_a_healthy_server_that_closes_kept_alive_connections_passes(gguf_26m, tmp_path):
+    """llama-server (cpp-httplib) closes kept-alive connections after streamed answers; those requests are resent
+    on a new connection and counted, never failures."""
+    done = loadrepro("run", "--profile", "llamacpp-unified-pool", "--out", str(tmp_path), "--quiet",
+                     "--engine-cmd", command(gguf_26m, "-c", "4096", "-np", "4"),
+                     "--set", "workload.conversations=40", "--set", "workload.turns=4",
+                     "--set", "workload.prefix_tokens=200", "--set", "workload.prefix_tokens_p95=0",
+                     "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=8",
+                     "--set", "load.concurrency=4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    r = report(tmp_path)
+    assert r["verdict"] == "pass" and r["requests"]["by_outcome"] == {"ok": 160}, r["reasons"]
+    assert r["lengths"]["requests"] == 160 and r["lengths"]["error_p95"] <= 0.05
+    assert r["calibration"]["source"] == "POST /tokenize (llama.cpp)" and r["calibration"]["probe_requests"] == 0

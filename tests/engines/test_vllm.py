@@ -21,7 +21,7 @@ from loadrepro.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.records import read_jsonl
 from loadrepro.workload.plan import TOLERANCE, plan_workload
-from loadrepro.workload.tokens import LocalTokenizerCounter, detect_counter
+from loadrepro.workload.tokens import HttpTokenCounter, LocalTokenizerCounter, detect_counter
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
@@ -58,6 +58,8 @@ def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_p
     later = [r for r in data["request_table"] if r["turn"] == 2]
     assert all(r["cached_tokens"] >= 0.8 * r["shared_prefix_tokens"] for r in later)
     assert data["capacity"]["source"] == "vLLM vllm:cache_config_info" and data["capacity"]["pool_tokens"] == 20480
+    lengths = data["lengths"]  # planned against vLLM's own usage.prompt_tokens, request by request
+    assert lengths["requests"] == 10 and lengths["error_max"] <= 0.02, lengths
     examples = ROOT / "reports" / "examples"
     if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
         (examples / "vllm-prefix-overrun-report.md").write_text((tmp_path / "report.md").read_text())
@@ -87,6 +89,27 @@ def test_calibrated_lengths_hit_their_targets_in_vllms_tokens(vllm):
     assert counter.source == "POST /tokenize (vLLM)"
     for request, actual in zip(plan.workload.requests, counted):
         assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
+
+
+def test_probe_calibration_without_tokenize_is_bounded_and_close_in_vllms_tokens(vllm):
+    """As against an engine with no tokenize endpoint: salted probes only, one at a time, within 5% of the
+    workload's prompt tokens; the built prompts are then counted by vLLM's /tokenize."""
+    profile = load_profile("vllm-prefix-overrun", ["workload.turns=3"])
+
+    async def go():
+        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+            plan = await plan_workload(profile, HttpTokenCounter(http, "probe", "tiny"))
+            exact = await detect_counter(http, "tiny")
+            counted = [await exact.count_chat(r.body["messages"]) for r in plan.workload.requests]
+            return plan, counted
+
+    plan, counted = asyncio.run(go())
+    planned = [r.expected_prompt_tokens for r in plan.workload.requests]
+    assert 0 < plan.probe_requests <= 64 and plan.probe_tokens <= 0.05 * sum(planned) and plan.checks == ()
+    errors = sorted(abs(c - p) / p for c, p in zip(counted, planned))
+    # Without per-record counts a conversation's few dozen records are costed by their kind's tokens per character:
+    # a few percent off, where /tokenize gets within 2%.
+    assert errors[len(errors) // 2] <= 0.035 and errors[-1] <= 0.07, errors
 
 
 def test_queue_limit_surplus_is_throttled_not_a_server_error(vllm_model, tmp_path):

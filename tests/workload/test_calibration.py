@@ -3,12 +3,12 @@
 import asyncio
 
 import httpx
-import pytest
 
 from loadrepro.profile import load_profile
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from loadrepro.workload.plan import plan_workload
+from loadrepro.workload.probes import MAX_PROBES, MAX_SHARE, ProbeBudget, calibrate_by_probes, probe_pool
 from loadrepro.workload.tokens import HttpTokenCounter, detect_counter
 
 
@@ -23,16 +23,49 @@ async def plan_over_http(url: str, profile, flavour: str | None = None):
         return counter, plan, counted
 
 
-@pytest.mark.parametrize("flavour", [None, "probe"])
-def test_lengths_hit_targets_within_two_percent_on_the_targets_tokenizer(flavour):
+def test_lengths_hit_targets_within_two_percent_on_the_targets_tokenizer():
     profile = load_profile("quickstart", ["workload.conversations=4", "workload.turns=3",
                                           "workload.prefix_tokens=6000"])
     with sim_in_thread(sim_config("healthy")) as sim:
-        counter, plan, counted = asyncio.run(plan_over_http(sim.url, profile, flavour))
-    assert counter.source == ("POST /tokenize (vLLM)" if flavour is None else "usage.prompt_tokens of probes")
+        counter, plan, counted = asyncio.run(plan_over_http(sim.url, profile))
+    assert counter.source == "POST /tokenize (vLLM)"
     assert not counter.local and plan.calibration.counted_records < 100  # a sample, not the whole pool
     assert plan.within_tolerance and plan.checks
     for request, actual in counted:
         assert abs(actual - request.expected_prompt_tokens) <= 0.02 * request.expected_prompt_tokens
     turn_one = [actual for request, actual in counted if request.turn == 1]
     assert all(abs(a - 6000) <= 120 for a in turn_one)
+
+
+def test_probe_calibration_is_bounded_and_counts_no_run_prompt():
+    profile = load_profile("quickstart", ["workload.conversations=4", "workload.turns=3",
+                                          "workload.prefix_tokens=6000"])
+    with sim_in_thread(sim_config("healthy")) as sim:
+        counter, plan, counted = asyncio.run(plan_over_http(sim.url, profile, "probe"))
+    planned = sum(r.expected_prompt_tokens for r in plan.workload.requests)
+    assert counter.probing and plan.checks == ()  # no prompt of the run was counted on the target
+    assert 0 < plan.probe_requests <= MAX_PROBES and 0 < plan.probe_tokens <= MAX_SHARE * planned
+    assert f"{plan.probe_requests} salted probe requests, {plan.probe_tokens} tokens" in plan.calibration.source
+    errors = sorted(abs(actual - r.expected_prompt_tokens) / r.expected_prompt_tokens for r, actual in counted)
+    assert errors[len(errors) // 2] <= 0.03 and errors[-1] <= 0.05, errors
+
+
+def test_probes_calibrate_the_same_target_to_the_same_payloads():
+    profile = load_profile("quickstart", ["workload.conversations=3", "workload.prefix_tokens=2000"])
+    with sim_in_thread(sim_config("healthy")) as sim:
+        first = asyncio.run(plan_over_http(sim.url, profile, "probe"))[1]
+        second = asyncio.run(plan_over_http(sim.url, profile, "probe"))[1]
+    assert [r.body for r in first.workload.requests] == [r.body for r in second.workload.requests]
+
+
+def test_a_budget_too_small_for_any_probe_sends_none():
+    pool = probe_pool(7)
+
+    class Refuses:
+        source, local, probing = "refuses", False, True
+
+        async def count_chat(self, messages):
+            raise AssertionError("no probe fits a budget of 5 tokens")
+
+    calibration, requests, tokens = asyncio.run(calibrate_by_probes(Refuses(), pool, True, ProbeBudget(64, 5)))
+    assert (requests, tokens) == (0, 0) and calibration.tokens_per_char > 0

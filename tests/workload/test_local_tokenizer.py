@@ -42,6 +42,6 @@ def test_bad_tokenizer_paths_and_misuse_are_usage_errors(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--dry-run", "--tokenizer", str(tmp_path)],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no tokenizer.json" in missing.stderr
-    not_dry = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--tokenizer", str(tmp_path)],
-                             capture_output=True, text=True, timeout=60)
-    assert not_dry.returncode == 2 and "use it with --dry-run" in not_dry.stderr
+    live = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--tokenizer", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert live.returncode == 2 and "no tokenizer.json" in live.stderr and "target:" not in live.stderr
