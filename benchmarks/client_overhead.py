@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from loadrepro.client import Client, ClientConfig
+from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.workload.model import PlannedRequest
 
 PROMPT = " ".join(f"word{i % 97}" for i in range(1000))

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loadrepro.diagnose import diagnose
+from loadrepro.judge.diagnose import diagnose
 
 NOISE = "[11/30/2026-06:00:{s:02d}] [TRT-LLM] [RANK {r}] [I] iteration {i}: 11 active requests, 640 tokens scheduled\n"
 FATAL = ("[11/30/2026-06:00:59] [TRT-LLM] [RANK 0] [E] Draft KV cache context resize failed for request 186: "

@@ -15,13 +15,13 @@ from typing import Annotated
 import httpx
 import typer
 
-from loadrepro.bundle import make_bundle
+from loadrepro.report.bundle import make_bundle
 from loadrepro.capacity import capacity
-from loadrepro.compare import Conclusion, compare, render_comparison
-from loadrepro.diagnose import diagnose, logs_of
+from loadrepro.judge.compare import Conclusion, compare, render_comparison
+from loadrepro.judge.diagnose import diagnose, logs_of
 from loadrepro.dry_run import dry_run
 from loadrepro.errors import LoadreproError, UsageError
-from loadrepro.limits import kv_config
+from loadrepro.drive.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.report.json import read_report
@@ -32,7 +32,7 @@ from loadrepro.sim.burst import PLANS, TurnResult, run_burst
 from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
 from loadrepro.sim.serve import serve_forever, sim_in_thread
 from loadrepro.summary_lines import describe_capacity, describe_verdict
-from loadrepro.target import check_base_url, is_loopback
+from loadrepro.drive.target import check_base_url, is_loopback
 from loadrepro.workload.summary import format_summary
 from loadrepro.workload.tokens import LocalTokenizerCounter
 

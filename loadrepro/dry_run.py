@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from loadrepro.control import control_client
+from loadrepro.drive.control import control_client
 from loadrepro.profile import Profile
-from loadrepro.target import discover_model
+from loadrepro.drive.target import discover_model
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.summary import WorkloadSummary, summarize

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import httpx
 
-from loadrepro.control import control_client
+from loadrepro.drive.control import control_client
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
-from loadrepro.classify import classify
-from loadrepro.client import Client, ClientConfig
-from loadrepro.compare import Comparison, compare
-from loadrepro.diagnose import diagnose, verification_for
-from loadrepro.engine import ManagedEngine
+from loadrepro.judge.classify import classify
+from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.judge.compare import Comparison, compare
+from loadrepro.judge.diagnose import diagnose, verification_for
+from loadrepro.drive.engine import ManagedEngine
 from loadrepro.errors import TargetError, UsageError
-from loadrepro.limits import discover, from_profile
+from loadrepro.drive.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
@@ -29,11 +29,11 @@ from loadrepro.report.diagnosis import to_info
 from loadrepro.report.model import RunReport
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.runner import Runner, RunTarget
+from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import sim_engine_command
-from loadrepro.target import check_reachable, discover_model
-from loadrepro.verdict import decide
+from loadrepro.drive.target import check_reachable, discover_model
+from loadrepro.judge.verdict import decide
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.summary import summarize

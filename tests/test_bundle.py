@@ -4,8 +4,8 @@ import subprocess
 import sys
 import zipfile
 
-from loadrepro.bundle import make_bundle, scrub
-from loadrepro.engine import ManagedEngine
+from loadrepro.report.bundle import make_bundle, scrub
+from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.sim.process import sim_engine_command
 

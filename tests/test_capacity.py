@@ -17,7 +17,7 @@ from loadrepro.capacity import (
     split_pool,
 )
 from loadrepro.errors import UsageError
-from loadrepro.limits import from_profile
+from loadrepro.drive.limits import from_profile
 from loadrepro.profile import EngineSpec
 
 

@@ -1,6 +1,6 @@
 """Each rule fires at its threshold and not below it."""
 
-from loadrepro.classify import (
+from loadrepro.judge.classify import (
     Severity,
     classify,
     engine_death,
@@ -18,7 +18,7 @@ from loadrepro.classify import (
 )
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
-from loadrepro.verdict import decide
+from loadrepro.judge.verdict import decide
 from tests.builders import health, log_match, metrics, note, record, result
 
 SPEC = VerdictSpec()

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from loadrepro.client import Client, ClientConfig, outcome_for_status, outcome_for_stream_error
+from loadrepro.drive.client import Client, ClientConfig, outcome_for_status, outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.workload.model import PlannedRequest
 from tests.stub_server import StubServer
@@ -178,7 +178,7 @@ def test_an_engine_that_stops_all_progress_while_requests_wait_is_stalled():
 
 
 def test_metrics_that_move_are_progress_and_waiting_gauges_are_not():
-    from loadrepro.runner import _moved
+    from loadrepro.drive.runner import _moved
 
     before = {"vllm:kv_cache_usage_perc": 0.5, "vllm:num_requests_waiting": 3.0, "vllm:num_requests_running": 2.0}
     assert _moved(before, {**before, "vllm:kv_cache_usage_perc": 0.6})

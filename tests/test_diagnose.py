@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.diagnose import diagnose
+from loadrepro.judge.diagnose import diagnose
 from loadrepro.errors import UsageError
 from loadrepro.report.diagnosis import to_markdown
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.engine import ManagedEngine, split_command
+from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
 
 PY = sys.executable

@@ -4,7 +4,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from loadrepro.classify import classify
+from loadrepro.judge.classify import classify
 from loadrepro.profile import load_profile
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
@@ -13,7 +13,7 @@ from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
 from loadrepro.report.model import Environment, RunReport
 from loadrepro.report.write import write_reports
-from loadrepro.verdict import decide
+from loadrepro.judge.verdict import decide
 from loadrepro.workload.summary import WorkloadSummary
 from tests.builders import health, log_match, metrics, record, result
 

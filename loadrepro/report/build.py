@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 
 from loadrepro import __version__
-from loadrepro.classify import FAILED, Finding, prompt_errors
+from loadrepro.judge.classify import FAILED, Finding, prompt_errors
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
 from loadrepro.report.model import (
@@ -36,7 +36,7 @@ from loadrepro.report.model import (
     WorstLength,
 )
 from loadrepro.signatures import CATALOG
-from loadrepro.verdict import Verdict
+from loadrepro.judge.verdict import Verdict
 from loadrepro.workload.summary import WorkloadSummary
 
 LOG_EXCERPT_LINES = 100

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from loadrepro.diagnose import Diagnosis, Occurrence
+from loadrepro.judge.diagnose import Diagnosis, Occurrence
 from loadrepro.report.model import DiagnosisInfo, LogPlace
 
 EXCERPT_LINES = 100

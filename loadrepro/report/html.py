@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from loadrepro.compare import Comparison
+from loadrepro.judge.compare import Comparison
 from loadrepro.report.model import Percentiles, RunReport
 
 _CSS = """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadrepro.classify import FAILED
+from loadrepro.judge.classify import FAILED
 from loadrepro.records import (
     HealthSample,
     LogMatch,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadrepro.compare import Comparison, render_comparison
+from loadrepro.judge.compare import Comparison, render_comparison
 from loadrepro.report import plots
 from loadrepro.report.html import render_comparison_html, render_html
 from loadrepro.report.json import render_json

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadrepro.engine import ManagedEngine
+from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import detect_counter

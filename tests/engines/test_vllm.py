@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadrepro.engine import ManagedEngine
+from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.records import read_jsonl
 from loadrepro.workload.plan import TOLERANCE, plan_workload

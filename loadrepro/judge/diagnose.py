@@ -20,7 +20,7 @@ from pathlib import Path
 from loadrepro.capacity import KvConfig, capacity, parse_size
 from loadrepro.errors import UsageError
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, may_match, union
-from loadrepro.watch.logs import line_time
+from loadrepro.drive.watch.logs import line_time
 
 CONTEXT_LINES = 100
 _PROCESS = (

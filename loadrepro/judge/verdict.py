@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadrepro.classify import Finding, Severity
+from loadrepro.judge.classify import Finding, Severity
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ class Row(BaseModel):
 
 class Comparison(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: str = "loadrepro.compare/1"
+    schema_version: str = "loadrepro.judge.compare/1"
     conclusion: Conclusion
     detail: str
     stock_label: str

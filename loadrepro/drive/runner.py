@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from loadrepro.control import control_client, reconnects_of
-from loadrepro.client import Client
-from loadrepro.engine import describe_exit
+from loadrepro.drive.control import control_client, reconnects_of
+from loadrepro.drive.client import Client
+from loadrepro.drive.engine import describe_exit
 from loadrepro.profile import Profile
 from loadrepro.records import (
     HealthSample,
@@ -38,9 +38,9 @@ from loadrepro.records import (
     Sample,
     sample_to_json,
 )
-from loadrepro.watch.health import HealthWatcher
-from loadrepro.watch.logs import LogWatcher
-from loadrepro.watch.metrics import MetricsWatcher
+from loadrepro.drive.watch.health import HealthWatcher
+from loadrepro.drive.watch.logs import LogWatcher
+from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
 DEATH_POLLS = 3  # consecutive unhealthy /health polls, with requests failing, that mean the engine died

@@ -1,0 +1,1 @@
+"""Judging a run: classification rules, the verdict, comparisons of two runs, and engine-log diagnosis."""
