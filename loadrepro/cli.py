@@ -6,9 +6,12 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import signal
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +23,7 @@ from loadrepro.capacity import capacity
 from loadrepro.judge.compare import Conclusion, compare, render_comparison
 from loadrepro.judge.diagnose import diagnose, logs_of
 from loadrepro.dry_run import dry_run
-from loadrepro.errors import LoadreproError, UsageError
+from loadrepro.errors import InternalError, LoadreproError, UsageError
 from loadrepro.drive.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.report.diagnosis import to_json, to_markdown, to_text
@@ -297,10 +300,29 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so every `finally` runs: engines loadrepro started are stopped
 
 
+def _internal_error(exc: Exception) -> int:
+    """One line on stderr; the traceback in a file, since loadrepro's own bug is not the target's failure."""
+    trace = Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt"
+    trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+    typer.echo(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}", err=True)
+    return InternalError.exit_code
+
+
 def main() -> None:
+    """Exit codes: 0 pass, 1 the target failed, 2 usage, 3 loadrepro's own failure, 130 interrupted."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        app()
+        code = app(standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("loadrepro: interrupted", err=True)
+        code = 130
     except LoadreproError as exc:
         typer.echo(f"loadrepro: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - anything unexpected is loadrepro's own failure: exit 3, not 1
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # the command line's own usage errors (click's, which typer may vendor): exit 2
+            code = exc.exit_code
+        else:
+            code = _internal_error(exc)
+    sys.exit(code if isinstance(code, int) else 0)

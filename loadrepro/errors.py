@@ -33,3 +33,7 @@ class TargetUnreachable(LoadreproError):
     """The target could not be reached at all when the run began: the target failed, so the exit code is 1."""
 
     exit_code = 1
+
+
+class InternalError(LoadreproError):
+    """loadrepro itself failed in a way it did not foresee (a bug): exit 3, with the traceback kept."""

@@ -1,6 +1,6 @@
 """Profiles: the TOML description of one reproduction (traffic, load, watching, verdict), validated strictly.
 
-A profile is named (a file in the project's `profiles/` folder) or a path. Every key is checked: a typo is an
+A profile is named (a file in the package's `profiles/` folder, linked from the project's top level) or a path. Every key is checked: a typo is an
 error that names the key. `--set a.b=VALUE` overrides any key; VALUE is read as TOML, or as a plain string when
 it is not valid TOML.
 """
@@ -8,6 +8,7 @@ it is not valid TOML.
 from __future__ import annotations
 
 import tomllib
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from loadrepro.errors import ProfileError
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+# Shipped inside the package, so that an installed wheel has them; the project's top-level profiles/ links here.
+PROFILES_DIR = Path(str(resources.files("loadrepro") / "profiles"))
 
 
 class _Section(BaseModel):

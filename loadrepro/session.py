@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.drive.engine import ManagedEngine
-from loadrepro.errors import TargetError, UsageError
+from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError
 from loadrepro.drive.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
@@ -167,8 +168,21 @@ async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bo
 
 
 async def run_session(options: RunOptions, say=print) -> Session:
-    profile = options.profile
+    """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
+    traceback is kept in the run directory."""
     run_dir = run_directory(options)
+    try:
+        return await _run_in(run_dir, options, say)
+    except LoadreproError:
+        raise
+    except Exception as exc:
+        trace = run_dir / "traceback.txt"
+        trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        raise InternalError(f"internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}") from exc
+
+
+async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
+    profile = options.profile
     with _target(options, run_dir, say) as target:
         async with control_client(target.url, 30) as http:
             await check_reachable(http, profile.watch.health_path)

@@ -47,6 +47,12 @@ class ProtocolViolation(Exception):
 _CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
 
 
+# Everything a target or the network can make the client raise: transport errors, timeouts, and text that is not
+# JSON (ValueError covers orjson's and json's decode errors and UnicodeDecodeError). A TypeError or KeyError is a
+# bug in loadrepro's own parsing, not the target's protocol error.
+_TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation, ValueError)
+
+
 @dataclass(slots=True)
 class Activity:
     """When the engine last made progress, shared by every request of a run: the client marks each token it
@@ -150,6 +156,17 @@ def _error_code(payload: dict[str, Any]) -> int | None:
     error = payload.get("error", payload)
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, int) else None
+
+
+def _count(value: Any) -> int | None:
+    """A token count from usage: an int, or None for anything else the target put there."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolViolation(f"{what} that is not a JSON object: {str(value)[:200]!r}")
+    return value
 
 
 def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
@@ -299,7 +316,7 @@ class Client:
                             return await self._read_whole(response, a)
                     finally:
                         watchdog.cancel()
-        except Exception as exc:  # noqa: BLE001 - every target fault becomes data
+        except _TARGET_FAULTS as exc:  # what the target or the network did; loadrepro's own bugs propagate
             if a.silence is not None:
                 return self._silence_outcome(a)
             if deadline.expired():
@@ -364,10 +381,14 @@ class Client:
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"an SSE event that is not a JSON object: {data[:200]!r}")
         if payload.get("usage"):
-            a.usage = payload["usage"]
+            a.usage = _object(payload["usage"], "usage")
         chat = self.config.api == "chat"
-        for choice in payload.get("choices") or ():
-            text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+        choices = payload.get("choices") or []
+        if not isinstance(choices, list):
+            raise ProtocolViolation(f"`choices` is not a list: {data[:200]!r}")
+        for choice in choices:
+            choice = _object(choice, "a choice")
+            text = _object(choice.get("delta") or {}, "a delta").get("content") if chat else choice.get("text")
             if text:
                 if a.first_token_ns is None:
                     a.first_token_ns = now
@@ -397,12 +418,12 @@ class Client:
             a.error_code = _error_code(payload)
             return self._stream_outcome(a)
         choices = payload.get("choices") if isinstance(payload, dict) else None
-        if not choices:
+        if not choices or not isinstance(choices, list):
             raise ProtocolViolation("a response without choices")
         a.first_token_ns = self.activity.last_ns = self._clock()
         a.chunk_ns.append(a.first_token_ns)
-        a.usage = payload.get("usage") or {}
-        a.finish_reason = choices[0].get("finish_reason")
+        a.usage = _object(payload.get("usage") or {}, "usage")
+        a.finish_reason = _object(choices[0], "a choice").get("finish_reason")
         a.done = True
         return self._stream_outcome(a)
 
@@ -414,15 +435,16 @@ class Client:
     def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: _Attempt,
                 outcome: Outcome, detail: str, retries: int, reconnects: int = 0) -> RequestRecord:
         usage = a.usage or {}
-        details = usage.get("prompt_tokens_details") or {}
+        details = usage.get("prompt_tokens_details")
+        details = details if isinstance(details, dict) else {}
         signature = match(detail, self.config.signatures) if detail and outcome is not Outcome.OK else None
         return RequestRecord(
             id=request_id, conversation=planned.conversation, turn=planned.turn, outcome=outcome,
             detail=detail[:DETAIL_LIMIT], status=a.status, wall_time=wall_time, queued_ns=queued_ns,
             sent_ns=a.sent_ns, first_byte_ns=a.first_byte_ns, first_token_ns=a.first_token_ns, end_ns=self._clock(),
             chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
-            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-            cached_tokens=details.get("cached_tokens"), expected_prompt_tokens=planned.expected_prompt_tokens,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")), cached_tokens=_count(details.get("cached_tokens")), expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
             signature=signature.name if signature else None, reconnects=reconnects)
 

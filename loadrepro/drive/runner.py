@@ -15,10 +15,11 @@ import itertools
 import signal
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,14 +37,13 @@ from loadrepro.records import (
     RequestRecord,
     RunResult,
     Sample,
-    sample_to_json,
 )
 from loadrepro.drive.watch.health import HealthWatcher
+from loadrepro.judge.death import DeathJudge
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
-DEATH_POLLS = 3  # consecutive unhealthy /health polls, with requests failing, that mean the engine died
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 ENGINE_POLL_S = 0.1
 _POISSON, _CANCEL = 9, 11  # SeedSequence streams
@@ -102,9 +102,7 @@ class Runner:
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None
         self._load_task: asyncio.Task[None] | None = None
-        self._health_usable = False
-        self._unhealthy_streak = 0
-        self._failures_in_streak = 0
+        self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
         self._cancel_rng = np.random.default_rng([profile.workload.seed, _CANCEL])
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
@@ -113,15 +111,15 @@ class Runner:
 
     def _on_record(self, record: RequestRecord) -> None:
         self._records.append(record)
-        self._requests_out.write(record.to_json())
+        self._requests_out.write(record)
         self.live.outcomes[record.outcome] += 1
         if record.outcome not in (Outcome.OK, Outcome.CANCELLED, Outcome.REJECTED):
-            self._failures_in_streak += 1
+            self._death.request_failed()
             if self._health is not None:
                 self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
-        self._samples_out.write(sample_to_json(sample))
+        self._samples_out.write(sample)
         match sample:
             case HealthSample():
                 self._health_samples.append(sample)
@@ -142,15 +140,9 @@ class Runner:
         self._on_sample(Note(self._clock(), source, text))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        if not self._health_usable:
-            return
-        if sample.healthy:
-            self._unhealthy_streak = self._failures_in_streak = 0
-            return
-        self._unhealthy_streak += 1
-        if self._unhealthy_streak >= DEATH_POLLS and self._failures_in_streak and self._stop_reason is None:
+        if self._death.poll(sample.healthy) and self._stop_reason is None:
             self._note("health", f"the engine looks dead: /health answered {sample.status} "
-                                 f"{self._unhealthy_streak} times in a row while requests failed")
+                                 f"{self._death.unhealthy_streak} times in a row while requests failed")
             self._engine_died()
 
     def _engine_exited(self) -> bool:
@@ -303,13 +295,13 @@ class Runner:
                 self._on_sample(Note(start_ns, "run", "the load started"))  # marks time zero in samples.jsonl
                 async with asyncio.TaskGroup() as tg:
                     if health:
-                        tg.create_task(health.run(stop_watching))
+                        tg.create_task(self._watch("health", health.run(stop_watching)))
                     metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
                                              self._clock) if watch.metrics_path else None
                     if metrics:
-                        tg.create_task(metrics.run(stop_watching))
+                        tg.create_task(self._watch("metrics", metrics.run(stop_watching)))
                     if logs:
-                        tg.create_task(logs.run(stop_watching))
+                        tg.create_task(self._watch("engine log", logs.run(stop_watching)))
                     if self.target.engine_exit:
                         tg.create_task(self._watch_engine(stop_watching))
                     if progress:
@@ -327,8 +319,8 @@ class Runner:
                             deadline.cancel()
                     await self._settle_engine()
                     stop_watching.set()
-                if metrics:
-                    await metrics.scrape()  # the state the load left behind, even when it was quicker than a scrape
+                if metrics:  # the state the load left behind, even when it was quicker than a scrape
+                    await self._watch("metrics", metrics.scrape())
                 end_ns = self._clock()
                 post = await health.poll(timeout_s=5.0) if health else None
                 if resent := reconnects_of(http):
@@ -349,11 +341,19 @@ class Runner:
             stop_reason=reason,
             interrupted=reason == "interrupted")
 
+    async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:
+        """Runs a watcher; one that fails is a note in the report, and the load goes on without it."""
+        try:
+            await watcher
+        except Exception as exc:  # noqa: BLE001 - loadrepro's watcher failing is no reason to cancel the load
+            self._note(name, f"the {name} watcher stopped, so the report has nothing more from it: "
+                             f"{type(exc).__name__}: {exc}")
+
     async def _check_health_before(self, health: HealthWatcher | None) -> None:
         if health is None:
             return
         before = await health.poll()
-        self._health_usable = before.healthy
+        self._death.usable = before.healthy
         if not before.healthy:
             self._note("health", f"{self.profile.watch.health_path} answered {before.status} before the run: "
                                  "engine death is not judged from it")

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from loadrepro.capacity import Fit
+from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
 
 FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
                     Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})
-DEAD_POLLS = 2  # consecutive non-200 health polls that mean the engine left service
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
 
 
@@ -75,22 +75,22 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def _left_service(result: RunResult) -> HealthSample | None:
-    """The first poll of the run's first stretch of DEAD_POLLS non-200 polls, counting the post-run poll, which
+    """The first poll of the run's first stretch of DEATH_POLLS non-200 polls, counting the post-run poll, which
     alone suffices when it is the run's last word."""
     health = _usable_health(result)
     if not health:
         return None
     polls = health + ([result.post_health] if result.post_health else [])
     for i in range(len(polls)):
-        window = polls[i:i + DEAD_POLLS]
-        if not window[0].healthy and (len(window) == DEAD_POLLS or i == len(polls) - 1) and \
+        window = polls[i:i + DEATH_POLLS]
+        if not window[0].healthy and (len(window) == DEATH_POLLS or i == len(polls) - 1) and \
                 all(not h.healthy for h in window):
             return polls[i]
     return None
 
 
 def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """The engine left service: /health answered non-200 on DEAD_POLLS consecutive polls (or on the post-run
+    """The engine left service: /health answered non-200 on DEATH_POLLS consecutive polls (or on the post-run
     poll) after answering 200, or the engine process exited. The time is the first fatal text when one came
     before that, else the first non-200 poll. Says whether /health came back."""
     exited = next((n for n in result.notes if n.source == "engine"), None)

@@ -1,0 +1,86 @@
+"""Exit codes mean what the README says, for every command: 0 pass, 1 the target failed, 2 usage, 3 loadrepro's own
+failure, 130 interrupted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadrepro import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def loadrepro(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def test_help_is_0_and_a_bad_flag_is_2():
+    assert loadrepro("--help").returncode == 0
+    bad = loadrepro("run", "--no-such-flag")
+    assert bad.returncode == 2 and "No such option" in bad.stderr
+
+
+def test_compare_of_missing_reports_is_a_usage_error_not_a_failed_fix(tmp_path):
+    done = loadrepro("compare", "/nonexistent/a", "/nonexistent/b")
+    assert done.returncode == 2 and "cannot read a report at /nonexistent/a: No such file" in done.stderr
+    (tmp_path / "report.json").write_text(json.dumps({"schema": "something else"}))
+    other = loadrepro("compare", str(tmp_path), str(tmp_path))
+    assert other.returncode == 2 and "is not a loadrepro report" in other.stderr
+
+
+def test_an_unexpected_exception_is_3_with_one_line_and_the_traceback_kept(monkeypatch, capsys):
+    def broken() -> list[str]:
+        raise RuntimeError("a bug in loadrepro")
+
+    monkeypatch.setattr(cli, "builtin_profiles", broken)
+    monkeypatch.setattr(sys, "argv", ["loadrepro", "profiles"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "internal error (RuntimeError: a bug in loadrepro)" in err
+    trace = Path(err.rsplit("the traceback is in ", 1)[1])
+    assert "raise RuntimeError" in trace.read_text()
+    trace.unlink()
+
+
+def test_a_failing_watcher_is_a_note_and_the_run_goes_on(tmp_path):
+    """An engine_log that is a directory makes the log watcher fail; the load and its report go on (exit 0)."""
+    done = loadrepro("run", "--profile", "healthy", "--out", str(tmp_path / "run"), "--quiet",
+                     "--set", f"watch.engine_log={tmp_path}", "--set", "workload.conversations=2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["verdict"] == "pass"
+    assert any(n.startswith("engine log: the engine log watcher stopped") and "IsADirectoryError" in n
+               for n in report["notes"]), report["notes"]
+
+
+def test_a_target_that_fails_is_1_and_a_profile_error_is_2(tmp_path):
+    failed = loadrepro("run", "--profile", "quickstart", "--out", str(tmp_path / "stock"), "--quiet")
+    assert failed.returncode == 1 and "verdict: FAIL" in failed.stdout
+    typo = loadrepro("run", "--set", "load.concurency=3")
+    assert typo.returncode == 2 and "concurency" in typo.stderr
+
+
+def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directory(monkeypatch, tmp_path):
+    import asyncio
+
+    from loadrepro import session
+    from loadrepro.errors import InternalError
+    from loadrepro.profile import load_profile
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug while planning")
+
+    monkeypatch.setattr(session, "_plan", broken)
+    options = session.RunOptions(load_profile("healthy"), None, None, "run", tmp_path, quiet=True)
+    with pytest.raises(InternalError, match="a bug while planning") as raised:
+        asyncio.run(session.run_session(options, say=lambda text: None))
+    assert raised.value.exit_code == 3
+    assert "RuntimeError: a bug while planning" in (tmp_path / "traceback.txt").read_text()
