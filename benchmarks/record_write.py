@@ -73,8 +73,8 @@ def main() -> None:
     for name, write in (("nothing written", None), ("on the loop (asdict + json)", on_loop),
                         ("JsonlWriter (orjson, writer thread)", lambda: writer.write(record))):
         late = asyncio.run(measure(write))
-        print(f"  {name:38} stream lateness p50 {np.percentile(late, 50):6.3f} ms  p99 {np.percentile(late, 99):6.3f} ms"
-              f"  max {late.max():6.3f} ms")
+        print(f"  {name:38} stream lateness p50 {np.percentile(late, 50):6.3f} ms  "
+              f"p99 {np.percentile(late, 99):6.3f} ms  max {late.max():6.3f} ms")
     writer.close()
 
 

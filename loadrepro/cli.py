@@ -26,6 +26,7 @@ from loadrepro.dry_run import dry_run
 from loadrepro.errors import InternalError, LoadreproError, UsageError
 from loadrepro.drive.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
+from loadrepro.redact import scrub
 from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
@@ -154,7 +155,7 @@ def run(
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
                          engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun,
                          tokenizer=tokenizer)
-    session = asyncio.run(run_session(options, say=lambda text: typer.echo(text, err=True)))
+    session = asyncio.run(run_session(options, say=_say))
     for line in describe_verdict(session.report, session.written):
         typer.echo(line)
     if session.result.interrupted:
@@ -195,7 +196,7 @@ def ab(
     options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout,
                          size_to_overrun=size_to_overrun)
-    session = asyncio.run(run_ab(options, *checked, say=lambda text: typer.echo(text, err=True)))
+    session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
         typer.echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
     typer.echo(render_comparison(session.comparison))
@@ -296,6 +297,11 @@ def list_profiles() -> None:
         typer.echo(f"{name:22} {load_profile(name).description}")
 
 
+def _say(text: str) -> None:
+    """Progress and errors on stderr, without the secrets an engine command or a URL may carry."""
+    typer.echo(scrub(text), err=True)
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # so every `finally` runs: engines loadrepro started are stopped
 
@@ -304,7 +310,7 @@ def _internal_error(exc: Exception) -> int:
     """One line on stderr; the traceback in a file, since loadrepro's own bug is not the target's failure."""
     trace = Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt"
     trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
-    typer.echo(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}", err=True)
+    _say(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}")
     return InternalError.exit_code
 
 
@@ -317,7 +323,7 @@ def main() -> None:
         typer.echo("loadrepro: interrupted", err=True)
         code = 130
     except LoadreproError as exc:
-        typer.echo(f"loadrepro: {exc}", err=True)
+        _say(f"loadrepro: {exc}")
         code = exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything unexpected is loadrepro's own failure: exit 3, not 1
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):

@@ -1,8 +1,8 @@
 """Profiles: the TOML description of one reproduction (traffic, load, watching, verdict), validated strictly.
 
-A profile is named (a file in the package's `profiles/` folder, linked from the project's top level) or a path. Every key is checked: a typo is an
-error that names the key. `--set a.b=VALUE` overrides any key; VALUE is read as TOML, or as a plain string when
-it is not valid TOML.
+A profile is named (a file in the package's `profiles/` folder, linked from the project's top level) or a path.
+Every key is checked: a typo is an error that names the key. `--set a.b=VALUE` overrides any key; VALUE is read as
+TOML, or as a plain string when it is not valid TOML.
 """
 
 from __future__ import annotations
@@ -135,6 +135,7 @@ class SignatureSpec(_Section):
     name: str
     pattern: str
     class_: Literal["F", "P", "T", "R"] = Field(alias="class")
+    throttling: bool = False  # the text means "busy, retry later": such a request is retried, then `throttled`
 
 
 class Profile(_Section):

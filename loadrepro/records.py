@@ -62,6 +62,7 @@ class RequestRecord:
     retries: int = 0
     signature: str | None = None  # catalog name of the error text, when it matched
     reconnects: int = 0  # times resent at once because a pooled connection turned out closed (not an outcome)
+    signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -70,8 +70,8 @@ class Session:
     written: list[Path]
 
 
-def _extra(profile: Profile) -> list[tuple[str, str, str]]:
-    return [(s.name, s.pattern, s.class_) for s in profile.signatures]
+def _extra(profile: Profile) -> list[tuple[str, str, str, bool]]:
+    return [(s.name, s.pattern, s.class_, s.throttling) for s in profile.signatures]
 
 
 def run_directory(options: RunOptions) -> Path:

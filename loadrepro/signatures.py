@@ -28,10 +28,12 @@ class Signature:
     engine: str
     cause: str = ""
     propagation: bool = False  # a consequence of another process's failure (hard-kills, broadcasts), not the cause
+    throttling: bool = False  # a refusal to retry later (the engine is busy), inside a stream as much as in a 429
 
 
-def _sig(name: str, pattern: str, klass: str, engine: str, cause: str = "", propagation: bool = False) -> Signature:
-    return Signature(name, re.compile(pattern), SignatureClass(klass), engine, cause, propagation)
+def _sig(name: str, pattern: str, klass: str, engine: str, cause: str = "", propagation: bool = False,
+         throttling: bool = False) -> Signature:
+    return Signature(name, re.compile(pattern), SignatureClass(klass), engine, cause, propagation, throttling)
 
 
 # Order matters: the first match names a text, so specific patterns come before generic ones.
@@ -69,7 +71,7 @@ CATALOG: tuple[Signature, ...] = (
     _sig("vllm-engine-dead", r"EngineDeadError|EngineCore encountered an issue", "F", "vLLM",
          "the engine core process died; the API server fails every request", propagation=True),
     _sig("vllm-no-cache-memory", r"No available memory for the cache blocks", "F", "vLLM"),
-    _sig("vllm-engine-busy", r"The engine is currently busy", "T", "vLLM"),
+    _sig("vllm-engine-busy", r"The engine is currently busy", "T", "vLLM", throttling=True),
     _sig("sglang-retract", r"KV cache pool is full\. Retract requests\.", "T", "SGLang",
          "the KV pool was full, so requests were retracted and will run again"),
     _sig("sglang-prefill-oom", r"Prefill out of memory", "F", "SGLang",
@@ -85,9 +87,11 @@ CATALOG: tuple[Signature, ...] = (
 )
 
 
-def compile_catalog(extra: Iterable[tuple[str, str, str]] = ()) -> tuple[Signature, ...]:
-    """The catalog with user signatures (name, pattern, class) first, so they can refine built-in ones."""
-    return tuple(_sig(name, pattern, klass, "profile") for name, pattern, klass in extra) + CATALOG
+def compile_catalog(extra: Iterable[tuple[str, str, str] | tuple[str, str, str, bool]] = ()) -> tuple[Signature, ...]:
+    """The catalog with user signatures (name, pattern, class[, throttling]) first, so they can refine built-in
+    ones; they behave exactly like built-in ones everywhere, since records and log matches keep the class."""
+    return tuple(_sig(name, pattern, klass, "profile", throttling=bool(rest and rest[0]))
+                 for name, pattern, klass, *rest in extra) + CATALOG
 
 
 def match(text: str, catalog: tuple[Signature, ...] = CATALOG) -> Signature | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult
+from loadrepro.signatures import CATALOG
 
 S = 1_000_000_000  # one second in ns
 START = 100 * S
@@ -10,7 +11,9 @@ START = 100 * S
 
 def record(id: int, outcome: Outcome = Outcome.OK, end_s: float = 1.0, turn: int = 1, conversation: int = 0,
            detail: str = "", status: int | None = 200, cached: int | None = None, shared: int = 0,
-           signature: str | None = None, retries: int = 0, tokens: int = 4) -> RequestRecord:
+           signature: str | None = None, retries: int = 0, tokens: int = 4,
+           signature_class: str | None = None) -> RequestRecord:
+    """`signature_class` defaults to the built-in catalog's class of `signature`."""
     sent = START + int((end_s - 0.5) * S)
     first = sent + int(0.1 * S) if outcome is Outcome.OK else None
     chunks = tuple(first + i * int(0.01 * S) for i in range(tokens)) if first else ()
@@ -21,7 +24,8 @@ def record(id: int, outcome: Outcome = Outcome.OK, end_s: float = 1.0, turn: int
         finish_reason="length" if outcome is Outcome.OK else None, prompt_tokens=1000,
         completion_tokens=tokens if outcome is Outcome.OK else None, cached_tokens=cached,
         expected_prompt_tokens=1000, shared_prefix_tokens=shared, max_tokens=tokens, retries=retries,
-        signature=signature)
+        signature=signature, signature_class=signature_class or next(
+            (s.klass.value for s in CATALOG if s.name == signature), None))
 
 
 def health(*statuses: int | str, every_s: float = 1.0, start_s: float = 0.0) -> tuple[HealthSample, ...]:

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import zipfile
 
-from loadrepro.report.bundle import make_bundle, scrub
+from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.sim.process import sim_engine_command
@@ -52,8 +52,8 @@ def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path):
 def test_scrubbing_secrets_and_hosts():
     text = ('authorization: Bearer abc123\n{"api_key": "xyz"} --api-key sekret sk-abcdefghijkl\n'
             "target http://10.2.3.4:8000/v1 and engine.example.com at 192.168.1.9")
-    cleaned = scrub(text, redact_host=True)
+    cleaned = scrub_bundle_text(text, redact_host=True)
     for secret in ("abc123", "xyz", "sekret", "sk-abcdefghijkl", "10.2.3.4", "192.168.1.9"):
         assert secret not in cleaned
     assert "http://ENGINE_HOST:8000/v1" in cleaned
-    assert "10.2.3.4" in scrub(text, redact_host=False)
+    assert "10.2.3.4" in scrub_bundle_text(text, redact_host=False)

@@ -191,3 +191,12 @@ def test_odd_but_legal_sse_framing_is_read_like_any_stream():
         record = send(server.url)
     assert record.outcome is Outcome.OK, record.detail
     assert len(record.chunk_ns) == 2 and record.finish_reason == "length" and record.prompt_tokens == 100
+
+
+def test_credentials_in_the_url_and_an_api_key_do_not_clash():
+    # aiohttp refuses a request with both an Authorization header and user:password in its URL: that must not
+    # become the target's protocol error.
+    with StubServer("ok").running() as server:
+        url = server.url.replace("http://", "http://someone:secret@")
+        assert send(url, api_key="sk-key").outcome is Outcome.OK
+        assert send(url).outcome is Outcome.OK

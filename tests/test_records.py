@@ -10,7 +10,8 @@ def record(i: int, chunks: int) -> RequestRecord:
     start = time.perf_counter_ns()
     times = tuple(start + k * 1000 for k in range(chunks))
     return RequestRecord(id=i, conversation=i, turn=1, outcome=Outcome.OK, detail="", status=200, wall_time=1.5,
-                         queued_ns=start, sent_ns=start, first_byte_ns=start, first_token_ns=times[0] if times else None,
+                         queued_ns=start, sent_ns=start, first_byte_ns=start,
+                         first_token_ns=times[0] if times else None,
                          end_ns=start + 1, chunk_ns=times, finish_reason="length", prompt_tokens=10,
                          completion_tokens=chunks, cached_tokens=None, expected_prompt_tokens=10,
                          shared_prefix_tokens=0, max_tokens=chunks, reconnects=1)

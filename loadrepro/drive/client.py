@@ -21,8 +21,10 @@ throttled. Every fault is mapped to an Outcome in `outcome_for_exception`, `outc
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,9 +50,10 @@ _CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, 
 
 
 # Everything a target or the network can make the client raise: transport errors, timeouts, and text that is not
-# JSON (ValueError covers orjson's and json's decode errors and UnicodeDecodeError). A TypeError or KeyError is a
-# bug in loadrepro's own parsing, not the target's protocol error.
-_TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation, ValueError)
+# JSON (orjson's decode error is json's). A TypeError, KeyError or other ValueError is a bug in loadrepro itself,
+# not the target's protocol error.
+_TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation, json.JSONDecodeError,
+                  UnicodeDecodeError)
 
 
 @dataclass(slots=True)
@@ -158,6 +161,17 @@ def _error_code(payload: dict[str, Any]) -> int | None:
     return code if isinstance(code, int) else None
 
 
+def _credentials(url: str) -> tuple[str, str | None]:
+    """The URL without `user:password@`, and those as a Basic Authorization value: aiohttp refuses a request with
+    credentials in its URL and an Authorization header (the API key's) both."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+    return bare, "Basic " + base64.b64encode(pair.encode()).decode()
+
+
 def _count(value: Any) -> int | None:
     """A token count from usage: an int, or None for anything else the target put there."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -173,8 +187,7 @@ def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Sign
     """An error object inside a 200 stream: a 503 or temporary-pressure text is a refusal to retry (vLLM's
     --max-num-queued-reqs answers surplus streams so), anything else a stream error."""
     signature = match(text, signatures)
-    if code in (429, 503) or (signature is not None and signature.klass is SignatureClass.TEMPORARY
-                              and "busy" in signature.name):
+    if code in (429, 503) or (signature is not None and signature.throttling):
         return Outcome.THROTTLED
     return Outcome.STREAM_ERROR
 
@@ -239,7 +252,10 @@ class Client:
         self._headers = {"content-type": "application/json"}
         if config.api_key:
             self._headers["authorization"] = f"Bearer {config.api_key}"
-        self._url = config.base_url.rstrip("/") + _PATHS[config.api]
+        base, basic = _credentials(config.base_url)
+        if basic and not config.api_key:
+            self._headers["authorization"] = basic
+        self._url = base.rstrip("/") + _PATHS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
         self._session: aiohttp.ClientSession | None = None
@@ -444,9 +460,11 @@ class Client:
             sent_ns=a.sent_ns, first_byte_ns=a.first_byte_ns, first_token_ns=a.first_token_ns, end_ns=self._clock(),
             chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
             prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")), cached_tokens=_count(details.get("cached_tokens")), expected_prompt_tokens=planned.expected_prompt_tokens,
+            completion_tokens=_count(usage.get("completion_tokens")), cached_tokens=_count(details.get("cached_tokens")),
+            expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
-            signature=signature.name if signature else None, reconnects=reconnects)
+            signature=signature.name if signature else None,
+            signature_class=signature.klass.value if signature else None, reconnects=reconnects)
 
 
 

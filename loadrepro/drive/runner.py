@@ -27,6 +27,7 @@ from loadrepro.drive.control import control_client, reconnects_of
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.profile import Profile
+from loadrepro.redact import scrub
 from loadrepro.records import (
     HealthSample,
     JsonlWriter,
@@ -137,7 +138,7 @@ class Runner:
                 self._notes.append(sample)
 
     def _note(self, source: str, text: str) -> None:
-        self._on_sample(Note(self._clock(), source, text))
+        self._on_sample(Note(self._clock(), source, scrub(text)))
 
     def _judge_health(self, sample: HealthSample) -> None:
         if self._death.poll(sample.healthy) and self._stop_reason is None:

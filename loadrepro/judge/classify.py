@@ -49,11 +49,11 @@ def _usable_health(result: RunResult) -> list[HealthSample]:
 
 def _first_fatal(result: RunResult) -> tuple[float, str] | None:
     """When and what the first fatal text was, from the engine log or from a response."""
-    fatal = {s.name for s in CATALOG if s.klass is SignatureClass.FATAL}
     # At equal times the log's earlier line wins, and the log wins over a response that quotes it.
     seen = [(m.t_ns, 0, m.line_number, _from_signature(m.line)) for m in result.log_matches
             if m.klass == SignatureClass.FATAL.value]
-    seen += [(r.end_ns, 1, r.id, r.detail) for r in result.records if r.signature in fatal]
+    seen += [(r.end_ns, 1, r.id, r.detail) for r in result.records
+             if r.signature_class == SignatureClass.FATAL.value]
     if not seen:
         return None
     t_ns, _, _, text = min(seen)
@@ -142,8 +142,8 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
         return None
     t_s, text = fatal
     log = next((m for m in result.log_matches if m.klass == SignatureClass.FATAL.value), None)
-    in_responses = sum(1 for r in result.records if r.signature and r.outcome in FAILED
-                       and any(s.name == r.signature and s.klass is SignatureClass.FATAL for s in CATALOG))
+    in_responses = sum(1 for r in result.records
+                       if r.signature_class == SignatureClass.FATAL.value and r.outcome in FAILED)
     where = []
     if log is not None:
         where.append(f"engine log line {log.line_number}")

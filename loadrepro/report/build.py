@@ -11,6 +11,7 @@ from loadrepro import __version__
 from loadrepro.judge.classify import FAILED, Finding, prompt_errors
 from loadrepro.profile import Profile
 from loadrepro.records import RunResult
+from loadrepro.redact import scrub
 from loadrepro.report.model import (
     Cache,
     CalibrationInfo,
@@ -35,7 +36,6 @@ from loadrepro.report.model import (
     WorkloadInfo,
     WorstLength,
 )
-from loadrepro.signatures import CATALOG
 from loadrepro.judge.verdict import Verdict
 from loadrepro.workload.summary import WorkloadSummary
 
@@ -84,13 +84,12 @@ def _first_failure(result: RunResult) -> FirstFailure | None:
 
 
 def _signatures(result: RunResult) -> list[SignatureCount]:
-    klass = {s.name: s.klass.value for s in CATALOG}
     seen: dict[str, list] = {}
     for m in result.log_matches:
         seen.setdefault(m.signature, []).append((m.t_ns, m.line, m.klass))
     for r in result.records:
         if r.signature:
-            seen.setdefault(r.signature, []).append((r.end_ns, r.detail, klass.get(r.signature, "F")))
+            seen.setdefault(r.signature, []).append((r.end_ns, r.detail, r.signature_class or "F"))
     rows = []
     for name, hits in seen.items():
         t_ns, sample, k = min(hits)
@@ -181,8 +180,9 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
     return RunReport(
         verdict=verdict.status, reasons=list(verdict.reasons), label=result.label,
         profile=profile.model_dump(mode="json", by_alias=True), seed=result.seed,
-        target=Target(base_url=result.base_url, model=result.model, engine_cmd=result.engine_cmd),
-        started_at=result.started_at, duration_s=round(duration, 3), command=command,
+        target=Target(base_url=scrub(result.base_url), model=result.model,
+                      engine_cmd=scrub(result.engine_cmd) if result.engine_cmd else None),
+        started_at=result.started_at, duration_s=round(duration, 3), command=scrub(command),
         stop_reason=result.stop_reason, interrupted=result.interrupted,
         requests=Requests(total=len(result.records), by_outcome=dict(sorted(outcomes.items())),
                           reconnects=sum(r.reconnects for r in result.records)),
@@ -205,4 +205,5 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         lengths=_lengths(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
-        notes=[*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes)], environment=env or environment(), request_table=rows)
+        notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes))],
+        environment=env or environment(), request_table=rows)

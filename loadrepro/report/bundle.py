@@ -8,33 +8,24 @@ scrubbed from every text file; `redact_host` also replaces host names and IP add
 from __future__ import annotations
 
 import json
-import os
 import re
 import zipfile
 from importlib import resources
 from pathlib import Path
 
 from loadrepro.errors import UsageError
+from loadrepro.redact import scrub
 from loadrepro.report.json import read_report
 from loadrepro.report.model import RunReport
 from loadrepro.signatures import CATALOG, SignatureClass
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")
-_SECRETS = (
-    (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[^\s\"',]+"), r"\1<redacted>"),
-    (re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[:=\s]\s*[\"']?)[^\s\"',]+"), r"\1<redacted>"),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "<redacted>"),
-)
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
 _IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
 
 
-def scrub(text: str, redact_host: bool) -> str:
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    key = os.environ.get("OPENAI_API_KEY", "")
-    if len(key) >= 8:
-        text = text.replace(key, "<redacted>")
+def scrub_bundle_text(text: str, redact_host: bool) -> str:
+    text = scrub(text)
     if redact_host:
         text = _URL_HOST.sub(r"\1ENGINE_HOST", text)
         text = _IPV4.sub("0.0.0.0", text)
@@ -92,7 +83,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
         texts["engine-log-excerpt.txt"] = "\n".join(report.log_excerpt) + "\n"
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for file_name, text in texts.items():
-            bundle.writestr(f"{name}/{file_name}", scrub(text, redact_host))
+            bundle.writestr(f"{name}/{file_name}", scrub_bundle_text(text, redact_host))
         workload = run_dir / "workload.jsonl.gz"
         if workload.exists():
             bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)

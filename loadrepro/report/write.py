@@ -11,6 +11,7 @@ from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
 from loadrepro.report.model import RunReport
+from loadrepro.redact import scrub
 from loadrepro.report.timeline import Timeline
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
@@ -26,10 +27,11 @@ def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = 
 
 
 def _write(path: Path, content: str | bytes) -> Path:
+    """Text goes through `scrub`: a report is pasted into public issues, whatever its builder let through."""
     if isinstance(content, bytes):
         path.write_bytes(content)
     else:
-        path.write_text(content, encoding="utf-8")
+        path.write_text(scrub(content), encoding="utf-8")
     return path
 
 
@@ -52,8 +54,8 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     """compare.md and compare.json; with both runs' timelines, compare.html with them on one time axis."""
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / "compare.md", out / "compare.json"
-    md.write_text(render_comparison(comparison), encoding="utf-8")
-    js.write_text(comparison.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    _write(md, render_comparison(comparison))
+    _write(js, comparison.model_dump_json(indent=2) + "\n")
     written = [md, js]
     if timelines:
         figure = plots.timeline_figure(timelines)
@@ -62,6 +64,6 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
         finally:
             plots.close(figure)
         html_path = out / "compare.html"
-        html_path.write_text(page, encoding="utf-8")
+        _write(html_path, page)
         written.append(html_path)
     return written
