@@ -86,10 +86,16 @@ class HealthSample:
         return self.status == 200
 
 
+# Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).
+KV_USAGE, RUNNING, WAITING, PREEMPTIONS = "kv_usage", "running", "waiting", "preemptions"
+CACHE_HITS, CACHE_QUERIES = "prefix_cache_hits", "prefix_cache_queries"
+POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (the simulated engine's pools)
+
+
 @dataclass(frozen=True, slots=True)
 class MetricsSample:
     t_ns: int
-    values: dict[str, float]  # "family{label=value,...}" -> value, for the families that describe KV pressure
+    values: dict[str, float]  # canonical series (drive/watch/metrics.py) -> value: kv_usage, running, waiting, ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadrepro.drive.watch.metrics import canonical
 from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG
 
@@ -45,7 +46,8 @@ def result(records=(), health_samples=None, post: int | str | None = 200, metric
 
 
 def metrics(t_s: float, **values: float) -> MetricsSample:
-    return MetricsSample(START + int(t_s * S), {k.replace("__", ":"): v for k, v in values.items()})
+    """A scrape of an engine's own series (`vllm__num_requests_waiting=2`), mapped as a scrape maps them."""
+    return MetricsSample(START + int(t_s * S), canonical({k.replace("__", ":"): v for k, v in values.items()}))
 
 
 def log_match(t_s: float, line: str, signature: str, klass: str = "F", number: int = 10) -> LogMatch:

@@ -84,3 +84,15 @@ def test_overrun_sizing():
                           draft_pool_tokens=8000)
     prefix = prefix_for_overrun(1.5, conversations=4, later_tokens=100, max_tokens=50, limits=limits)
     assert 4 * (prefix + 100 + 50) == pytest.approx(1.5 * 8000, abs=4)
+
+
+@pytest.mark.parametrize("length", [0, 1, 31, 32, 33, 2047, 2048, 2049, 8191, 8192, 81_000, 131_072])
+@pytest.mark.parametrize("block", [1, 16, 32, 64])
+def test_the_simulated_engines_arithmetic_is_the_capacity_models(length, block):
+    """sim/kvcache.py restates capacity.py's page-index and block arithmetic; the two must never disagree."""
+    from loadrepro.capacity import blocks_needed, index_width
+    from loadrepro.sim.kvcache import blocks_for, clamped_seq_len, page_index_width
+
+    assert page_index_width(length, block) == index_width(length, block)
+    assert blocks_for(length, block) == blocks_needed(1, length, block)
+    assert clamped_seq_len(4 << 20, 2048, 8192) == 2048 and index_width(2048, 32) == 68  # seed 001's figures

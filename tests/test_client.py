@@ -180,9 +180,9 @@ def test_an_engine_that_stops_all_progress_while_requests_wait_is_stalled():
 def test_metrics_that_move_are_progress_and_waiting_gauges_are_not():
     from loadrepro.drive.runner import _moved
 
-    before = {"vllm:kv_cache_usage_perc": 0.5, "vllm:num_requests_waiting": 3.0, "vllm:num_requests_running": 2.0}
-    assert _moved(before, {**before, "vllm:kv_cache_usage_perc": 0.6})
-    assert not _moved(before, {**before, "vllm:num_requests_waiting": 4.0, "vllm:num_requests_running": 1.0})
+    before = {"kv_usage": 0.5, "waiting": 3.0, "running": 2.0, "prefix_cache_hits": 10.0}
+    assert _moved(before, {**before, "kv_usage": 0.6}) and _moved(before, {**before, "prefix_cache_hits": 11.0})
+    assert not _moved(before, {**before, "waiting": 4.0, "running": 1.0})
     assert not _moved(before, dict(before))
 
 

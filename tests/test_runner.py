@@ -172,3 +172,19 @@ def test_ctrl_c_mid_run_leaves_a_complete_requests_jsonl(tmp_path):
     port = json.loads((out / "report.json").read_text())["target"]["base_url"].rsplit(":", 1)[1]
     listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert f"--port {port}" not in listing  # the simulated engine the run started is gone
+
+
+async def test_a_log_followed_from_its_end_counts_old_lines_but_matches_only_new_ones(tmp_path):
+    from loadrepro.drive.watch.logs import LogWatcher
+
+    log = tmp_path / "engine.log"
+    log.write_text("Available blocks exhausted (an old line)\n" * 3)
+    seen = []
+    watcher = LogWatcher(log, seen.append)
+    await watcher.start()
+    watcher.read_new()
+    assert seen == []
+    with log.open("a") as handle:
+        handle.write("[E] Available blocks exhausted\n")
+    watcher.read_new()
+    assert [(m.line_number, m.signature) for m in seen] == [(4, "trtllm-blocks-exhausted")]

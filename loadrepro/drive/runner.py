@@ -29,6 +29,9 @@ from loadrepro.drive.engine import describe_exit
 from loadrepro.profile import Profile
 from loadrepro.redact import scrub
 from loadrepro.records import (
+    KV_USAGE,
+    RUNNING,
+    WAITING,
     HealthSample,
     JsonlWriter,
     LogMatch,
@@ -75,13 +78,13 @@ class RunTarget:
     engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
 
 
-# Gauges of how many requests wait or run say nothing of progress: a deadlocked engine keeps them steady or not.
-_NOT_PROGRESS = ("waiting", "running", "queue_reqs", "requests_deferred", "requests_processing", "cache_config_info")
+# How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
+_NOT_PROGRESS = (RUNNING, WAITING)
 
 
 def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
     """Whether the engine's metrics show work between two scrapes (KV usage, cache counters, preemptions...)."""
-    return any(before.get(k) != v for k, v in after.items() if not any(word in k for word in _NOT_PROGRESS))
+    return any(before.get(k) != v for k, v in after.items() if k not in _NOT_PROGRESS)
 
 
 class Runner:
@@ -130,8 +133,7 @@ class Runner:
                 if self._metrics and _moved(self._metrics[-1].values, values):
                     self.client.activity.last_ns = sample.t_ns
                 self._metrics.append(sample)
-                self.live.kv_usage = next((v for k, v in values.items() if "kv_cache_usage" in k
-                                           or "token_usage" in k or "kv_cache_utilization" in k), self.live.kv_usage)
+                self.live.kv_usage = values.get(KV_USAGE, self.live.kv_usage)
             case LogMatch():
                 self._matches.append(sample)
             case Note():
@@ -292,6 +294,8 @@ class Runner:
                     if watch.health_path else None
                 await self._check_health_before(health)
                 logs = self._log_watcher()
+                if logs:  # counted before the load starts, so that no line the load causes is taken as old
+                    await self._watch("engine log", logs.start())
                 self.live.started_ns = start_ns = self._clock()
                 self._on_sample(Note(start_ns, "run", "the load started"))  # marks time zero in samples.jsonl
                 async with asyncio.TaskGroup() as tg:

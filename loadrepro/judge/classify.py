@@ -222,20 +222,24 @@ def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("throttling", Severity.INFO, f"{len(hits)} requests throttled after retries; {retried} retries")
 
 
-def _series(result: RunResult, needle: str) -> list[float]:
-    return [v for s in result.metrics for k, v in s.values.items() if needle in k]
+def series(result: RunResult, name: str) -> list[float]:
+    """One canonical metrics series over the run (drive/watch/metrics.py names them)."""
+    return [s.values[name] for s in result.metrics if name in s.values]
+
+
+def preemptions(result: RunResult) -> float | None:
+    """Preemptions (SGLang: retractions) during the run, from the engine's counter."""
+    counts = series(result, "preemptions")
+    return max(counts) - counts[0] if counts else None
 
 
 def pressure_in_metrics(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info)."""
-    preemptions = _series(result, "num_preemptions") + _series(result, "num_retracted_reqs")
-    waiting = _series(result, "num_requests_waiting") + _series(result, "num_queue_reqs") \
-        + _series(result, "requests_deferred")
-    usage = _series(result, "kv_cache_usage_perc") + _series(result, "token_usage") \
-        + _series(result, "kv_cache_utilization")
+    preempted = preemptions(result)
+    waiting, usage = series(result, "waiting"), series(result, "kv_usage")
     parts = []
-    if preemptions and max(preemptions) > min(preemptions[:1] or [0]):
-        parts.append(f"{max(preemptions) - preemptions[0]:.0f} preemptions")
+    if preempted:
+        parts.append(f"{preempted:.0f} preemptions")
     if waiting and max(waiting) > 0:
         parts.append(f"up to {max(waiting):.0f} requests waiting")
     if usage and max(usage) >= 0.9:

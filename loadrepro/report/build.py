@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 
 from loadrepro import __version__
-from loadrepro.judge.classify import FAILED, Finding, prompt_errors
+from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors, series
 from loadrepro.profile import Profile
-from loadrepro.records import RunResult
+from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
 from loadrepro.redact import scrub
 from loadrepro.report.model import (
     Cache,
@@ -98,29 +98,24 @@ def _signatures(result: RunResult) -> list[SignatureCount]:
     return sorted(rows, key=lambda s: s.first_t_s)
 
 
-def _peak(result: RunResult, *needles: str) -> float | None:
-    values = [v for s in result.metrics for k, v in s.values.items() if any(n in k for n in needles)]
+def _peak(result: RunResult, name: str) -> float | None:
+    values = series(result, name)
     return max(values) if values else None
 
 
 def _pool_peaks(result: RunResult) -> dict[str, float]:
     peaks: dict[str, float] = {}
     for sample in result.metrics:
-        for key, used in sample.values.items():
-            if key.startswith("loadrepro_sim:kv_blocks_used{"):
-                pool = key[key.index('"') + 1:key.rindex('"')]
-                total = sample.values.get(key.replace("kv_blocks_used", "kv_blocks_total"))
-                if total:
-                    peaks[pool] = max(peaks.get(pool, 0.0), round(used / total, 4))
+        for key, share in sample.values.items():
+            if key.startswith(POOL_USAGE):
+                pool = key[len(POOL_USAGE):]
+                peaks[pool] = max(peaks.get(pool, 0.0), round(share, 4))
     return peaks
 
 
 def _pressure(result: RunResult) -> Pressure:
-    preemptions = [v for s in result.metrics for k, v in s.values.items() if "num_preemptions" in k]
-    return Pressure(kv_usage_peak=_peak(result, "kv_cache_usage_perc", "sglang:token_usage", "kv_cache_utilization"),
-                    waiting_peak=_peak(result, "num_requests_waiting", "num_queue_reqs", "requests_deferred"),
-                    preemptions=(max(preemptions) - preemptions[0]) if preemptions else None,
-                    pool_usage_peak=_pool_peaks(result))
+    return Pressure(kv_usage_peak=_peak(result, KV_USAGE), waiting_peak=_peak(result, WAITING),
+                    preemptions=preemptions(result), pool_usage_peak=_pool_peaks(result))
 
 
 def _capacity(result: RunResult) -> CapacityInfo | None:

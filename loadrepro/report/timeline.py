@@ -13,6 +13,8 @@ import numpy as np
 
 from loadrepro.judge.classify import FAILED
 from loadrepro.records import (
+    KV_USAGE,
+    WAITING,
     HealthSample,
     LogMatch,
     MetricsSample,
@@ -54,14 +56,9 @@ class Timeline:
     first_fatal_text: str
 
 
-def _series(metrics: list[MetricsSample], start_ns: int, *needles: str) -> tuple[np.ndarray, np.ndarray]:
-    times, values = [], []
-    for sample in metrics:
-        found = [v for k, v in sample.values.items() if any(k.startswith(n) for n in needles)]
-        if found:
-            times.append((sample.t_ns - start_ns) / 1e9)
-            values.append(found[0])
-    return np.array(times), np.array(values)
+def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    found = [(sample.t_ns, sample.values[name]) for sample in metrics if name in sample.values]
+    return np.array([(t - start_ns) / 1e9 for t, _ in found]), np.array([v for _, v in found])
 
 
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
@@ -76,10 +73,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     ends: dict[str, list[float]] = {}
     for r in records:
         ends.setdefault(r.outcome.value, []).append(s(r.end_ns))
-    kv_t, kv = _series(metrics, start_ns, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                       "sglang:token_usage", "trtllm_kv_cache_utilization")
-    wait_t, waiting = _series(metrics, start_ns, "vllm:num_requests_waiting", "sglang:num_queue_reqs",
-                              "llamacpp:requests_deferred")
+    kv_t, kv = _series(metrics, start_ns, KV_USAGE)
+    wait_t, waiting = _series(metrics, start_ns, WAITING)
     if len(wait_t) != len(kv_t):
         waiting = np.interp(kv_t, wait_t, waiting) if len(wait_t) else np.zeros(len(kv_t))
     failures = [s(r.end_ns) for r in records if r.outcome in FAILED]

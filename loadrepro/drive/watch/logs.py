@@ -41,6 +41,16 @@ def line_time(line: str, year: int) -> float | None:
     return None
 
 
+def _count_lines(path: Path) -> tuple[int, int]:
+    """(newlines, bytes) in the file as it is now."""
+    lines = size = 0
+    with path.open("rb") as log:
+        while chunk := log.read(1 << 20):
+            lines += chunk.count(b"\n")
+            size += len(chunk)
+    return lines, size
+
+
 class LogWatcher:
     def __init__(self, path: Path, on_match: Callable[[LogMatch], None], from_start: bool = False,
                  signatures: tuple[Signature, ...] = CATALOG,
@@ -56,17 +66,10 @@ class LogWatcher:
         self.context: tuple[str, ...] = ()  # the lines before the first fatal match
         self.fatal_seen = False
 
-    def _open_offset(self) -> None:
-        """Where following starts: the end of what the file holds now, with its lines counted."""
-        data = self.path.read_bytes()
-        self._line_number = data.count(b"\n")
-        self._offset = len(data)
-
     def read_new(self) -> None:
-        if not self.path.exists():
-            return
-        if self._offset is None:
-            self._open_offset()
+        """Take in what the log gained since the last call (nothing before `start`, for a log followed from its
+        end)."""
+        if not self.path.exists() or self._offset is None:
             return
         with self.path.open("rb") as log:
             log.seek(self._offset)
@@ -97,8 +100,16 @@ class LogWatcher:
         at = self._clock_ref + int((wall - self._wall_ref) * 1e9)
         return at if at <= now else now
 
+    async def start(self) -> None:
+        """Where following starts: the end of what the file holds now, its lines counted in a thread, chunk by
+        chunk, so that a large existing log neither holds the event loop nor fills memory."""
+        if self._offset is None and self.path.exists():
+            self._line_number, self._offset = await asyncio.to_thread(_count_lines, self.path)
+
     async def run(self, stop: asyncio.Event) -> None:
         while True:
+            if self._offset is None:
+                await self.start()  # the log appeared after the run began: follow it from there
             self.read_new()
             if stop.is_set():
                 return

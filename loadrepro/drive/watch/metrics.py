@@ -1,4 +1,6 @@
-"""Scrapes the target's Prometheus endpoint and keeps the series that describe KV pressure and admission."""
+"""Scrapes the target's Prometheus endpoint and keeps the series that describe KV pressure and admission, mapped
+once, at scrape time, to canonical series that rules, reports and plots read whatever the engine: vLLM (old and new
+names), SGLang, TensorRT-LLM's Prometheus path, llama.cpp and the simulated engine."""
 
 from __future__ import annotations
 
@@ -9,7 +11,17 @@ from collections.abc import Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.records import MetricsSample, Note
+from loadrepro.records import (
+    CACHE_HITS,
+    CACHE_QUERIES,
+    KV_USAGE,
+    POOL_USAGE,
+    PREEMPTIONS,
+    RUNNING,
+    WAITING,
+    MetricsSample,
+    Note,
+)
 
 # Families (prefixes) of vLLM, SGLang, TensorRT-LLM's Prometheus path, llama.cpp and the simulated engine.
 KEPT = (
@@ -22,7 +34,43 @@ KEPT = (
     "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_tokens_max",
     "loadrepro_sim:",
 )
-_DROPPED_LABELS = {"model_name", "engine"}
+_DROPPED_LABELS = {"model_name", "engine_type"}  # "engine" stays: data-parallel engines add up
+
+_CANONICAL = {
+    "vllm:kv_cache_usage_perc": KV_USAGE, "vllm:gpu_cache_usage_perc": KV_USAGE,  # new and old names, 0..1
+    "vllm:num_requests_running": RUNNING, "vllm:num_requests_waiting": WAITING,
+    "vllm:num_preemptions_total": PREEMPTIONS, "vllm:num_preemptions": PREEMPTIONS,
+    "vllm:prefix_cache_hits_total": CACHE_HITS, "vllm:prefix_cache_queries_total": CACHE_QUERIES,
+    "sglang:token_usage": KV_USAGE, "sglang:num_running_reqs": RUNNING, "sglang:num_queue_reqs": WAITING,
+    "sglang:num_retracted_reqs": PREEMPTIONS,  # SGLang retracts requests where vLLM preempts them
+    "trtllm_kv_cache_utilization": KV_USAGE, "num_requests_running": RUNNING, "num_requests_waiting": WAITING,
+    "llamacpp:requests_processing": RUNNING, "llamacpp:requests_deferred": WAITING,
+}
+_FULLEST = {KV_USAGE}  # several label sets (ranks, data-parallel engines): the fullest pool; counts add up
+
+
+def canonical(raw: dict[str, float]) -> dict[str, float]:
+    """`name{labels}` -> value, as `parse_kept` gives them, to the canonical series."""
+    series: dict[str, float] = {}
+    used: dict[str, float] = {}
+    for key, value in raw.items():
+        name, _, labels = key.partition("{")
+        if name == "loadrepro_sim:kv_blocks_used":
+            used[labels] = value
+            continue
+        target = _CANONICAL.get(name)
+        if target is None:
+            continue
+        if target in series:
+            series[target] = max(series[target], value) if target in _FULLEST else series[target] + value
+        else:
+            series[target] = value
+    for labels, value in used.items():
+        total = raw.get("loadrepro_sim:kv_blocks_total{" + labels)
+        pool = labels[labels.find('"') + 1:labels.rfind('"')]
+        if total:
+            series[POOL_USAGE + pool] = value / total
+    return series
 SCRAPE_TIMEOUT_S = 5.0
 
 
@@ -76,7 +124,7 @@ class MetricsWatcher:
             values = parse_kept(response.text)
         except (ValueError, TypeError, IndexError) as exc:
             return self._unusable(f"{self._path} is not Prometheus text ({exc}); metrics are not watched")
-        self._on_sample(MetricsSample(started, values))
+        self._on_sample(MetricsSample(started, canonical(values)))
         return True
 
     def _unusable(self, text: str) -> bool:
