@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
-import signal
 import sys
 import tempfile
 import traceback
@@ -24,6 +23,7 @@ from loadrepro.judge.compare import Conclusion, compare, render_comparison
 from loadrepro.judge.diagnose import diagnose, logs_of
 from loadrepro.dry_run import dry_run
 from loadrepro.errors import InternalError, LoadreproError, UsageError
+from loadrepro.interrupts import INTERRUPTS
 from loadrepro.drive.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.redact import scrub
@@ -302,10 +302,6 @@ def _say(text: str) -> None:
     typer.echo(scrub(text), err=True)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # so every `finally` runs: engines loadrepro started are stopped
-
-
 def _internal_error(exc: Exception) -> int:
     """One line on stderr; the traceback in a file, since loadrepro's own bug is not the target's failure."""
     trace = Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt"
@@ -316,19 +312,22 @@ def _internal_error(exc: Exception) -> int:
 
 def main() -> None:
     """Exit codes: 0 pass, 1 the target failed, 2 usage, 3 loadrepro's own failure, 130 interrupted."""
-    signal.signal(signal.SIGTERM, _terminate)
+    with INTERRUPTS.installed():
+        code = _run_app()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _run_app() -> int | None:
     try:
-        code = app(standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
+        return app(standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("loadrepro: interrupted", err=True)
-        code = 130
+        return 130
     except LoadreproError as exc:
         _say(f"loadrepro: {exc}")
-        code = exc.exit_code
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything unexpected is loadrepro's own failure: exit 3, not 1
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()  # the command line's own usage errors (click's, which typer may vendor): exit 2
-            code = exc.exit_code
-        else:
-            code = _internal_error(exc)
-    sys.exit(code if isinstance(code, int) else 0)
+            return exc.exit_code
+        return _internal_error(exc)

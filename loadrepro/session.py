@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.drive.engine import ManagedEngine
+from loadrepro.interrupts import INTERRUPTS
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError
 from loadrepro.drive.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
@@ -91,8 +93,8 @@ class _Target:
     engine: ManagedEngine | None
 
 
-@contextlib.contextmanager
-def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
+@contextlib.asynccontextmanager
+async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Target]:
     """The URL to load: given, or an engine loadrepro starts (the user's command, else the simulated engine)."""
     if options.base_url is not None:
         yield _Target(options.base_url, False, None)
@@ -100,13 +102,19 @@ def _target(options: RunOptions, run_dir: Path, say) -> Iterator[_Target]:
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
     engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health")
     try:
-        url = engine.start(options.engine_start_timeout_s)
+        url = await engine.astart(options.engine_start_timeout_s)
         what = "engine" if options.engine_cmd else (
             f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
         say(f"target: the {what} at {url} (pid {engine.pid}); its log is {engine.log}")
         yield _Target(url, options.engine_cmd is None, engine)
     finally:
-        say(f"engine: {engine.stop().how}")
+        try:
+            await asyncio.to_thread(engine.stop)  # up to its grace period: the loop goes on meanwhile
+        except BaseException:
+            engine.stop()  # interrupted again while stopping: finish the stop here, then go on unwinding
+            raise
+        finally:
+            say(f"engine: {engine.ended.how if engine.ended else 'stopping'}")
 
 
 def _predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> tuple[Prediction, ...]:
@@ -183,7 +191,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
 
 async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     profile = options.profile
-    with _target(options, run_dir, say) as target:
+    async with _target(options, run_dir, say) as target:
         async with control_client(target.url, 30) as http:
             await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
@@ -205,7 +213,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
                                engine_log=engine.log if engine else None)
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir)
-            with Progress(options.quiet) as progress:
+            with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt):
                 result = await runner.run(progress)
     result = dataclasses.replace(result, limits=limits, predictions=_predictions(plan, profile, limits))
     findings = classify(result, profile.verdict)
@@ -240,6 +248,8 @@ async def run_ab(options: RunOptions, stock: tuple[str | None, str | None], patc
         side = dataclasses.replace(options, profile=_with_policy(options.profile, label), base_url=url, label=label,
                                    out=root / label, engine_cmd=command)
         sessions.append(await run_session(side, say))
+        if sessions[-1].result.interrupted:
+            raise KeyboardInterrupt  # its report is written; the other side is not started
     stock, patched = sessions
     comparison = compare(stock.report, patched.report, options.profile.verdict)
     timelines = [timeline_of(stock.result), timeline_of(patched.result)]

@@ -12,6 +12,7 @@ SIGTERM to the group, waits, then SIGKILL.
 from __future__ import annotations
 
 import ctypes
+import asyncio
 import os
 import re
 import shlex
@@ -94,7 +95,10 @@ class ManagedEngine:
         return self._process.pid if self._process else None
 
     def start(self, timeout_s: float = 600.0) -> str:
-        """Start and wait for /health 200; TargetError with the log's last lines if it exits or never comes up."""
+        """`astart` for callers without an event loop of their own (tests, scripts)."""
+        return asyncio.run(self.astart(timeout_s))
+
+    def _spawn(self) -> None:
         env, argv = split_command(self.command)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("wb") as sink:  # a fresh log per start: an earlier run's lines would mislead
@@ -104,16 +108,26 @@ class ManagedEngine:
                                                  preexec_fn=_die_with_parent)
             except OSError as exc:
                 raise TargetError(f"cannot start the engine {argv[0]!r}: {exc.strerror}") from exc
+
+    def _exited_early(self) -> bool:
+        code = self._process.poll() if self._process else None
+        if code is not None:
+            raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
+                              f"last lines of {self.log}:\n{log_tail(self.log)}")
+        return False
+
+    async def astart(self, timeout_s: float = 600.0) -> str:
+        """Start and wait for /health 200, without holding the event loop (the polls run in a thread); TargetError
+        with the log's last lines if it exits or never comes up."""
+        self._spawn()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            code = self._process.poll()
-            if code is not None:
-                raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
-                                  f"last lines of {self.log}:\n{log_tail(self.log)}")
-            if self._healthy():
+            if self._exited_early():
+                break
+            if await asyncio.to_thread(self._healthy):
                 return self.url
-            time.sleep(0.25)
-        self.stop()
+            await asyncio.sleep(0.25)
+        await asyncio.to_thread(self.stop)
         raise TargetError(f"the engine was not healthy within {timeout_s:.0f} s: {self.command}\n"
                           f"last lines of {self.log}:\n{log_tail(self.log)}")
 

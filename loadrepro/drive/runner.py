@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import signal
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -33,8 +32,6 @@ from loadrepro.records import (
     RUNNING,
     WAITING,
     HealthSample,
-    JsonlWriter,
-    LogMatch,
     MetricsSample,
     Note,
     Outcome,
@@ -42,6 +39,7 @@ from loadrepro.records import (
     RunResult,
     Sample,
 )
+from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.judge.death import DeathJudge
 from loadrepro.drive.watch.logs import LogWatcher
@@ -95,14 +93,8 @@ class Runner:
         self._load = profile.load
         self._slots = asyncio.Semaphore(self._load.concurrency)
         self._ids = itertools.count(1)
-        self._records: list[RequestRecord] = []
-        self._health_samples: list[HealthSample] = []
+        self._recorder = Recorder(out_dir)
         self._health: HealthWatcher | None = None
-        self._metrics: list[MetricsSample] = []
-        self._matches: list[LogMatch] = []
-        self._notes: list[Note] = []
-        self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
-        self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None
         self._load_task: asyncio.Task[None] | None = None
@@ -114,8 +106,7 @@ class Runner:
     # -- records and samples ----------------------------------------------------------------------------------
 
     def _on_record(self, record: RequestRecord) -> None:
-        self._records.append(record)
-        self._requests_out.write(record)
+        self._recorder.record(record)
         self.live.outcomes[record.outcome] += 1
         if record.outcome not in (Outcome.OK, Outcome.CANCELLED, Outcome.REJECTED):
             self._death.request_failed()
@@ -123,21 +114,16 @@ class Runner:
                 self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
-        self._samples_out.write(sample)
+        previous = self._recorder.metrics[-1] if self._recorder.metrics else None
+        self._recorder.sample(sample)
         match sample:
             case HealthSample():
-                self._health_samples.append(sample)
                 self.live.health = sample.status
                 self._judge_health(sample)
             case MetricsSample(values=values):
-                if self._metrics and _moved(self._metrics[-1].values, values):
+                if previous is not None and _moved(previous.values, values):
                     self.client.activity.last_ns = sample.t_ns
-                self._metrics.append(sample)
                 self.live.kv_usage = values.get(KV_USAGE, self.live.kv_usage)
-            case LogMatch():
-                self._matches.append(sample)
-            case Note():
-                self._notes.append(sample)
 
     def _note(self, source: str, text: str) -> None:
         self._on_sample(Note(self._clock(), source, scrub(text)))
@@ -153,7 +139,7 @@ class Runner:
         code = self.target.engine_exit() if self.target.engine_exit else None
         if code is None:
             return False
-        if not any(n.source == "engine" for n in self._notes):
+        if not any(n.source == "engine" for n in self._recorder.notes):
             self._note("engine", f"the engine process {describe_exit(code)}")
             self._engine_died()
         return True
@@ -163,7 +149,8 @@ class Runner:
         a moment before its exit can be collected, so wait that moment when requests were failing."""
         if self.target.engine_exit is None:
             return
-        failing = self._records and self._records[-1].outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
+        records = self._recorder.records
+        failing = records and records[-1].outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
         for _ in range(10 if failing else 1):
             if self._engine_exited():
                 return
@@ -195,7 +182,8 @@ class Runner:
             asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
 
     def interrupt(self) -> None:
-        """Ctrl-C or SIGTERM: cancel everything in flight now; the run still ends with a result."""
+        """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now; the run still
+        ends with a result."""
         self._stop("interrupted", 0.0)
 
     # -- sending ----------------------------------------------------------------------------------------------
@@ -285,8 +273,6 @@ class Runner:
         watch = self.profile.watch
         stop_watching = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self.interrupt)
         try:
             async with control_client(self.target.base_url, 5.0) as http:
                 health = self._health = HealthWatcher(
@@ -332,17 +318,15 @@ class Runner:
                     self._note("control", f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
         finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
-            self._requests_out.close()
-            self._samples_out.close()
+            self._recorder.close()
         reason = self._stop_reason or "done"
+        recorded = self._recorder
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,
             engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=started_at,
-            start_ns=start_ns, end_ns=end_ns, records=tuple(self._records), health=tuple(self._health_samples),
-            post_health=post, metrics=tuple(self._metrics), log_matches=tuple(self._matches),
-            log_context=logs.context if logs else (), notes=tuple(n for n in self._notes if n.source != "run"),
+            start_ns=start_ns, end_ns=end_ns, records=tuple(recorded.records), health=tuple(recorded.health),
+            post_health=post, metrics=tuple(recorded.metrics), log_matches=tuple(recorded.matches),
+            log_context=logs.context if logs else (), notes=tuple(n for n in recorded.notes if n.source != "run"),
             stop_reason=reason,
             interrupted=reason == "interrupted")
 

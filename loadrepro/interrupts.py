@@ -1,0 +1,56 @@
+"""The one owner of SIGINT and SIGTERM, for the command line.
+
+While a load runs, a signal asks the runner to stop (it cancels what is in flight and still writes its report);
+at any other moment (an engine starting, planning, writing reports) it raises KeyboardInterrupt where the program
+is, so that every `finally` runs and every engine loadrepro started is stopped; the CLI then exits 130. A signal
+that comes while loadrepro is already winding down is not raised again, so that stopping the engines finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupts:
+    def __init__(self) -> None:
+        self._route: Callable[[], None] | None = None
+        self.received: int | None = None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interrupts]:
+        """Own the signals for the duration, then give them back as they were."""
+        previous: dict[int, Any] = {signum: signal.signal(signum, self._handle) for signum in SIGNALS}
+        self.received = None
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = self.received is None
+        self.received = signum
+        if self._route is not None:
+            self._route()
+        elif first:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def routed_to(self, stop: Callable[[], None]) -> Iterator[None]:
+        """While inside, a signal calls `stop` on the running event loop instead of raising."""
+        loop = asyncio.get_running_loop()
+        previous, self._route = self._route, lambda: loop.call_soon_threadsafe(stop)
+        try:
+            yield
+        finally:
+            self._route = previous
+
+
+INTERRUPTS = Interrupts()

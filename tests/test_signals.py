@@ -1,0 +1,100 @@
+"""Ctrl-C or SIGTERM at any phase of `run` or `ab` ends within 2 s, stops every engine loadrepro started, leaves
+no process behind, writes what it has, and exits 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SIM = shlex.join([sys.executable, "-m", "loadrepro", "sim", "--scenario", "draft-pool", "--port", "{port}"])
+
+
+def never_healthy() -> tuple[str, str]:
+    """An engine command that starts and never answers /health, with a marker to find its process by."""
+    marker = f"loadrepro-test-{uuid.uuid4().hex}"
+    return shlex.join([sys.executable, "-c", "import time; time.sleep(300)", marker]), marker
+
+
+def alive(marker: str) -> bool:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "loadrepro", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(process: subprocess.Popen, text: str, timeout_s: float = 120) -> None:
+    """Reads stderr until a line with `text`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if text in line:
+            return
+        if not line and process.poll() is not None:
+            break
+    raise AssertionError(f"never saw {text!r}")
+
+
+def interrupt(process: subprocess.Popen, signum: int) -> float:
+    """Sends the signal; the seconds until the process exited."""
+    sent = time.monotonic()
+    process.send_signal(signum)
+    try:
+        process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return time.monotonic() - sent
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_while_an_engine_starts_stops_it_and_exits_130(tmp_path):
+    command, marker = never_healthy()
+    process = start("run", "--engine-cmd", command, "--out", str(tmp_path), "--quiet")
+    time.sleep(3)
+    assert alive(marker)
+    took = interrupt(process, signal.SIGINT)
+    assert process.returncode == 130 and took < 2.0, (process.returncode, took, process.stderr.read()[-1000:])
+    assert not alive(marker)
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_during_the_load_writes_the_report_stops_the_engine_and_exits_130(tmp_path):
+    healthy = SIM.replace("draft-pool", "healthy")  # a load that lasts until the signal
+    process = start("run", "--engine-cmd", healthy, "--out", str(tmp_path), "--quiet",
+                    "--set", "workload.turns=6", "--set", "workload.max_tokens=4000")
+    wait_for(process, "target: the engine at")
+    time.sleep(3)
+    took = interrupt(process, signal.SIGTERM)
+    assert process.returncode == 130 and took < 2.0, (process.returncode, took)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["interrupted"] and report["stop_reason"] == "interrupted"
+    assert "cancelled" in report["requests"]["by_outcome"]
+    engine_log = (tmp_path / "engine.log").read_text()
+    assert "serving" in engine_log
+    assert not alive(f"--port {report['target']['base_url'].rsplit(':', 1)[1]}")
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_while_ab_starts_the_patched_engine_stops_it_and_exits_130(tmp_path):
+    command, marker = never_healthy()
+    process = start("ab", "--stock-cmd", SIM, "--patched-cmd", command, "--out", str(tmp_path), "--quiet")
+    wait_for(process, "--- patched ---", timeout_s=200)
+    time.sleep(1)
+    assert alive(marker)
+    took = interrupt(process, signal.SIGTERM)
+    assert process.returncode == 130 and took < 2.0, (process.returncode, took)
+    assert not alive(marker)
+    assert (tmp_path / "stock" / "report.json").exists()  # what it had is written
+    assert os.path.exists(tmp_path / "patched" / "engine.log") and not (tmp_path / "compare.md").exists()
