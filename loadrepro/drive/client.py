@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.model import PlannedRequest
@@ -192,55 +193,6 @@ def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Sign
     return Outcome.STREAM_ERROR
 
 
-class _Lines:
-    """Bytes -> lines, ending at LF, CRLF or a lone CR as SSE allows; a CR at a chunk's end waits for the next
-    chunk, which may begin with its LF. Streams without CR take the fast path."""
-
-    __slots__ = ("_pending",)
-
-    def __init__(self) -> None:
-        self._pending = b""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        data = self._pending + chunk
-        if b"\r" in data:
-            held = b"\r" if data.endswith(b"\r") else b""
-            data = (data[:-1] if held else data).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        else:
-            held = b""
-        lines = data.split(b"\n")
-        self._pending = lines.pop() + held
-        return lines
-
-    def flush(self) -> list[bytes]:
-        rest, self._pending = self._pending.rstrip(b"\r"), b""
-        return [rest] if rest else []
-
-
-class _SseEvents:
-    """SSE framing over lines: `data:` fields joined by newlines, dispatched at a blank line (other fields and
-    comments ignored, as OpenAI-compatible streams use none)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self) -> None:
-        self._data: list[bytes] = []
-
-    def feed(self, line: bytes) -> bytes | None:
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if not self._data:
-                return None
-            data, self._data = b"\n".join(self._data), []
-            return data
-        if line.startswith(b"data:"):
-            self._data.append(line[6:] if line[5:6] == b" " else line[5:])
-        return None
-
-    def flush(self) -> bytes | None:
-        return self.feed(b"")
-
-
 class Client:
     """Sends PlannedRequests; one instance per run, used by many tasks at once."""
 
@@ -358,8 +310,8 @@ class Client:
 
     async def _read_stream(self, response: aiohttp.ClientResponse, a: _Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
-        events = _SseEvents()
-        lines = _Lines()
+        events = SseEvents()
+        lines = SseLines()
         stop = False
         # Whole received chunks, split into lines here: aiohttp's own line reader rescans its buffer per line,
         # which goes quadratic when a fast engine fills it faster than it is read.
