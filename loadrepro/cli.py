@@ -10,7 +10,6 @@ import os
 import shlex
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +21,7 @@ from loadrepro.capacity import capacity
 from loadrepro.judge.compare import Conclusion, compare, render_comparison
 from loadrepro.judge.diagnose import diagnose, logs_of
 from loadrepro.dry_run import dry_run
-from loadrepro.errors import InternalError, LoadreproError, UsageError
+from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.interrupts import INTERRUPTS
 from loadrepro.drive.limits import kv_config
 from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
@@ -304,8 +303,7 @@ def _say(text: str) -> None:
 
 def _internal_error(exc: Exception) -> int:
     """One line on stderr; the traceback in a file, since loadrepro's own bug is not the target's failure."""
-    trace = Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt"
-    trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+    trace = keep_traceback(exc, Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt")
     _say(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}")
     return InternalError.exit_code
 

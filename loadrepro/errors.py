@@ -1,8 +1,11 @@
-"""The exceptions raised when loadrepro itself cannot go on.
+"""The exceptions raised when loadrepro itself cannot go on, and where the traceback of an unforeseen one is kept.
 
 A misbehaving target is never an exception: it is recorded as data. These classes are for bad input and for
 loadrepro's own failures, and the CLI maps them to exit codes.
 """
+
+import traceback
+from pathlib import Path
 
 
 class LoadreproError(Exception):
@@ -37,3 +40,9 @@ class TargetUnreachable(LoadreproError):
 
 class InternalError(LoadreproError):
     """loadrepro itself failed in a way it did not foresee (a bug): exit 3, with the traceback kept."""
+
+
+def keep_traceback(exc: BaseException, path: Path) -> Path:
+    """Write `exc`'s traceback to `path` (loadrepro's own bug: the one line on stderr names this file)."""
+    path.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+    return path

@@ -34,10 +34,13 @@ _PATTERNS = (
 _MIN_ENV_SECRET = 8  # shorter values would match ordinary words
 
 
+_SECRET_VARIABLE = re.compile(rf"(?i)^{_SECRET_NAME}$")
+
+
 def _environment_secrets() -> list[str]:
-    """Values of this process's environment variables whose names look secret (the API key among them)."""
-    name = re.compile(rf"(?i)^{_SECRET_NAME}$")
-    return sorted((v for k, v in os.environ.items() if name.match(k) and len(v) >= _MIN_ENV_SECRET),
+    """Values of this process's environment variables whose names look secret (the API key among them); read at
+    each call, since the environment may change while loadrepro runs."""
+    return sorted((v for k, v in os.environ.items() if _SECRET_VARIABLE.match(k) and len(v) >= _MIN_ENV_SECRET),
                   key=len, reverse=True)
 
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.interrupts import INTERRUPTS
-from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError
+from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
 from loadrepro.drive.limits import discover, from_profile
 from loadrepro.profile import Profile, write_profile
 from loadrepro.progress import Progress
@@ -184,8 +183,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
     except LoadreproError:
         raise
     except Exception as exc:
-        trace = run_dir / "traceback.txt"
-        trace.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        trace = keep_traceback(exc, run_dir / "traceback.txt")
         raise InternalError(f"internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}") from exc
 
 

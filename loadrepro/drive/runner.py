@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from loadrepro.drive.pause import pause
 from loadrepro.drive.control import control_client, reconnects_of
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
@@ -162,10 +163,7 @@ class Runner:
         while not stop.is_set():
             if self._engine_exited():
                 return
-            try:
-                await asyncio.wait_for(stop.wait(), ENGINE_POLL_S)
-            except TimeoutError:
-                pass
+            await pause(stop, ENGINE_POLL_S)
 
     def _engine_died(self) -> None:
         if self._load.stop_on_death or self._load_task is None or self._load_task.done():
@@ -220,10 +218,7 @@ class Runner:
         """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""
         delay = offset_s - (self._clock() - self.live.started_ns) / 1e9
         if delay > 0:
-            try:
-                await asyncio.wait_for(self._stopped.wait(), delay)
-            except TimeoutError:
-                pass
+            await pause(self._stopped, delay)
         return not self._stopped.is_set()
 
     async def _conversation_at(self, offset_s: float, conversation: Conversation) -> None:
@@ -360,9 +355,6 @@ class Runner:
     async def _report_progress(self, progress: Callable[[LiveState], Awaitable[None]], stop: asyncio.Event) -> None:
         while not stop.is_set():
             await progress(self.live)
-            try:
-                await asyncio.wait_for(stop.wait(), 0.5)
-            except TimeoutError:
-                pass
+            await pause(stop, 0.5)
         self.live.finished = True
         await progress(self.live)

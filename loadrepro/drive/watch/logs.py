@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from loadrepro.drive.pause import pause
 from loadrepro.records import LogMatch
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 
@@ -113,7 +114,4 @@ class LogWatcher:
             self.read_new()
             if stop.is_set():
                 return
-            try:
-                await asyncio.wait_for(stop.wait(), _POLL_S)
-            except TimeoutError:
-                pass
+            await pause(stop, _POLL_S)

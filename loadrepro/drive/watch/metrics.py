@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadrepro.drive.pause import pause
 from loadrepro.records import (
     CACHE_HITS,
     CACHE_QUERIES,
@@ -133,7 +134,4 @@ class MetricsWatcher:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set() and await self.scrape():
-            try:
-                await asyncio.wait_for(stop.wait(), self._interval_s)
-            except TimeoutError:
-                pass
+            await pause(stop, self._interval_s)
