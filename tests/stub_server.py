@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
-              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing")
+              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings")
 
 
 @dataclass
@@ -113,6 +113,10 @@ class StubServer:
             await response.write(b'data: {"error": {"message": "Failed to resume draft KV cache for request 3"}}\n\n')
             await response.write(b"data: [DONE]\n\n")
             return response
+        if b == "pings":  # a gateway that keeps a queued stream alive with SSE comments before its first token
+            for _ in range(6):
+                await response.write(b": ping\n\n")
+                await asyncio.sleep(0.2)
         if b == "odd_framing":
             return await self._odd_framing(response)
         if b == "queue":

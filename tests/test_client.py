@@ -200,3 +200,11 @@ def test_credentials_in_the_url_and_an_api_key_do_not_clash():
         url = server.url.replace("http://", "http://someone:secret@")
         assert send(url, api_key="sk-key").outcome is Outcome.OK
         assert send(url).outcome is Outcome.OK
+
+
+def test_sse_comments_on_a_waiting_stream_keep_it_alive():
+    # 1.2 s of ": ping" before the first token, nothing else progressing, a 0.5 s stall timeout: not a stall.
+    with StubServer("pings").running() as server:
+        record = send(server.url, stall_s=0.5)
+    assert record.outcome is Outcome.OK, record.detail
+    assert (record.first_token_ns - record.sent_ns) / 1e9 > 1.0

@@ -11,8 +11,8 @@ a POST itself. The same failure on a new connection, or after response bytes, is
 
 Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
 a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
-stream, or its metrics moving, see `Activity`); when nothing progresses for `stall_timeout_s` the engine hangs and
-the request is stalled. `ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole
+stream, or its metrics moving, see `Activity`) or its own stream gets bytes; when none of that happens for
+`stall_timeout_s` the engine hangs and the request is stalled. `ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole
 request. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded backoff before they count as
 throttled. Every fault is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or
 `outcome_for_stream_error`.
@@ -445,7 +445,8 @@ class _Watchdog:
             due = a.last_byte_ns + stall_ns
             reason = "stalled"
         else:
-            due = max(a.sent_ns or now, client.activity.last_ns) + stall_ns
+            # Any byte on its own stream (an SSE comment a gateway sends while it queues) also says it is alive.
+            due = max(a.sent_ns or now, a.last_byte_ns, client.activity.last_ns) + stall_ns
             reason = "stalled"
             if self._ttft_ns is not None and self._ttft_ns < due:
                 due, reason = self._ttft_ns, "ttft"
