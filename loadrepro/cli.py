@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
 
 from loadrepro.report.bundle import make_bundle
@@ -24,16 +23,16 @@ from loadrepro.dry_run import dry_run
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.interrupts import INTERRUPTS
 from loadrepro.drive.limits import kv_config
-from loadrepro.profile import EngineSpec, VerdictSpec, builtin_profiles, load_profile
+from loadrepro.flags import with_model_options
+from loadrepro.profile import EngineSpec, SimSpec, VerdictSpec, builtin_profiles, load_profile
 from loadrepro.redact import scrub
 from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_comparison
 from loadrepro.session import RunOptions, run_ab, run_session
-from loadrepro.sim.burst import PLANS, TurnResult, run_burst
-from loadrepro.sim.config import DeathMode, Policy, Scenario, SimConfig, sim_config
-from loadrepro.sim.serve import serve_forever, sim_in_thread
+from loadrepro.sim.config import sim_config
+from loadrepro.sim.serve import serve_forever
 from loadrepro.summary_lines import describe_capacity, describe_verdict
 from loadrepro.drive.target import check_base_url, is_loopback
 from loadrepro.workload.summary import format_summary
@@ -49,39 +48,18 @@ def _root() -> None:
 
 
 @app.command()
+@with_model_options(SimSpec, into="settings")
 def sim(
-    scenario: Annotated[Scenario, typer.Option(help="Which seed failure the engine models.")] = Scenario.DRAFT_POOL,
-    policy: Annotated[Policy, typer.Option(help="stock: the defect; patched: the admission fix.")] = Policy.STOCK,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8000,
-    model: Annotated[str, typer.Option(help="Model id served at /v1/models.")] = "loadrepro-sim",
-    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block.")] = None,
-    primary_blocks: Annotated[int | None, typer.Option(help="Blocks in the primary (prefix-reusing) pool.")] = None,
-    draft_blocks: Annotated[int | None, typer.Option(help="Blocks in the draft/indexer mirror pool (0: none).")] = None,
-    max_model_len: Annotated[int | None, typer.Option(help="Longest context accepted, in tokens.")] = None,
-    beam_width: Annotated[int | None, typer.Option(help="Beams per request (multiplies blocks).")] = None,
-    index_pool_bytes: Annotated[int | None, typer.Option(
-        help="Memory estimate the page-index table is sized from (0: no table).")] = None,
-    prefill_tokens_per_s: Annotated[float | None, typer.Option(help="Prefill speed.")] = None,
-    step_ms: Annotated[float | None, typer.Option(help="Duration of one engine step (one decode token).")] = None,
-    death_status: Annotated[int | None, typer.Option(
-        help="HTTP status of requests after the engine died: 500, or 400 as TensorRT-LLM reports it.")] = None,
-    death_mode: Annotated[DeathMode | None, typer.Option(
-        help="How in-flight streams end when the engine dies.")] = None,
     log: Annotated[Path | None, typer.Option(help="Write the engine log here instead of stderr.")] = None,
-    demo: Annotated[bool, typer.Option(
-        help="Serve on a free port, send the scenario's scripted burst of conversations, print what happened, "
-             "and exit.")] = False,
+    settings: dict | None = None,
 ) -> None:
-    """Serve the simulated engine (an OpenAI-compatible server with a paged KV cache) until Ctrl-C."""
-    config = sim_config(scenario, policy, model=model, block_size=block_size, primary_blocks=primary_blocks,
-                        draft_blocks=draft_blocks, max_model_len=max_model_len, beam_width=beam_width,
-                        index_pool_bytes=index_pool_bytes, prefill_tokens_per_s=prefill_tokens_per_s,
-                        step_s=None if step_ms is None else step_ms / 1000, death_status=death_status,
-                        death_mode=death_mode)
-    if demo:
-        _demo(config, log)
-        return
+    """Serve the simulated engine (an OpenAI-compatible server with a paged KV cache) until Ctrl-C.
+
+    Its settings are the keys of a profile's sim section; those left out take the scenario's defaults.
+    """
+    config = sim_config(**(settings or {}))
     if not is_loopback(host):
         typer.echo(f"warning: listening on {host}, reachable from other machines", err=True)
 
@@ -90,25 +68,6 @@ def sim(
               "- Ctrl-C to stop", flush=True)
 
     serve_forever(config, host, port, log, ready)
-
-
-def _demo(config: SimConfig, log: Path | None) -> None:
-    plan = PLANS[config.scenario]
-    with sim_in_thread(config, log) as running:
-        typer.echo(f"Simulated engine {config.scenario} ({config.policy}) at {running.url}; sending "
-                   f"{plan.conversations} conversations x {plan.turns} turns, ~{plan.prefix_words}-token prefixes")
-        results = asyncio.run(run_burst(running.url, plan))
-        health = httpx.get(f"{running.url}/health", timeout=5).status_code
-    for result in results:
-        typer.echo(_describe(result))
-    completed = sum(r.ok for r in results)
-    typer.echo(f"{completed} of {len(results)} requests completed; /health after the burst: {health}")
-
-
-def _describe(r: TurnResult) -> str:
-    outcome = (f"ok ({r.finish_reason}, {r.prompt_tokens} prompt tokens, {r.cached_tokens} cached)" if r.ok
-               else f"failed (HTTP {r.status}): {r.error}")
-    return f"  conversation {r.conversation} turn {r.turn}: {outcome}"
 
 
 @app.command()

@@ -82,20 +82,32 @@ class WatchSpec(_Section):
 
 
 class SimSpec(_Section):
-    """The embedded simulated engine; keys beyond scenario and policy override its sizing."""
+    """The embedded simulated engine: the one definition of its settings.
 
-    scenario: Literal["draft-pool", "page-index", "blocks-exhausted", "healthy"] = "draft-pool"
-    policy: Literal["stock", "patched"] = "stock"
-    block_size: int | None = None
-    primary_blocks: int | None = None
-    draft_blocks: int | None = None
-    max_model_len: int | None = None
-    beam_width: int | None = None
-    index_pool_bytes: int | None = None
-    prefill_tokens_per_s: float | None = None
-    step_s: float | None = None
-    death_status: int | None = None
-    death_mode: Literal["error-event", "cut"] | None = None
+    The same fields are the profile's [sim] keys, the `sim` command's flags and the arguments loadrepro starts the
+    engine with. None means the scenario's default (sim/config.py); descriptions are the flags' help.
+    """
+
+    scenario: Literal["draft-pool", "page-index", "blocks-exhausted", "healthy"] = Field(
+        "draft-pool", description="Which seed failure the engine models.")
+    policy: Literal["stock", "patched"] = Field("stock", description="stock: the defect; patched: the admission fix.")
+    model: str | None = Field(None, min_length=1, description="Model id served at /v1/models.")
+    block_size: int | None = Field(None, ge=1, description="Tokens per KV block.")
+    primary_blocks: int | None = Field(None, ge=1, description="Blocks in the primary (prefix-reusing) pool.")
+    draft_blocks: int | None = Field(None, ge=0, description="Blocks in the draft/indexer mirror pool (0: none).")
+    max_model_len: int | None = Field(None, ge=1, description="Longest context accepted, in tokens.")
+    beam_width: int | None = Field(None, ge=1, description="Beams per request (multiplies blocks).")
+    kv_bytes_per_token: int | None = Field(None, ge=1, description="KV-cache bytes one token takes.")
+    index_pool_bytes: int | None = Field(
+        None, ge=0, description="Memory estimate the page-index table is sized from (0: no table).")
+    prefill_tokens_per_s: float | None = Field(None, gt=0, description="Prefill speed, tokens per second.")
+    step_s: float | None = Field(None, gt=0, description="Duration of one engine step (one decode token), seconds.")
+    natural_output_tokens: int | None = Field(
+        None, ge=1, description="Mean answer length when a request does not set ignore_eos.")
+    death_status: Literal[400, 500, 503] | None = Field(
+        None, description="HTTP status of requests after the engine died: 500, or 400 as TensorRT-LLM reports it.")
+    death_mode: Literal["error-event", "cut"] | None = Field(
+        None, description="How in-flight streams end when the engine dies.")
 
 
 class EngineSpec(_Section):

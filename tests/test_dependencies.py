@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Distribution names whose import name differs.
-IMPORT_NAMES = {"tomli-w": "tomli_w", "prometheus-client": "prometheus_client", "httpx-sse": "httpx_sse"}
+IMPORT_NAMES = {"tomli-w": "tomli_w", "prometheus-client": "prometheus_client"}
 
 
 def test_every_declared_dependency_is_imported_by_the_package():

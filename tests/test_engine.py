@@ -65,7 +65,7 @@ def test_ab_starts_a_fresh_engine_for_each_side(tmp_path):
 
 def test_sigint_mid_run_leaves_no_engine_process(tmp_path):
     out = tmp_path / "run"
-    command = f"{PY} -m loadrepro sim --scenario healthy --step-ms 50 --port {{port}}"
+    command = f"{PY} -m loadrepro sim --scenario healthy --step-s 0.05 --port {{port}}"
     process = subprocess.Popen([PY, "-m", "loadrepro", "run", "--profile", "healthy", "--engine-cmd", command,
                                 "--set", "workload.max_tokens=400", "--out", str(out), "--quiet"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -31,8 +31,6 @@ class Finding:
     rule: str
     severity: Severity
     summary: str  # plain words, for the verdict's reasons
-    t_s: float | None = None  # when it happened, seconds from the run's start
-    evidence: tuple[str, ...] = ()
 
 
 Rule = Callable[[RunResult, VerdictSpec], Finding | None]
@@ -111,7 +109,7 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if later:
         words += f"; {sum(r.outcome in FAILED for r in later)}/{len(later)} requests ending after it failed"
     words += "; /health came back" if came_back else f"; /health {left.status if left else 'unknown'} from then on"
-    return Finding("engine_death", Severity.FAIL, words, t_s)
+    return Finding("engine_death", Severity.FAIL, words)
 
 
 def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -151,7 +149,7 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if in_responses:
         where.append(f"{in_responses} responses")
     return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
-                   f"{_quote(text)}", t_s, result.log_context[-20:] + (text,))
+                   f"{_quote(text)}")
 
 
 def _count_rule(name: str, outcome: Outcome, words: str) -> Rule:
@@ -209,8 +207,7 @@ def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if not hits:
         return None
     severity = Severity.INFO if spec.allow_rejected else Severity.FAIL
-    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {_quote(hits[0].detail)}",
-                   result.seconds(min(r.end_ns for r in hits)), (hits[0].detail,))
+    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {_quote(hits[0].detail)}")
 
 
 def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:

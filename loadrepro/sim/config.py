@@ -6,11 +6,13 @@ patched one, while a run still finishes in seconds on a laptop.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pydantic import ValidationError
+
 from loadrepro.errors import SimConfigError
+from loadrepro.profile import SimSpec
 
 
 class Scenario(StrEnum):
@@ -34,6 +36,9 @@ class DeathMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
+    """The settings a running engine uses: a profile's [sim] section (SimSpec, which validates them) resolved
+    against its scenario's defaults. Its fields are SimSpec's, all filled in (a test holds the two together)."""
+
     scenario: Scenario = Scenario.HEALTHY
     policy: Policy = Policy.STOCK
     model: str = "loadrepro-sim"
@@ -46,28 +51,9 @@ class SimConfig:
     index_pool_bytes: int = 0  # > 0: the memory estimate the page-index table is sized from
     prefill_tokens_per_s: float = 400_000.0
     step_s: float = 0.004
-    natural_output_tokens: int = 48  # mean answer length when the client does not set ignore_eos
+    natural_output_tokens: int = 48
     death_status: int = 500  # 400 is how TensorRT-LLM reports engine failures
     death_mode: DeathMode = DeathMode.ERROR_EVENT
-
-    def __post_init__(self) -> None:
-        for name, kind in (("scenario", Scenario), ("policy", Policy), ("death_mode", DeathMode)):
-            try:
-                object.__setattr__(self, name, kind(getattr(self, name)))
-            except ValueError as exc:
-                raise SimConfigError(str(exc)) from exc
-        positive = ("block_size", "primary_blocks", "max_model_len", "beam_width", "kv_bytes_per_token",
-                    "natural_output_tokens")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise SimConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("draft_blocks", "index_pool_bytes"):
-            if getattr(self, name) < 0:
-                raise SimConfigError(f"{name} must not be negative, got {getattr(self, name)}")
-        if self.prefill_tokens_per_s <= 0 or self.step_s <= 0:
-            raise SimConfigError("prefill_tokens_per_s and step_s must be positive")
-        if self.death_status not in (400, 500, 503):
-            raise SimConfigError(f"death_status must be 400, 500 or 503, got {self.death_status}")
 
     @property
     def prefill_tokens_per_step(self) -> int:
@@ -85,13 +71,26 @@ _SCENARIO_DEFAULTS: dict[Scenario, dict[str, object]] = {
 }
 
 
+def resolve(spec: SimSpec) -> SimConfig:
+    """The scenario's defaults with the settings `spec` gives applied on top."""
+    values = {**_SCENARIO_DEFAULTS[Scenario(spec.scenario)], **spec.model_dump(exclude_none=True)}
+    values.update(scenario=Scenario(spec.scenario), policy=Policy(spec.policy))
+    if "death_mode" in values:
+        values["death_mode"] = DeathMode(values["death_mode"])
+    return SimConfig(**values)  # type: ignore[arg-type]
+
+
 def sim_config(scenario: Scenario | str, policy: Policy | str = Policy.STOCK, **overrides: object) -> SimConfig:
-    """The scenario's defaults with `overrides` (None values are ignored) applied on top."""
-    known = {f.name for f in dataclasses.fields(SimConfig)}
-    unknown = set(overrides) - known
-    if unknown:
-        raise SimConfigError(f"unknown sim setting(s): {', '.join(sorted(unknown))}")
-    if scenario not in set(Scenario):
-        raise SimConfigError(f"unknown scenario {scenario!r}; one of: {', '.join(Scenario)}")
-    values = {**_SCENARIO_DEFAULTS[Scenario(scenario)], **{k: v for k, v in overrides.items() if v is not None}}
-    return SimConfig(scenario=scenario, policy=policy, **values)  # type: ignore[arg-type]
+    """Validate settings as a [sim] section would be (None values are ignored) and resolve them."""
+    settings = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        spec = SimSpec(scenario=str(scenario), policy=str(policy), **settings)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise SimConfigError(describe_errors(exc)) from exc
+    return resolve(spec)
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One line per bad setting, named as its key: `primary_blocks: Input should be greater than or equal to 1`."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'sim'}: "
+                     f"{'unknown setting' if e['type'] == 'extra_forbidden' else e['msg']}" for e in exc.errors())

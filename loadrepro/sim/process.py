@@ -7,19 +7,11 @@ import sys
 
 from loadrepro.profile import SimSpec
 
-_FLAGS = {"block_size": "--block-size", "primary_blocks": "--primary-blocks", "draft_blocks": "--draft-blocks",
-          "max_model_len": "--max-model-len", "beam_width": "--beam-width", "index_pool_bytes": "--index-pool-bytes",
-          "prefill_tokens_per_s": "--prefill-tokens-per-s", "death_status": "--death-status",
-          "death_mode": "--death-mode"}
-
 
 def sim_engine_command(spec: SimSpec) -> str:
-    """A `{host}`/`{port}` command template for ManagedEngine, with the profile's [sim] settings as flags."""
-    words = [sys.executable, "-m", "loadrepro", "sim", "--scenario", spec.scenario, "--policy", spec.policy]
-    for key, flag in _FLAGS.items():
-        value = getattr(spec, key)
-        if value is not None:
-            words += [flag, str(value)]
-    if spec.step_s is not None:
-        words += ["--step-ms", str(spec.step_s * 1000)]
+    """A `{host}`/`{port}` command template for ManagedEngine: every [sim] setting given becomes its `sim` flag,
+    since the `sim` command's flags are generated from the same fields."""
+    words = [sys.executable, "-m", "loadrepro", "sim"]
+    for key, value in spec.model_dump(exclude_none=True).items():
+        words += [f"--{key.replace('_', '-')}", str(value)]
     return shlex.join(words) + " --host {host} --port {port}"

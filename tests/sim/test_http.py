@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.sim.burst import PLANS, run_burst
+from tests.sim.burst import PLANS, run_burst
 
 SIGNATURES = {
     "draft-pool": r"Draft KV cache context resize failed for request \d+: could not resize to \d+ tokens"

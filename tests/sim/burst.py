@@ -1,4 +1,7 @@
-"""A scripted burst of prefix-shared streaming conversations for demonstrating and testing a simulated engine.
+"""A scripted burst of prefix-shared streaming conversations that tests the simulated engine on its own.
+
+The engine's tests drive it with plain httpx rather than loadrepro's client, so that a fault in one is not
+hidden by the other.
 
 Each scenario has a plan sized against its default pools so that the stock policy breaks and the patched one
 copes. Conversations run concurrently; turns within one run in order, each extending the same history.
@@ -11,7 +14,6 @@ import json
 from dataclasses import dataclass
 
 import httpx
-from httpx_sse import aconnect_sse
 
 from loadrepro.sim.config import Scenario
 
@@ -64,26 +66,31 @@ def _reply(conversation: int, turn: int) -> str:
     return f"Noted record set {conversation} turn {turn}, continuing with the analysis as asked."
 
 
+def _events(lines: list[str]) -> list[str]:
+    """The data of each SSE event (the sim sends one `data:` line per event)."""
+    return [line[5:].strip() for line in lines if line.startswith("data:")]
+
+
 async def _send(client: httpx.AsyncClient, body: dict, conversation: int, turn: int) -> TurnResult:
     status = finish = error = None
     usage: dict = {}
     chunks = 0
     try:
-        async with aconnect_sse(client, "POST", "/v1/chat/completions", json=body) as source:
-            status = source.response.status_code
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            status = response.status_code
             if status != 200:
-                await source.response.aread()
-                error = source.response.text[:500]
+                await response.aread()
+                error = response.text[:500]
             else:
-                async for event in source.aiter_sse():
-                    if event.data == "[DONE]":
+                for data in _events([line async for line in response.aiter_lines()]):
+                    if data == "[DONE]":
                         break
-                    data = json.loads(event.data)
-                    if "error" in data:
-                        error = str(data["error"].get("message"))
+                    event = json.loads(data)
+                    if "error" in event:
+                        error = str(event["error"].get("message"))
                         continue
-                    usage = data.get("usage") or usage
-                    for choice in data.get("choices", []):
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices", []):
                         chunks += 1
                         finish = choice.get("finish_reason") or finish
     except httpx.HTTPError as exc:
