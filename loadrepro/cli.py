@@ -17,7 +17,8 @@ import typer
 
 from loadrepro.report.bundle import make_bundle
 from loadrepro.capacity import capacity
-from loadrepro.judge.compare import Conclusion, compare, render_comparison
+from loadrepro.judge.compare import Conclusion, compare
+from loadrepro.report.markdown import render_comparison
 from loadrepro.judge.diagnose import diagnose, logs_of
 from loadrepro.dry_run import dry_run
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback

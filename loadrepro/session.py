@@ -28,7 +28,7 @@ from loadrepro.progress import Progress
 from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
-from loadrepro.report.model import RunReport
+from loadrepro.run_report import RunReport
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.drive.runner import Runner, RunTarget

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -118,3 +119,29 @@ PREFILTER = ("exhausted", "indices", "History length", "KV cache", "Executor loo
 
 def may_match(line: str) -> bool:
     return any(word in line for word in PREFILTER)
+
+
+# "2026-11-30 06:04:23.220" / "2026-11-30T06:04:23,220" (simulated engine, SGLang, many loggers) and vLLM's
+# "11-30 06:04:23" (year implied), all in the machine's local time.
+_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_VLLM = re.compile(r"^(?:[A-Z]+\s+)?(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_TRT = re.compile(r"\[(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)\]")  # TensorRT-LLM: [11/30/2026-06:04:23]
+
+
+def line_time(line: str, year: int) -> float | None:
+    """The wall-clock time a log line says it was written, when it says so near its start."""
+    head = line[:64]
+    found = _ISO.search(head)
+    if found:
+        y, mo, d, h, mi, s, frac = found.groups()
+        micro = int((frac or "0").ljust(6, "0"))
+        return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), micro).timestamp()
+    found = _TRT.search(head)
+    if found:
+        mo, d, y, h, mi, s = (int(x) for x in found.groups())
+        return datetime(y, mo, d, h, mi, s).timestamp()
+    found = _VLLM.search(head)
+    if found:
+        mo, d, h, mi, s = (int(x) for x in found.groups())
+        return datetime(year, mo, d, h, mi, s).timestamp()
+    return None

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from loadrepro.capacity import Capacity, KvConfig
-from loadrepro.report.model import RunReport
+from loadrepro.run_report import RunReport
 
 
 def describe_verdict(report: RunReport, written: list[Path]) -> list[str]:

@@ -11,7 +11,7 @@ from loadrepro.report.build import build_report
 from loadrepro.report.json import read_report, render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
-from loadrepro.report.model import Environment, RunReport
+from loadrepro.run_report import Environment, RunReport
 from loadrepro.report.write import write_reports
 from loadrepro.judge.verdict import decide
 from loadrepro.workload.summary import WorkloadSummary

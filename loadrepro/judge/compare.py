@@ -14,7 +14,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from loadrepro.profile import VerdictSpec
-from loadrepro.report.model import RequestRow, RunReport
+from loadrepro.run_report import RequestRow, RunReport
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
 
@@ -141,12 +141,3 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec) -> Comparis
             f"{_completed(patched)} completed")
     return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
                       rows=_rows(stock, patched) + regression_rows)
-
-
-def render_comparison(c: Comparison) -> str:
-    lines = [f"# loadrepro compare: {c.conclusion}", "", c.detail, "",
-             f"| Test | {c.stock_label} | {c.patched_label} | change |", "|---|---|---|---|"]
-    for row in c.rows:
-        cells = [row.test, row.stock, row.patched, row.change]
-        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from loadrepro.capacity import KvConfig, capacity, parse_size
 from loadrepro.errors import UsageError
-from loadrepro.signatures import CATALOG, Signature, SignatureClass, may_match, union
-from loadrepro.drive.watch.logs import line_time
+from loadrepro.signatures import CATALOG, Signature, SignatureClass, line_time, may_match, union
 
 CONTEXT_LINES = 100
 _PROCESS = (

@@ -12,7 +12,7 @@ from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors
 from loadrepro.profile import Profile
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
 from loadrepro.redact import scrub
-from loadrepro.report.model import (
+from loadrepro.run_report import (
     Cache,
     CalibrationInfo,
     CapacityInfo,

@@ -16,7 +16,7 @@ from pathlib import Path
 from loadrepro.errors import UsageError
 from loadrepro.redact import scrub
 from loadrepro.report.json import read_report
-from loadrepro.report.model import RunReport
+from loadrepro.run_report import RunReport
 from loadrepro.signatures import CATALOG, SignatureClass
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from loadrepro.judge.diagnose import Diagnosis, Occurrence
-from loadrepro.report.model import DiagnosisInfo, LogPlace
+from loadrepro.run_report import DiagnosisInfo, LogPlace
 
 EXCERPT_LINES = 100
 

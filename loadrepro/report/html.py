@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from loadrepro.judge.compare import Comparison
-from loadrepro.report.model import Percentiles, RunReport
+from loadrepro.run_report import Percentiles, RunReport
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:24px auto;padding:0 16px;

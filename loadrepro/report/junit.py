@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from loadrepro.report.model import RunReport
+from loadrepro.run_report import RunReport
 
 
 def render_junit(report: RunReport) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loadrepro.report.model import Percentiles, RunReport
+from loadrepro.judge.compare import Comparison
+from loadrepro.run_report import Percentiles, RunReport
 
 EXCERPT_LINES = 20
 
@@ -183,3 +184,13 @@ def render_markdown(report: RunReport, images: bool = False) -> str:
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"
+
+
+def render_comparison(c: Comparison) -> str:
+    """comparison.md, and what `compare` and `ab` print."""
+    lines = [f"# loadrepro compare: {c.conclusion}", "", c.detail, "",
+             f"| Test | {c.stock_label} | {c.patched_label} | change |", "|---|---|---|---|"]
+    for row in c.rows:
+        cells = [row.test, row.stock, row.patched, row.change]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    return "\n".join(lines) + "\n"

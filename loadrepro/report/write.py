@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadrepro.judge.compare import Comparison, render_comparison
+from loadrepro.judge.compare import Comparison
 from loadrepro.report import plots
 from loadrepro.report.html import render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
-from loadrepro.report.markdown import render_markdown
-from loadrepro.report.model import RunReport
+from loadrepro.report.markdown import render_comparison, render_markdown
+from loadrepro.run_report import RunReport
 from loadrepro.redact import scrub
 from loadrepro.report.timeline import Timeline
 

@@ -1,4 +1,5 @@
-"""RunReport: the versioned schema of report.json (contract fields, plus additions)."""
+"""RunReport: the versioned schema of report.json (contract fields, plus additions), written by report/ and read
+by compare and by whoever acts on a run."""
 
 from __future__ import annotations
 
