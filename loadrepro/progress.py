@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from rich.console import Console
 from rich.live import Live
 
-from loadrepro.drive.runner import LiveState
+from loadrepro.drive.live import LiveState
 
 _PLAIN_EVERY_S = 5.0
 

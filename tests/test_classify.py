@@ -32,7 +32,7 @@ def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
                   "trtllm-draft-resume-failed")], health(200, 200, 503, 503, 503), post=503)
     finding = engine_death(died, SPEC)
     assert finding.severity is Severity.FAIL
-    assert finding.t_s == 2.0 and "engine died at 2.0 s with `Failed to resume draft KV cache for request 53`" in \
+    assert "engine died at 2.0 s with `Failed to resume draft KV cache for request 53`" in \
         finding.summary and "/health 503 from then on" in finding.summary
     came_back = result([record(1)], health(200, 503, 503, 200, 200))
     assert "came back" in engine_death(came_back, SPEC).summary
@@ -60,7 +60,7 @@ def test_fatal_signature_names_the_log_line_and_strips_the_timestamp():
                log_context=["line before"])
     finding = fatal_signature(r, SPEC)
     assert "engine log line 412" in finding.summary and f"`{FATAL}`" in finding.summary
-    assert finding.evidence[0] == "line before"
+    assert "at 2.0 s" in finding.summary and "2026-11-30" not in finding.summary
     benign = result([record(1)], log_matches=[log_match(1.0, "KV cache pool is full. Retract requests.",
                                                          "sglang-retract", "T")])
     assert fatal_signature(benign, SPEC) is None

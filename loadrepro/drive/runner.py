@@ -1,27 +1,23 @@
-"""Turns a Workload into traffic, watches the target meanwhile, and returns a RunResult. Owns every task.
+"""Runs a workload's arrivals (drive/arrivals.py) against a target, watches the target meanwhile, and returns a
+RunResult. Owns every task.
 
-Conversations are sequential inside (turn k+1 after turn k ends; a failed turn ends its conversation) and
-concurrent across; at most `concurrency` requests are in flight, warm-ups included. Arrival: closed loop, Poisson
-conversation starts, or the trace's timestamps; `duration_s` > 0 makes a soak that keeps starting conversations
-(cycling through the workload's) until then. Stops: the workload is done, the duration is reached, the engine
-died (with `stop_on_death`: no new requests, a short grace for those in flight, then they are cancelled), or an
-interrupt (in-flight requests are cancelled at once). Every record is written the moment it completes.
+Stops: the workload is done, the duration is reached, the engine died (with `stop_on_death`: no new requests, a
+short grace for those in flight, then they are cancelled), or an interrupt (in-flight requests are cancelled at
+once). Every record is written the moment it completes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from loadrepro.drive.arrivals import Arrivals
+from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
 from loadrepro.drive.control import control_client, reconnects_of
 from loadrepro.drive.client import Client
@@ -45,26 +41,10 @@ from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.judge.death import DeathJudge
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
-from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+from loadrepro.workload.model import Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 ENGINE_POLL_S = 0.1
-_POISSON, _CANCEL = 9, 11  # SeedSequence streams
-
-
-@dataclass(slots=True)
-class LiveState:
-    """What the progress display shows; updated by the runner as things happen."""
-
-    started_ns: int
-    total: int | None  # requests planned, when known (not in soaks)
-    deadline_s: float | None
-    in_flight: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    health: int | str | None = None
-    kv_usage: float | None = None
-    stopping: str | None = None
-    finished: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +72,16 @@ class Runner:
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
-        self._slots = asyncio.Semaphore(self._load.concurrency)
-        self._ids = itertools.count(1)
         self._recorder = Recorder(out_dir)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
-        self._cancel_rng = np.random.default_rng([profile.workload.seed, _CANCEL])
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
+        self._arrivals = Arrivals(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
+                                  self._on_record, clock)
 
     # -- records and samples ----------------------------------------------------------------------------------
 
@@ -184,83 +163,6 @@ class Runner:
         ends with a result."""
         self._stop("interrupted", 0.0)
 
-    # -- sending ----------------------------------------------------------------------------------------------
-
-    def _cancel_point(self, planned: PlannedRequest) -> int | None:
-        if self._load.cancel_fraction <= 0 or self._cancel_rng.random() >= self._load.cancel_fraction:
-            return None
-        return int(self._cancel_rng.integers(1, max(2, planned.max_tokens)))
-
-    async def _send(self, planned: PlannedRequest) -> RequestRecord:
-        request_id, queued_ns, wall = next(self._ids), self._clock(), time.time()
-        cancel_after = self._cancel_point(planned) if self._load.duration_s else None
-        try:
-            await self._slots.acquire()
-        except asyncio.CancelledError:
-            self._on_record(self.client.unsent(request_id, planned, queued_ns, wall))
-            raise
-        self.live.in_flight += 1
-        try:
-            return await self.client.send(request_id, planned, queued_ns, wall, self._on_record, cancel_after)
-        finally:
-            self.live.in_flight -= 1
-            self._slots.release()
-
-    async def _conversation(self, conversation: Conversation) -> None:
-        for planned in conversation.turns:
-            if self._stopped.is_set():
-                return
-            record = await self._send(planned)
-            if record.outcome is not Outcome.OK:
-                return  # later turns extend a history the engine never completed
-
-    async def _wait_until(self, offset_s: float) -> bool:
-        """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""
-        delay = offset_s - (self._clock() - self.live.started_ns) / 1e9
-        if delay > 0:
-            await pause(self._stopped, delay)
-        return not self._stopped.is_set()
-
-    async def _conversation_at(self, offset_s: float, conversation: Conversation) -> None:
-        if await self._wait_until(offset_s):
-            await self._conversation(conversation)
-
-    def _poisson_offsets(self, count: int) -> Iterator[float]:
-        rng = np.random.default_rng([self.profile.workload.seed, _POISSON])
-        return iter(np.cumsum(rng.exponential(1 / self._load.rate, count)).tolist())
-
-    async def _load_all(self) -> None:
-        conversations = self.workload.conversations
-        async with asyncio.TaskGroup() as tg:
-            if self._load.duration_s:
-                await self._soak(tg)
-            elif self.workload.kind == "trace":
-                for c in conversations:
-                    tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c))
-            elif self._load.arrival == "poisson":
-                for c, offset in zip(conversations, self._poisson_offsets(len(conversations))):
-                    tg.create_task(self._conversation_at(offset, c))
-            else:
-                for c in conversations:
-                    tg.create_task(self._conversation(c))
-
-    async def _soak(self, tg: asyncio.TaskGroup) -> None:
-        """Keep conversations going until the duration; the deadline is enforced by `run`."""
-        source = itertools.cycle(self.workload.conversations)
-        if self._load.arrival == "poisson":
-            for offset in self._poisson_offsets(1 << 20):
-                if not await self._wait_until(offset):
-                    return
-                tg.create_task(self._conversation(next(source)))
-            return
-
-        async def worker() -> None:
-            while not self._stopped.is_set():
-                await self._conversation(next(source))
-
-        for _ in range(self._load.concurrency):
-            tg.create_task(worker())
-
     # -- the run ----------------------------------------------------------------------------------------------
 
     async def run(self, progress: Callable[[LiveState], Awaitable[None]] | None = None) -> RunResult:
@@ -292,7 +194,7 @@ class Runner:
                         tg.create_task(self._watch_engine(stop_watching))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
-                    self._load_task = tg.create_task(self._load_all())
+                    self._load_task = tg.create_task(self._arrivals.run())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
                     try:

@@ -129,7 +129,7 @@ def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | No
     first = hidden[0]
     return Finding("failures_while_healthy", Severity.FAIL,
                    f"{len(hidden)} requests failed while /health answered 200 (first: request {first.id}, "
-                   f"{first.outcome}, {_quote(first.detail)})", result.seconds(first.end_ns))
+                   f"{first.outcome}, {_quote(first.detail)})")
 
 
 def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -159,7 +159,7 @@ def _count_rule(name: str, outcome: Outcome, words: str) -> Rule:
             return None
         first = min(hits, key=lambda r: r.end_ns)
         return Finding(name, Severity.FAIL, f"{len(hits)} {words} (first: request {first.id} at "
-                       f"{result.seconds(first.end_ns):.1f} s)", result.seconds(first.end_ns), (first.detail,))
+                       f"{result.seconds(first.end_ns):.1f} s)")
 
     rule.__name__ = name
     rule.__doc__ = f"Any request whose outcome is `{outcome}` ({words}); threshold: one."

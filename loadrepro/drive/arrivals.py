@@ -1,0 +1,111 @@
+"""When each request of a workload is sent: conversations in order inside, concurrent across, at most
+`concurrency` requests in flight, started by a closed loop, Poisson arrivals or a trace's timestamps; a soak
+(`duration_s` > 0) keeps starting conversations, cycling through the workload's, until the run stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from loadrepro.drive.client import Client
+from loadrepro.drive.live import LiveState
+from loadrepro.drive.pause import pause
+from loadrepro.profile import LoadSpec
+from loadrepro.records import Outcome, RequestRecord
+from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+
+_POISSON, _CANCEL = 9, 11  # SeedSequence streams
+
+
+class Arrivals:
+    """Sends the workload until it is done or `stopped` is set; a request already sent finishes (or is cancelled
+    with the task that runs this)."""
+
+    def __init__(self, load: LoadSpec, workload: Workload, seed: int, client: Client, live: LiveState,
+                 stopped: asyncio.Event, on_record: Callable[[RequestRecord], None],
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._load, self._workload, self._seed, self._client = load, workload, seed, client
+        self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
+        self._slots = asyncio.Semaphore(load.concurrency)
+        self._ids = itertools.count(1)
+        self._cancel_rng = np.random.default_rng([seed, _CANCEL])
+
+    async def run(self) -> None:
+        conversations = self._workload.conversations
+        async with asyncio.TaskGroup() as tg:
+            if self._load.duration_s:
+                await self._soak(tg)
+            elif self._workload.kind == "trace":
+                for c in conversations:
+                    tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c))
+            elif self._load.arrival == "poisson":
+                for c, offset in zip(conversations, self._poisson_offsets(len(conversations))):
+                    tg.create_task(self._conversation_at(offset, c))
+            else:
+                for c in conversations:
+                    tg.create_task(self._conversation(c))
+
+    def _cancel_point(self, planned: PlannedRequest) -> int | None:
+        if self._load.cancel_fraction <= 0 or self._cancel_rng.random() >= self._load.cancel_fraction:
+            return None
+        return int(self._cancel_rng.integers(1, max(2, planned.max_tokens)))
+
+    async def _send(self, planned: PlannedRequest) -> RequestRecord:
+        request_id, queued_ns, wall = next(self._ids), self._clock(), time.time()
+        cancel_after = self._cancel_point(planned) if self._load.duration_s else None
+        try:
+            await self._slots.acquire()
+        except asyncio.CancelledError:
+            self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
+            raise
+        self._live.in_flight += 1
+        try:
+            return await self._client.send(request_id, planned, queued_ns, wall, self._on_record, cancel_after)
+        finally:
+            self._live.in_flight -= 1
+            self._slots.release()
+
+    async def _conversation(self, conversation: Conversation) -> None:
+        for planned in conversation.turns:
+            if self._stopped.is_set():
+                return
+            record = await self._send(planned)
+            if record.outcome is not Outcome.OK:
+                return  # later turns extend a history the engine never completed
+
+    async def _wait_until(self, offset_s: float) -> bool:
+        """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""
+        delay = offset_s - (self._clock() - self._live.started_ns) / 1e9
+        if delay > 0:
+            await pause(self._stopped, delay)
+        return not self._stopped.is_set()
+
+    async def _conversation_at(self, offset_s: float, conversation: Conversation) -> None:
+        if await self._wait_until(offset_s):
+            await self._conversation(conversation)
+
+    def _poisson_offsets(self, count: int) -> Iterator[float]:
+        rng = np.random.default_rng([self._seed, _POISSON])
+        return iter(np.cumsum(rng.exponential(1 / self._load.rate, count)).tolist())
+
+    async def _soak(self, tg: asyncio.TaskGroup) -> None:
+        """Keep conversations going until the run stops them (the duration's deadline is the runner's)."""
+        source = itertools.cycle(self._workload.conversations)
+        if self._load.arrival == "poisson":
+            for offset in self._poisson_offsets(1 << 20):
+                if not await self._wait_until(offset):
+                    return
+                tg.create_task(self._conversation(next(source)))
+            return
+
+        async def worker() -> None:
+            while not self._stopped.is_set():
+                await self._conversation(next(source))
+
+        for _ in range(self._load.concurrency):
+            tg.create_task(worker())
