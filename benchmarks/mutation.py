@@ -57,9 +57,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", default="HEAD")
     parser.add_argument("--children", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it (`mutmut show NAME` there)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="loadrepro-mutation-") as tmp:
-        copy = Path(tmp)
+        copy = args.keep or Path(tmp)
+        copy.mkdir(parents=True, exist_ok=True)
         checkout(args.rev, copy)
         modules, tests = configure(copy)
         print(f"revision {args.rev}: mutating {', '.join(modules)}\n  with {', '.join(tests)}", flush=True)

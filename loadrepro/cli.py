@@ -5,41 +5,21 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from loadrepro.report.bundle import make_bundle
-from loadrepro.capacity import capacity
-from loadrepro.judge.compare import Conclusion, compare
-from loadrepro.report.markdown import render_comparison
-from loadrepro.judge.diagnose import diagnose, logs_of
-from loadrepro.dry_run import dry_run
-from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
-from loadrepro.interrupts import INTERRUPTS
-from loadrepro.drive.limits import kv_config
+from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
-from loadrepro.profile import EngineSpec, SimSpec, VerdictSpec, builtin_profiles, load_profile
-from loadrepro.redact import scrub
-from loadrepro.report.diagnosis import to_json, to_markdown, to_text
-from loadrepro.report.json import read_report
-from loadrepro.report.timeline import timeline_from_run_dir
-from loadrepro.report.write import write_comparison
-from loadrepro.session import RunOptions, run_ab, run_session
-from loadrepro.sim.config import sim_config
-from loadrepro.sim.serve import serve_forever
-from loadrepro.summary_lines import describe_capacity, describe_verdict
-from loadrepro.drive.target import check_base_url, is_loopback
-from loadrepro.workload.summary import format_summary
-from loadrepro.workload.tokens import LocalTokenizerCounter
+from loadrepro.profile import SimSpec
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Each command imports what it uses when it runs: `loadrepro --help` should not pay for numpy, matplotlib, faker
+# or the HTTP stacks (about a second), only for typer and the profile model the `sim` flags are made from.
+
+# Plain help (rich_markup_mode=None): rendering it with rich costs about 0.1 s of imports per call.
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Reproduce KV-cache capacity and admission failures of LLM inference servers.")
 
 
@@ -60,6 +40,10 @@ def sim(
 
     Its settings are the keys of a profile's sim section; those left out take the scenario's defaults.
     """
+    from loadrepro.drive.target import is_loopback
+    from loadrepro.sim.config import sim_config
+    from loadrepro.sim.serve import serve_forever
+
     config = sim_config(**(settings or {}))
     if not is_loopback(host):
         typer.echo(f"warning: listening on {host}, reachable from other machines", err=True)
@@ -96,11 +80,22 @@ def run(
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
+    import asyncio
+    import shlex
+
+    from loadrepro.drive.target import check_base_url
+    from loadrepro.profile import load_profile
+    from loadrepro.session import RunOptions, run_session
+    from loadrepro.summary_lines import describe_verdict
+
     if base_url and engine_cmd:
         raise UsageError("give --base-url or --engine-cmd, not both")
     resolved = load_profile(profile, set_ or [])
     url = check_base_url(base_url, target_is_isolated) if base_url else None
     if dry_run_:
+        from loadrepro.dry_run import dry_run
+        from loadrepro.workload.summary import format_summary
+
         result = asyncio.run(dry_run(resolved, url, model, out, tokenizer))
         typer.echo(f"profile    {resolved.name}: {resolved.description}")
         typer.echo(format_summary(result.summary))
@@ -108,6 +103,8 @@ def run(
             typer.echo(f"written    {result.written}")
         return
     if tokenizer is not None:
+        from loadrepro.workload.tokens import LocalTokenizerCounter
+
         LocalTokenizerCounter(tokenizer)  # a wrong path is a usage error before any engine starts
     default_label = "run" if url or engine_cmd else resolved.sim.policy
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
@@ -144,6 +141,15 @@ def ab(
 
     Each side is a URL or an engine command; with neither, both sides are the embedded simulated engine with its
     stock and patched admission policies."""
+    import asyncio
+    import shlex
+
+    from loadrepro.drive.target import check_base_url
+    from loadrepro.judge.compare import Conclusion
+    from loadrepro.profile import load_profile
+    from loadrepro.report.markdown import render_comparison
+    from loadrepro.session import RunOptions, run_ab
+
     sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
     if any(url and cmd for url, cmd in sides):
         raise UsageError("give a URL or a command for each side, not both")
@@ -171,6 +177,13 @@ def compare_reports(
     out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here.")] = None,
 ) -> None:
     """Compare two runs side by side; exit 0 only if the second confirms a fix for the first's failure."""
+    from loadrepro.judge.compare import Conclusion, compare
+    from loadrepro.profile import VerdictSpec
+    from loadrepro.report.json import read_report
+    from loadrepro.report.markdown import render_comparison
+    from loadrepro.report.timeline import timeline_from_run_dir
+    from loadrepro.report.write import write_comparison
+
     reports = [read_report(path) for path in (report_a, report_b)]
     spec = VerdictSpec.model_validate(reports[1].profile.get("verdict", {}))
     comparison = compare(*reports, spec)
@@ -190,6 +203,8 @@ def bundle(
     redact_host: Annotated[bool, typer.Option(help="Replace host names and IP addresses.")] = False,
 ) -> None:
     """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
+    from loadrepro.report.bundle import make_bundle
+
     path = make_bundle(run_dir, output, redact_host)
     typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
@@ -216,6 +231,11 @@ def capacity_command(
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
+    from loadrepro.capacity import capacity
+    from loadrepro.drive.limits import kv_config
+    from loadrepro.profile import EngineSpec
+    from loadrepro.summary_lines import describe_capacity
+
     spec = EngineSpec(layers=layers, kv_heads=kv_heads, head_dim=head_dim, kv_dtype=kv_dtype,
                       bytes_per_token=bytes_per_token, tokens_per_block=tokens_per_block, pool_bytes=pool_bytes,
                       pool_blocks=pool_blocks, gpu_memory_bytes=gpu_memory, free_fraction=free_fraction,
@@ -237,6 +257,9 @@ def diagnose_command(
 ) -> None:
     """Find the first failure signatures in engine logs, the initiating rank and the collateral ones, the capacity
     figures the engine logged, and the next step. Exit 0: no fatal signature; 1: fatal found; 2: unreadable."""
+    from loadrepro.judge.diagnose import diagnose, logs_of
+    from loadrepro.report.diagnosis import to_json, to_markdown, to_text
+
     if len(paths) == 1 and paths[0].is_dir():
         logs, verification = logs_of(paths[0])
     else:
@@ -249,20 +272,54 @@ def diagnose_command(
     raise typer.Exit(1 if result.fatal else 0)
 
 
+@app.command("probe")
+def probe_command(
+    base_url: Annotated[str, typer.Option(help="The engine's OpenAI-compatible URL.")],
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    health_path: Annotated[str, typer.Option(help="Where the engine answers health checks.")] = "/health",
+    metrics_path: Annotated[str, typer.Option(help="Where the engine publishes metrics.")] = "/metrics",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback target is an isolated test engine.")] = False,
+) -> None:
+    """What loadrepro can see of an engine before a run: models, token counting, health, metrics, streamed usage
+    and cached tokens, which engine it is, and what a run will therefore judge. Sends two one-token requests."""
+    import asyncio
+    import os
+
+    from loadrepro.drive.probe import probe
+    from loadrepro.drive.target import check_base_url
+    from loadrepro.summary_lines import describe_probe
+
+    url = check_base_url(base_url, target_is_isolated)
+    key = os.environ.get(api_key_env)
+    result = asyncio.run(probe(url, health_path, metrics_path, {"Authorization": f"Bearer {key}"} if key else None))
+    typer.echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
+
+
 @app.command("profiles")
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""
+    from loadrepro.profile import builtin_profiles, load_profile
+
     for name in builtin_profiles():
         typer.echo(f"{name:22} {load_profile(name).description}")
 
 
 def _say(text: str) -> None:
     """Progress and errors on stderr, without the secrets an engine command or a URL may carry."""
+    from loadrepro.redact import scrub
+
     typer.echo(scrub(text), err=True)
 
 
 def _internal_error(exc: Exception) -> int:
     """One line on stderr; the traceback in a file, since loadrepro's own bug is not the target's failure."""
+    import os
+    import tempfile
+
+    from loadrepro.errors import InternalError, keep_traceback
+
     trace = keep_traceback(exc, Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt")
     _say(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}")
     return InternalError.exit_code
@@ -270,6 +327,8 @@ def _internal_error(exc: Exception) -> int:
 
 def main() -> None:
     """Exit codes: 0 pass, 1 the target failed, 2 usage, 3 loadrepro's own failure, 130 interrupted."""
+    from loadrepro.interrupts import INTERRUPTS
+
     with INTERRUPTS.installed():
         code = _run_app()
     sys.exit(code if isinstance(code, int) else 0)

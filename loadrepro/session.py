@@ -33,7 +33,7 @@ from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
-from loadrepro.sim.process import sim_engine_command
+from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.drive.target import check_reachable, discover_model
 from loadrepro.judge.verdict import decide
 from loadrepro.workload.export import write_workload
@@ -206,7 +206,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
             api_key=os.environ.get(options.api_key_env) or None, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)))
         engine = target.engine
-        run_target = RunTarget(target.url, model, options.label, engine_cmd=engine.command if engine else None,
+        shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
+        run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None)
         async with Client(config) as client:

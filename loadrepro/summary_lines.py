@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from loadrepro.capacity import Capacity, KvConfig
+from loadrepro.drive.probe import Probe, Usage
 from loadrepro.run_report import RunReport
 
 
@@ -37,3 +38,33 @@ def describe_capacity(kv: KvConfig, cap: Capacity, as_json: bool = False) -> lis
               f"{cap.index_needed}",
               f"verdict              {cap.verdict}: {cap.why}"]
     return lines
+
+
+def describe_probe(probe: Probe) -> list[str]:
+    """The probe as a two-column table, then what a run will do."""
+    usage = probe.usage
+    rows = [("target", probe.base_url),
+            ("engine", f"{probe.flavour} ({'; '.join(probe.evidence)})"),
+            ("models", ", ".join(probe.models) or "none listed at /v1/models"),
+            ("max_model_len", f"{probe.max_model_len:,}" if probe.max_model_len else "not published"),
+            ("tokenize", probe.tokenize or "none answers"),
+            ("health", f"GET {probe.health.path}: {probe.health.status or 'no answer'}"),
+            ("metrics", f"GET {probe.metrics.path}: {probe.metrics.status or 'no answer'} {probe.metrics.detail}"),
+            ("recognised", ", ".join(f"{k} ({v})" for k, v in probe.series.items()) or "none"),
+            ("streamed usage", _usage_cell(usage)),
+            ("cached_tokens", "not reported" if usage is None or usage.cached_tokens is None
+             else f"{usage.cached_tokens} of {usage.prompt_tokens} on the second request"),
+            ("KV limits", probe.limits or "not published"),
+            ("sent", f"{probe.requests} requests; the two one-token generations had {probe.generated_prompt_tokens} "
+                     "prompt tokens in all")]
+    width = max(len(name) for name, _ in rows)
+    return [f"{name:{width}}  {value}" for name, value in rows] + ["", "A run against this target:"] + [
+        f"  - {line}" for line in probe.plan]
+
+
+def _usage_cell(usage: Usage | None) -> str:
+    if usage is None:
+        return "not checked (no model listed)"
+    if usage.error and usage.prompt_tokens is None:
+        return f"not checked: {usage.error}"
+    return f"{'yes' if usage.streamed_usage else 'no'} ({usage.api})"

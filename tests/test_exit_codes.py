@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro import cli
+from loadrepro import cli, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_an_unexpected_exception_is_3_with_one_line_and_the_traceback_kept(monke
     def broken() -> list[str]:
         raise RuntimeError("a bug in loadrepro")
 
-    monkeypatch.setattr(cli, "builtin_profiles", broken)
+    monkeypatch.setattr(profile, "builtin_profiles", broken)  # the command imports it when it runs
     monkeypatch.setattr(sys, "argv", ["loadrepro", "profiles"])
     with pytest.raises(SystemExit) as exited:
         cli.main()

@@ -15,3 +15,10 @@ def sim_engine_command(spec: SimSpec) -> str:
     for key, value in spec.model_dump(exclude_none=True).items():
         words += [f"--{key.replace('_', '-')}", str(value)]
     return shlex.join(words) + " --host {host} --port {port}"
+
+
+def as_typed(command: str) -> str:
+    """The simulated engine's command as a user would type it (`loadrepro sim ...`), for reports: the interpreter
+    path it runs with belongs to this machine."""
+    prefix = shlex.join([sys.executable, "-m", "loadrepro"])
+    return "loadrepro" + command[len(prefix):] if command.startswith(prefix + " ") else command

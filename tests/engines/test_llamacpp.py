@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
 from pathlib import Path
 
@@ -13,10 +12,13 @@ import httpx
 import pytest
 
 from loadrepro.drive.engine import ManagedEngine
+from loadrepro.drive.probe import probe
 from loadrepro.profile import load_profile
+from loadrepro.summary_lines import describe_probe
 from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import detect_counter
-from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
+from tests.engines.conftest import SCRIPTS, loadrepro
+from tests.examples import save_example
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 
@@ -46,10 +48,8 @@ def test_unified_pool_fails_and_per_slot_contexts_fix_it(gguf_26m, tmp_path):
     assert "exceed_context_size_error" in rejection
     assert patched["pressure"]["waiting_peak"] >= 1  # queueing on the four slots, seen in the metrics
     assert (tmp_path / "compare.md").read_text().startswith("# loadrepro compare: fix confirmed")
-    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
-        examples = ROOT / "reports" / "examples"
-        (examples / "llamacpp-unified-pool-stock-report.md").write_text((tmp_path / "stock" / "report.md").read_text())
-        (examples / "llamacpp-unified-pool-compare.md").write_text((tmp_path / "compare.md").read_text())
+    save_example("llamacpp-unified-pool-stock-report.md", (tmp_path / "stock" / "report.md").read_text(), tmp_path)
+    save_example("llamacpp-unified-pool-compare.md", (tmp_path / "compare.md").read_text(), tmp_path)
 
 
 def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp_path):
@@ -65,9 +65,14 @@ def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp
                 return counter, plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
 
         counter, plan, counted = asyncio.run(go())
+        seen = asyncio.run(probe(engine.url))
     finally:
         engine.stop()
     assert counter.source == "POST /tokenize (llama.cpp)"
+    assert seen.flavour == "llama.cpp" and seen.tokenize == "POST /tokenize (llama.cpp)", seen
+    assert seen.max_model_len == 16384 and {"waiting", "running"} <= set(seen.series), seen
+    save_example("probe-llamacpp.txt", "$ loadrepro probe --base-url http://127.0.0.1:PORT\n" +
+                 "\n".join(describe_probe(seen)).replace(engine.url, "http://127.0.0.1:PORT") + "\n")
     for request, actual in zip(plan.workload.requests, counted):
         assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
 

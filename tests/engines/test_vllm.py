@@ -18,11 +18,14 @@ import httpx
 import pytest
 
 from loadrepro.drive.engine import ManagedEngine
+from loadrepro.drive.probe import probe
 from loadrepro.profile import load_profile
 from loadrepro.records import read_jsonl
+from loadrepro.summary_lines import describe_probe
 from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import HttpTokenCounter, LocalTokenizerCounter, detect_counter
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
+from tests.examples import save_example
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 POOL = ["--max-model-len", "16384", "--enable-prefix-caching", "--block-size", "32", "--num-gpu-blocks-override",
@@ -46,6 +49,16 @@ def vllm(vllm_model, tmp_path_factory):
     engine.stop()
 
 
+def test_probe_sees_vllm_its_tokenizer_metrics_and_cached_tokens(vllm):
+    seen = asyncio.run(probe(vllm.url))
+    assert seen.flavour == "vLLM" and seen.tokenize == "POST /tokenize (vLLM)", seen
+    assert seen.health.status == 200 and {"KV usage", "waiting", "running", "prefix cache"} <= set(seen.series), seen
+    assert seen.usage.streamed_usage and seen.usage.cached_tokens, seen.usage
+    assert seen.limits.startswith("vLLM vllm:cache_config_info"), seen.limits
+    save_example("probe-vllm.txt", "$ loadrepro probe --base-url http://127.0.0.1:PORT\n" +
+                 "\n".join(describe_probe(seen)).replace(vllm.url, "http://127.0.0.1:PORT") + "\n")
+
+
 def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_path):
     done = loadrepro("run", "--profile", "vllm-prefix-overrun", "--base-url", vllm.url, "--out", str(tmp_path),
                      "--quiet")
@@ -60,9 +73,7 @@ def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_p
     assert data["capacity"]["source"] == "vLLM vllm:cache_config_info" and data["capacity"]["pool_tokens"] == 20480
     lengths = data["lengths"]  # planned against vLLM's own usage.prompt_tokens, request by request
     assert lengths["requests"] == 10 and lengths["error_max"] <= 0.02, lengths
-    examples = ROOT / "reports" / "examples"
-    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
-        (examples / "vllm-prefix-overrun-report.md").write_text((tmp_path / "report.md").read_text())
+    save_example("vllm-prefix-overrun-report.md", (tmp_path / "report.md").read_text(), tmp_path)
 
 
 def test_a_prompt_over_max_model_len_is_rejected_with_vllms_text(vllm, tmp_path):
@@ -154,8 +165,7 @@ def test_a_killed_engine_is_timed_death_and_later_requests_are_unreachable(vllm_
     assert "killed by SIGKILL" in death["detail"]
     assert data["requests"]["by_outcome"].get("unreachable", 0) >= 1
     assert data["health"]["post"] == "unreachable"
-    if os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
-        (ROOT / "reports" / "examples" / "vllm-engine-kill-report.md").write_text((out / "report.md").read_text())
+    save_example("vllm-engine-kill-report.md", (out / "report.md").read_text(), out.parent)
 
 
 def test_offline_planning_with_the_models_own_tokenizer_matches_vllms_counts(vllm, vllm_model):

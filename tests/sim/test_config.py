@@ -11,6 +11,7 @@ import loadrepro.cli as cli
 from loadrepro.errors import SimConfigError
 from loadrepro.profile import SimSpec
 from loadrepro.sim.config import SimConfig, resolve, sim_config
+from loadrepro.sim import serve
 from loadrepro.sim.process import sim_engine_command
 
 
@@ -31,7 +32,7 @@ def test_the_engine_command_round_trips_every_setting(monkeypatch):
                    death_status=400, death_mode="cut")
     assert set(spec.model_dump(exclude_none=True)) == set(SimSpec.model_fields)
     started = {}
-    monkeypatch.setattr(cli, "serve_forever", lambda config, *rest: started.setdefault("config", config))
+    monkeypatch.setattr(serve, "serve_forever", lambda config, *rest: started.setdefault("config", config))
     argv = shlex.split(sim_engine_command(spec).format(host="127.0.0.1", port=0))
     result = CliRunner().invoke(cli.app, argv[argv.index("sim"):])
     assert result.exit_code == 0, result.output

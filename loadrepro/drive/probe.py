@@ -1,0 +1,284 @@
+"""What loadrepro can see of an engine before anyone spends an hour on a run: its models and context length, how
+tokens can be counted, its health and metrics endpoints, whether streams report usage and cached tokens, which
+engine it is (with the evidence), and so what a run will and will not be able to judge.
+
+The probe sends little, and nothing a run could benefit from: GETs, tokenize calls of two words, and two
+one-token generations whose shared prefix starts with a random salt, so that no run's prefix is ever cached by it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import httpx
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from loadrepro.drive.control import control_client
+from loadrepro.drive.limits import discover
+from loadrepro.drive.sse import SseEvents, SseLines
+from loadrepro.drive.target import check_reachable
+from loadrepro.drive.watch.metrics import _CANONICAL, parse_kept
+from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING
+from loadrepro.workload.tokens import detect_counter
+
+SCHEMA = "loadrepro.probe/1"
+PREFIX_WORDS = 160  # long enough to fill whole KV blocks (vLLM 16 tokens, TensorRT-LLM 32, llama.cpp per token)
+SERIES_NAMES = {KV_USAGE: "KV usage", WAITING: "waiting", RUNNING: "running", PREEMPTIONS: "preemptions",
+                CACHE_HITS: "prefix cache"}
+_FAMILY_FLAVOURS = (("vllm:", "vLLM"), ("sglang:", "SGLang"), ("llamacpp:", "llama.cpp"), ("trtllm", "TensorRT-LLM"),
+                    ("loadrepro_sim:", "simulated engine"))
+_OWNERS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp", "loadrepro": "simulated engine"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Endpoint(_Model):
+    path: str
+    status: int | None  # None: no answer
+    detail: str = ""
+
+
+class Usage(_Model):
+    api: str  # the endpoint the two short requests went to
+    streamed_usage: bool  # a usage object arrived in the stream (stream_options.include_usage)
+    prompt_tokens: int | None
+    cached_tokens: int | None  # on the second request, whose prefix the first one left in the cache
+    error: str = ""
+
+
+class Probe(_Model):
+    schema_version: str = SCHEMA
+    base_url: str
+    flavour: str  # vLLM, SGLang, TensorRT-LLM, llama.cpp, simulated engine, unknown
+    evidence: list[str]
+    models: list[str]
+    max_model_len: int | None
+    tokenize: str | None  # the endpoint that counts tokens, or None
+    health: Endpoint
+    metrics: Endpoint
+    series: dict[str, str]  # canonical series loadrepro found -> the engine's family
+    usage: Usage | None
+    limits: str | None  # the KV limits the target publishes, in words
+    requests: int  # what the probe sent, all of it
+    generated_prompt_tokens: int
+    plan: list[str]  # what a run will therefore do, or cannot do
+
+
+async def probe(base_url: str, health_path: str = "/health", metrics_path: str = "/metrics",
+                headers: dict[str, str] | None = None) -> Probe:
+    """Probe the target at `base_url` (TargetUnreachable if nothing answers)."""
+    async with control_client(base_url, 10.0) as http:
+        http.headers.update(headers or {})
+        sent = _Counter(http)
+        await check_reachable(http, health_path)
+        models, max_len, owner = await _models(http)
+        health = await _get(http, health_path)
+        metrics, text = await _metrics(http, metrics_path)
+        series = _series(text)
+        flavour, evidence = await _flavour(http, owner, text)
+        if max_len is None and flavour == "llama.cpp":
+            max_len = await _llamacpp_context(http)
+        counter = await detect_counter(http, models[0] if models else "") if models else None
+        tokenize = None if counter is None or counter.probing else counter.source
+        usage = await _usage(http, models[0]) if models else None
+        limits = await discover(http)
+    described = (f"{limits.source}: {limits.pool_blocks:,} blocks x {limits.tokens_per_block} tokens = "
+                 f"{limits.pool_tokens:,} tokens" if limits is not None else None)
+    result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
+                   tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, limits=described,
+                   requests=sent.count, generated_prompt_tokens=2 * usage.prompt_tokens if usage and
+                   usage.prompt_tokens else 0, plan=[])
+    return result.model_copy(update={"plan": plan(result)})
+
+
+class _Counter:
+    """Counts every request the probe sends, so that the output can say how little that was."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.count = 0
+        http.event_hooks["request"].append(self._one)
+
+    async def _one(self, _: httpx.Request) -> None:
+        self.count += 1
+
+
+async def _get(http: httpx.AsyncClient, path: str) -> Endpoint:
+    try:
+        response = await http.get(path)
+    except httpx.HTTPError as exc:
+        return Endpoint(path=path, status=None, detail=f"{type(exc).__name__}: {exc}"[:200])
+    return Endpoint(path=path, status=response.status_code, detail=response.text.strip()[:120])
+
+
+async def _json(http: httpx.AsyncClient, path: str) -> Any:
+    try:
+        response = await http.get(path)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+async def _models(http: httpx.AsyncClient) -> tuple[list[str], int | None, str | None]:
+    listed = await _json(http, "/v1/models")
+    cards = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(cards, list) or not cards:
+        return [], None, None
+    first = cards[0] if isinstance(cards[0], dict) else {}
+    max_len = first.get("max_model_len")
+    return ([str(c.get("id")) for c in cards if isinstance(c, dict)], int(max_len) if max_len else None,
+            first.get("owned_by"))
+
+
+async def _metrics(http: httpx.AsyncClient, path: str) -> tuple[Endpoint, str]:
+    try:
+        response = await http.get(path)
+    except httpx.HTTPError as exc:
+        return Endpoint(path=path, status=None, detail=f"{type(exc).__name__}"), ""
+    if response.status_code != 200:
+        return Endpoint(path=path, status=response.status_code, detail="no metrics"), ""
+    text = response.text
+    shape = "JSON (TensorRT-LLM iteration stats)" if text.lstrip().startswith("[") else "Prometheus text"
+    return Endpoint(path=path, status=200, detail=shape), text
+
+
+def _series(text: str) -> dict[str, str]:
+    """Canonical series found -> the first engine family that feeds it."""
+    if not text or text.lstrip().startswith(("[", "{")):
+        return {}
+    try:
+        names = {key.partition("{")[0] for key in parse_kept(text)}
+    except (ValueError, TypeError, IndexError):
+        return {}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        canonical = _CANONICAL.get(name)
+        if canonical in SERIES_NAMES and canonical not in found:
+            found[canonical] = name
+    if "loadrepro_sim:kv_blocks_used" in names:
+        found.setdefault(KV_USAGE, "loadrepro_sim:kv_blocks_used")
+    return {SERIES_NAMES[k]: v for k, v in sorted(found.items(), key=lambda kv: list(SERIES_NAMES).index(kv[0]))}
+
+
+async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> tuple[str, list[str]]:
+    votes: list[tuple[str, str]] = []
+    if isinstance(await _json(http, "/sim/config"), dict):
+        votes.append(("simulated engine", "GET /sim/config answers"))
+    if owner in _OWNERS:
+        votes.append((_OWNERS[owner], f"/v1/models says owned_by {owner!r}"))
+    if metrics.lstrip().startswith("[") and "kvCacheStats" in metrics:
+        votes.append(("TensorRT-LLM", "/metrics is a JSON list with kvCacheStats"))
+    for prefix, name in _FAMILY_FLAVOURS:
+        if f"\n{prefix}" in "\n" + metrics or f"# TYPE {prefix}" in metrics:
+            votes.append((name, f"/metrics has {prefix}* families"))
+    version = await _json(http, "/version")
+    if isinstance(version, dict) and "version" in version and not votes:
+        votes.append(("vLLM", f"GET /version answers {version['version']!r}"))
+    props = await _json(http, "/props")
+    if isinstance(props, dict) and "default_generation_settings" in props:
+        votes.append(("llama.cpp", "GET /props has default_generation_settings"))
+    if not votes:
+        return "unknown", ["none of /sim/config, owned_by, /metrics families, /version or /props identifies it"]
+    flavour = max({v for v, _ in votes}, key=lambda v: sum(1 for name, _ in votes if name == v))
+    return flavour, [f"{why} ({name})" if name != flavour else why for name, why in votes]
+
+
+async def _llamacpp_context(http: httpx.AsyncClient) -> int | None:
+    props = await _json(http, "/props")
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return int(n_ctx) if n_ctx else None
+
+
+def _prefix() -> str:
+    """A salted text: its first words are random, so it shares no prefix with any run's prompts."""
+    salt = secrets.token_hex(8)
+    words = " ".join(f"item{i} weighs {(i * 37) % 101} units" for i in range(PREFIX_WORDS // 4))
+    return f"probe {salt}. {words}."
+
+
+async def _usage(http: httpx.AsyncClient, model: str) -> Usage:
+    """Two one-token streamed requests sharing a salted prefix: does the stream carry usage, and does the second
+    report the first's prefix as cached?"""
+    prefix = _prefix()
+    for api in ("/v1/chat/completions", "/v1/completions"):
+        first = await _stream(http, api, model, prefix + " First question: which item weighs most?")
+        if isinstance(first, str) and first.startswith("HTTP 4"):
+            continue  # no chat template, or chat not served: try completions
+        if isinstance(first, str):
+            return Usage(api=api, streamed_usage=False, prompt_tokens=None, cached_tokens=None, error=first)
+        second = await _stream(http, api, model, prefix + " Second question: which item weighs least?")
+        usage = second if isinstance(second, dict) else first
+        details = (usage or {}).get("prompt_tokens_details") or {}
+        return Usage(api=api, streamed_usage=first is not None, prompt_tokens=(first or {}).get("prompt_tokens"),
+                     cached_tokens=details.get("cached_tokens") if isinstance(second, dict) else None,
+                     error=second if isinstance(second, str) else "")
+    return Usage(api="none", streamed_usage=False, prompt_tokens=None, cached_tokens=None,
+                 error="both chat and completions refused a one-token request")
+
+
+async def _stream(http: httpx.AsyncClient, api: str, model: str, text: str) -> dict[str, Any] | str | None:
+    """The stream's usage object, None when the stream carried none, or what went wrong."""
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": True, "temperature": 0,
+                            "stream_options": {"include_usage": True}}
+    body |= {"messages": [{"role": "user", "content": text}]} if "chat" in api else {"prompt": text}
+    usage = None
+    lines, events = SseLines(), SseEvents()
+    try:
+        async with http.stream("POST", api, json=body, timeout=60.0) as response:
+            if response.status_code != 200:
+                await response.aread()
+                return f"HTTP {response.status_code}: {response.text[:200]}"
+            async for chunk in response.aiter_bytes():
+                for line in lines.feed(chunk):
+                    data = events.feed(line)
+                    if data and data != b"[DONE]":
+                        usage = _usage_of(data) or usage
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return usage
+
+
+def _usage_of(data: bytes) -> dict[str, Any] | None:
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    usage = event.get("usage") if isinstance(event, dict) else None
+    return usage if isinstance(usage, dict) and "prompt_tokens" in usage else None
+
+
+def plan(p: Probe) -> list[str]:
+    """What a run against this target will do, and what it cannot judge, given what the probe saw."""
+    lines = [f"lengths: counted with {p.tokenize}" if p.tokenize else
+             "lengths: no tokenize endpoint answers, so a run calibrates with salted probe requests (at most 64 "
+             "requests and 5% of the workload's tokens), or counts locally with --tokenizer PATH"]
+    if p.health.status == 200:
+        lines.append(f"engine death: judged from {p.health.path} turning unhealthy while requests fail")
+    else:
+        lines.append(f"engine death: {p.health.path} answered {p.health.status or 'nothing'} now, so it is not "
+                     "used; death is judged from failures, the engine's exit and its log")
+    missing = [name for name in SERIES_NAMES.values() if name not in p.series]
+    if p.series:
+        lines.append(f"metrics: {', '.join(p.series)} watched and plotted" +
+                     (f"; no {', '.join(missing)}" if missing else ""))
+    else:
+        lines.append(f"metrics: nothing loadrepro recognises at {p.metrics.path}; KV pressure is not shown")
+    lines.append(_reuse_line(p.usage))
+    lines.append(f"capacity predictions: from {p.limits}" if p.limits else
+                 "capacity predictions: the target publishes no KV limits; give the profile's [engine] keys")
+    return lines
+
+
+def _reuse_line(usage: Usage | None) -> str:
+    if usage is None or usage.error and usage.prompt_tokens is None:
+        return f"streamed usage: could not be checked ({usage.error if usage else 'no model listed'})"
+    if not usage.streamed_usage:
+        return "streamed usage: none in streams, so output tokens are counted from chunks and prefix reuse is not judged"
+    if usage.cached_tokens is None:
+        return "prefix reuse: streams carry usage but no cached_tokens, so prefix reuse is not judged (info only)"
+    return (f"prefix reuse: judged from cached_tokens ({usage.cached_tokens} of {usage.prompt_tokens} prompt tokens "
+            "cached on the second probe request)")
