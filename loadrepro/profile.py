@@ -65,6 +65,8 @@ class LoadSpec(_Section):
     ttft_timeout_s: float = Field(0, ge=0)  # > 0: the longest wait for a first token (else request_timeout_s)
     stop_on_death: bool = True
     max_retries: int = Field(3, ge=0)  # 429 / 503-with-Retry-After / 503 in a stream: retries before "throttled"
+    checkpoint_s: float | None = Field(None, ge=0)  # reports rewritten this often (unset: 60 s in soaks; 0: never)
+    max_rps: float = Field(0.0, ge=0)  # > 0: at most this many request starts in any one second
 
     @model_validator(mode="after")
     def _rate_for_poisson(self) -> LoadSpec:
@@ -140,6 +142,10 @@ class VerdictSpec(_Section):
     max_prompt_error: float = Field(0.05, gt=0)  # planned vs usage.prompt_tokens beyond this share: a warning
     max_ttft_regression: float = Field(0.5, ge=0)  # compare/ab: patched TTFT p50 may grow by this share at most
     max_throughput_regression: float = Field(0.2, ge=0, le=1)  # and its decode tokens/s may drop by this share
+    window_s: float = Field(60.0, gt=0)  # long runs are summarised, and judged, window by window
+    max_ttft_growth: float = Field(1.0, ge=0)  # degradation: last window's TTFT p95 over the first steady one's
+    max_error_growth: float = Field(0.05, ge=0, le=1)  # degradation: and its error rate, in points
+    max_kv_leak: float = Field(0.05, gt=0, le=1)  # KV usage at quiet moments may creep up this much in all
 
 
 class SignatureSpec(_Section):
@@ -233,10 +239,11 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
 
 
 def write_profile(profile: Profile, path: Path) -> Path:
-    """The resolved profile as TOML, loadable with load_profile (unset sim sizing keys are left out)."""
+    """The resolved profile as TOML, loadable with load_profile (unset keys, which TOML cannot hold, left out)."""
     data = profile.model_dump(mode="json", by_alias=True)
-    for section in ("sim", "engine"):
-        data[section] = {k: v for k, v in data[section].items() if v is not None}
+    for section, values in data.items():
+        if isinstance(values, dict):
+            data[section] = {k: v for k, v in values.items() if v is not None}
     if not data["signatures"]:
         del data["signatures"]
     path.write_text(tomli_w.dumps(data), encoding="utf-8")

@@ -190,9 +190,29 @@ class CapacityInfo(_Model):
     outcomes_by_prediction: dict[str, dict[str, int]]
 
 
+class WindowRow(_Model):
+    """One window of a long run ([verdict] window_s), by the time its requests were sent."""
+
+    index: int
+    start_s: float
+    end_s: float
+    requests: int
+    outcomes: dict[str, int]
+    failed: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    kv_usage_max: float | None
+    kv_usage_quiet: float | None
+    waiting_max: float | None
+    preemptions: float | None
+
+
 class RunReport(_Model):
     schema_: str = Field(SCHEMA, alias="schema")
-    verdict: str
+    verdict: str  # pass | fail, or running in a checkpoint written while the run goes on
+    finished: bool = True  # False in a checkpoint: what the run had done so far
     reasons: list[str]
     label: str
     profile: dict[str, Any]
@@ -220,7 +240,9 @@ class RunReport(_Model):
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment
+    windows: list[WindowRow] = []
     request_table: list[RequestRow]
+    request_table_total: int | None = None  # set when the table keeps only some rows (requests.jsonl has all)
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

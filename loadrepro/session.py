@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.control import control_client
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.judge.classify import classify
@@ -23,7 +24,7 @@ from loadrepro.drive.engine import ManagedEngine
 from loadrepro.interrupts import INTERRUPTS
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
 from loadrepro.drive.limits import discover, from_profile
-from loadrepro.profile import Profile, write_profile
+from loadrepro.profile import LoadSpec, Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
@@ -35,7 +36,7 @@ from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.drive.target import check_reachable, discover_model
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.summary import summarize
@@ -212,16 +213,58 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
                                engine_log=engine.log if engine else None)
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir)
+            judged = _Judged(profile, plan, limits, options.command, notes, run_dir)
+            checkpoints = Checkpoints(_checkpoint_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt):
-                result = await runner.run(progress)
-    result = dataclasses.replace(result, limits=limits, predictions=_predictions(plan, profile, limits))
-    findings = classify(result, profile.verdict)
-    log = run_dir / "engine.log"
-    diagnosis = to_info(diagnose([log], compile_catalog(_extra(profile)), verification_for(run_dir, result.engine_cmd))) \
-        if log.exists() else None
-    report = build_report(result, profile, findings, decide(findings), summarize(plan), options.command,
-                          extra_notes=notes, diagnosis=diagnosis)
+                checkpoints.start()
+                try:
+                    result = await runner.run(progress)
+                finally:
+                    await checkpoints.stop()
+    if checkpoints.written:
+        notes.append(f"checkpoints: {checkpoints.written} written while the run went on "
+                     f"({checkpoints.seconds:.1f} s on a worker thread in all)")
+    if checkpoints.failed:
+        notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
+    result, report = judged.final(result)
     return Session(run_dir, plan, result, report, write_reports(report, run_dir, timeline_of(result)))
+
+
+def _checkpoint_s(load: LoadSpec) -> float:
+    """The profile's interval; unset, 60 s for a soak (a run with a duration) and none otherwise."""
+    if load.checkpoint_s is not None:
+        return load.checkpoint_s
+    return 60.0 if load.duration_s else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """Judging and reporting a run's result, for the final report and for the checkpoints alike."""
+
+    profile: Profile
+    plan: Plan
+    limits: EngineLimits | None
+    command: str
+    notes: list[str]
+    run_dir: Path
+
+    def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
+        result = dataclasses.replace(result, limits=self.limits,
+                                     predictions=_predictions(self.plan, self.profile, self.limits))
+        findings = classify(result, self.profile.verdict)
+        log = self.run_dir / "engine.log"
+        catalog = compile_catalog(_extra(self.profile))
+        diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
+            if final and log.exists() else None
+        report = build_report(result, self.profile, findings, decide(findings) if final else in_progress(findings),
+                              summarize(self.plan), self.command, extra_notes=self.notes, diagnosis=diagnosis)
+        return result, report
+
+    def final(self, result: RunResult) -> tuple[RunResult, RunReport]:
+        return self._report(result, final=True)
+
+    def checkpoint(self, result: RunResult) -> None:
+        write_reports(self._report(result, final=False)[1], self.run_dir)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,9 +46,17 @@ def _usage(prompt: int, completion: int) -> bytes:
 
 class StubServer:
     def __init__(self, behaviour: str = "ok", tokens: int = 8, token_delay_s: float = 0.0,
-                 first_token_delay_s: float = 0.0, flip_after_polls: int = 2) -> None:
+                 first_token_delay_s: float = 0.0, flip_after_polls: int = 2, ttft_growth_per_s: float = 0.0,
+                 kv_leak_per_request: float | None = None) -> None:
+        """`ttft_growth_per_s`: a streamed request waits this much longer for its first token per second since the
+        first streamed request (token-count probes are not streamed).
+        `kv_leak_per_request`: serve vLLM-style /metrics whose KV usage keeps this share per finished request,
+        freed never (a leak), besides 5% per running request."""
         assert behaviour in BEHAVIOURS, behaviour
         self.behaviour, self.tokens = behaviour, tokens
+        self.ttft_growth_per_s, self.kv_leak_per_request = ttft_growth_per_s, kv_leak_per_request
+        self._first_stream_at: float | None = None
+        self.finished = 0
         self.token_delay_s, self.first_token_delay_s = token_delay_s, first_token_delay_s
         self.flip_after_polls = flip_after_polls
         self.stats = Stats()
@@ -127,8 +135,16 @@ class StubServer:
             await asyncio.sleep(3600)  # waits behind the first, which never finishes: nothing progresses
         return await self._tokens(request, response, "hang" if b == "deadlock" else b)
 
+    async def metrics(self, request: web.Request) -> web.Response:
+        leaked = min(1.0, (self.kv_leak_per_request or 0.0) * self.finished)
+        usage = min(1.0, leaked + 0.05 * self.stats.in_flight)
+        return web.Response(text=f"vllm:kv_cache_usage_perc {usage}\nvllm:num_requests_running "
+                                 f"{self.stats.in_flight}\nvllm:num_requests_waiting 0\n")
+
     async def _tokens(self, request: web.Request, response: web.StreamResponse, b: str) -> web.StreamResponse:
-        await asyncio.sleep(self.first_token_delay_s)
+        now = asyncio.get_running_loop().time()
+        self._first_stream_at = self._first_stream_at or now
+        await asyncio.sleep(self.first_token_delay_s + self.ttft_growth_per_s * (now - self._first_stream_at))
         for i in range(self.tokens):
             if i:
                 await asyncio.sleep(self.token_delay_s)
@@ -142,6 +158,7 @@ class StubServer:
             await response.write(_chunk(None, "length"))
             await response.write(_usage(100, self.tokens))
         await response.write(b"data: [DONE]\n\n")
+        self.finished += 1
         return response
 
     async def _odd_framing(self, response: web.StreamResponse) -> web.StreamResponse:
@@ -166,6 +183,8 @@ class StubServer:
         app = web.Application()
         app.add_routes([web.get("/health", self.health), web.get("/v1/models", self.models),
                         web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
+        if self.kv_leak_per_request is not None:
+            app.add_routes([web.get("/metrics", self.metrics)])
         runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         started = threading.Event()
 

@@ -1,6 +1,7 @@
 """When each request of a workload is sent: conversations in order inside, concurrent across, at most
 `concurrency` requests in flight, started by a closed loop, Poisson arrivals or a trace's timestamps; a soak
 (`duration_s` > 0) keeps starting conversations, cycling through the workload's, until the run stops it.
+`max_rps` caps request starts per second whatever the arrival process.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from aiolimiter import AsyncLimiter
 
 from loadrepro.drive.client import Client
 from loadrepro.drive.live import LiveState
@@ -34,6 +36,9 @@ class Arrivals:
         self._slots = asyncio.Semaphore(load.concurrency)
         self._ids = itertools.count(1)
         self._cancel_rng = np.random.default_rng([seed, _CANCEL])
+        # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
+        # than max_rps of them (a bucket of max_rps would let a burst of max_rps through, then max_rps more).
+        self._starts = AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None
 
     async def run(self) -> None:
         conversations = self._workload.conversations
@@ -63,6 +68,13 @@ class Arrivals:
         except asyncio.CancelledError:
             self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
             raise
+        if self._starts is not None:
+            try:
+                await self._starts.acquire()
+            except asyncio.CancelledError:
+                self._slots.release()
+                self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
+                raise
         self._live.in_flight += 1
         try:
             return await self._client.send(request_id, planned, queued_ns, wall, self._on_record, cancel_after)

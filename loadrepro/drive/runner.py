@@ -78,6 +78,8 @@ class Runner:
         self._stop_reason: str | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
+        self._started_at = ""
+        self._logs: LogWatcher | None = None
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
         self._arrivals = Arrivals(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
@@ -166,7 +168,7 @@ class Runner:
     # -- the run ----------------------------------------------------------------------------------------------
 
     async def run(self, progress: Callable[[LiveState], Awaitable[None]] | None = None) -> RunResult:
-        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         watch = self.profile.watch
         stop_watching = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -176,11 +178,12 @@ class Runner:
                     http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock) \
                     if watch.health_path else None
                 await self._check_health_before(health)
-                logs = self._log_watcher()
+                logs = self._logs = self._log_watcher()
                 if logs:  # counted before the load starts, so that no line the load causes is taken as old
                     await self._watch("engine log", logs.start())
-                self.live.started_ns = start_ns = self._clock()
-                self._on_sample(Note(start_ns, "run", "the load started"))  # marks time zero in samples.jsonl
+                self.live.started_ns = self._clock()
+                # marks time zero in samples.jsonl
+                self._on_sample(Note(self.live.started_ns, "run", "the load started"))
                 async with asyncio.TaskGroup() as tg:
                     if health:
                         tg.create_task(self._watch("health", health.run(stop_watching)))
@@ -216,15 +219,21 @@ class Runner:
                                           "target had closed the pooled one (not unhealthy polls)")
         finally:
             self._recorder.close()
-        reason = self._stop_reason or "done"
-        recorded = self._recorder
+        return self._result(end_ns, post, self._stop_reason or "done")
+
+    def snapshot(self) -> RunResult:
+        """What the run has recorded so far, as a result (for checkpoints while it goes on)."""
+        return self._result(self._clock(), None, "running")
+
+    def _result(self, end_ns: int, post: HealthSample | None, reason: str) -> RunResult:
+        recorded, logs = self._recorder, self._logs
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,
-            engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=started_at,
-            start_ns=start_ns, end_ns=end_ns, records=tuple(recorded.records), health=tuple(recorded.health),
-            post_health=post, metrics=tuple(recorded.metrics), log_matches=tuple(recorded.matches),
-            log_context=logs.context if logs else (), notes=tuple(n for n in recorded.notes if n.source != "run"),
-            stop_reason=reason,
+            engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=self._started_at,
+            start_ns=self.live.started_ns, end_ns=end_ns, records=tuple(recorded.records),
+            health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
+            log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
+            notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted")
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:

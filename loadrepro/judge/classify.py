@@ -1,39 +1,20 @@
 """Classification rules: pure functions of a RunResult (and the profile's [verdict] section) -> Finding or None.
 
-RULES is the explicit, ordered list; the report lists every rule and whether it fired. A finding of severity
+RULES is the explicit, ordered list (the per-window rules of long runs last, from windows.py); the report lists every rule and whether it fired. A finding of severity
 `fail` fails the run; `info` is reported but passes (pressure handled, clean rejections, throttling).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
-
 from loadrepro.capacity import Fit
 from loadrepro.judge.death import DEATH_POLLS
+from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
+from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
 
-FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
-                    Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
-
-
-class Severity(StrEnum):
-    FAIL = "fail"
-    INFO = "info"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    rule: str
-    severity: Severity
-    summary: str  # plain words, for the verdict's reasons
-
-
-Rule = Callable[[RunResult, VerdictSpec], Finding | None]
 
 
 def _failed(result: RunResult) -> list[RequestRecord]:
@@ -320,7 +301,7 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
     low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics, prompt_lengths,
+    pressure_in_metrics, prompt_lengths, *SOAK_RULES,
 )
 
 

@@ -9,7 +9,7 @@ from loadrepro.judge.classify import Finding, Severity
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    status: str  # pass | fail
+    status: str  # pass | fail, or running for a checkpoint
     reasons: tuple[str, ...]  # why it failed, most telling first; for a pass, what was noticed on the way
 
     @property
@@ -23,3 +23,8 @@ def decide(findings: list[tuple[str, Finding | None]]) -> Verdict:
     if failures:
         return Verdict("fail", tuple(failures))
     return Verdict("pass", tuple(f.summary for f in fired))
+
+
+def in_progress(findings: list[tuple[str, Finding | None]]) -> Verdict:
+    """A checkpoint's verdict while the run goes on: `running`, with the failures found so far as reasons."""
+    return Verdict("running", tuple(f.summary for _, f in findings if f is not None and f.severity is Severity.FAIL))

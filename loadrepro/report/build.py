@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 from collections import Counter
 
@@ -13,6 +14,7 @@ from loadrepro.profile import Profile
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
+    WindowRow,
     Cache,
     CalibrationInfo,
     CapacityInfo,
@@ -37,6 +39,7 @@ from loadrepro.run_report import (
     WorstLength,
 )
 from loadrepro.judge.verdict import Verdict
+from loadrepro.judge.windows import windows
 from loadrepro.workload.summary import WorkloadSummary
 
 LOG_EXCERPT_LINES = 100
@@ -164,6 +167,24 @@ def _rows(result: RunResult) -> list[RequestRow]:
     return rows
 
 
+MAX_ROWS = 4000  # request_table rows kept in report.json: a soak's every request would make it hundreds of MB
+
+
+def _kept(rows: list[RequestRow]) -> list[RequestRow]:
+    """All rows of a run up to MAX_ROWS; beyond, the failed ones first (up to half), then the first and the last
+    of the rest, in id order."""
+    if len(rows) <= MAX_ROWS:
+        return rows
+    failed = [r for r in rows if r.outcome != "ok"][:MAX_ROWS // 2]
+    rest = [r for r in rows if r.outcome == "ok"]
+    room = (MAX_ROWS - len(failed)) // 2
+    return sorted(failed + rest[:room] + rest[-room:], key=lambda r: r.id)
+
+
+def _windows(result: RunResult, window_s: float) -> list[WindowRow]:
+    return [WindowRow(**dataclasses.asdict(w)) for w in windows(result, window_s)]
+
+
 def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, Finding | None]], verdict: Verdict,
                  workload: WorkloadSummary, command: str, env: Environment | None = None,
                  extra_notes: list[str] | None = None, diagnosis: DiagnosisInfo | None = None) -> RunReport:
@@ -201,4 +222,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes))],
-        environment=env or environment(), request_table=rows)
+        environment=env or environment(), windows=_windows(result, profile.verdict.window_s),
+        request_table=_kept(rows), request_table_total=len(rows) if len(rows) > MAX_ROWS else None,
+        finished=verdict.status != "running")

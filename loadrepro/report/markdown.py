@@ -127,6 +127,33 @@ def _numbers(r: RunReport) -> list[str]:
     return lines + [""]
 
 
+MAX_WINDOW_ROWS = 48  # beyond, every k-th window (report.json has them all)
+
+
+def _windows(r: RunReport) -> list[str]:
+    if not r.windows:
+        return []
+    step = -(-len(r.windows) // MAX_WINDOW_ROWS)
+    shown = r.windows[::step] + ([r.windows[-1]] if (len(r.windows) - 1) % step else [])
+    lines = ["## Windows", "", f"{len(r.windows)} windows of {r.windows[0].end_s - r.windows[0].start_s:g} s"
+             + (f", every {step}th shown" if step > 1 else "") + ".", "",
+             "| window | s | requests | failed | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | KV peak | KV quiet | "
+             "waiting | preemptions |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for w in shown:
+        lines.append(f"| {w.index} | {w.start_s:g}-{w.end_s:g} | {w.requests} | {w.failed} | {_ms(w.ttft_p50_ms)} | "
+                     f"{_ms(w.ttft_p95_ms)} | {_ms(w.itl_p50_ms)} | {_ms(w.itl_p95_ms)} | {_share(w.kv_usage_max)} | "
+                     f"{_share(w.kv_usage_quiet)} | {_count(w.waiting_max)} | {_count(w.preemptions)} |")
+    return lines + [""]
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
 def _capacity(r: RunReport) -> list[str]:
     c = r.capacity
     if c is None:
@@ -180,7 +207,7 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _diagnosis, _signatures, _numbers,
-                _capacity, _rules]
+                _windows, _capacity, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -68,10 +68,10 @@ def _kv_panel(ax, t: Timeline) -> None:
     ax.set_ylabel("KV %")
 
 
-def timeline_figure(timelines: list[Timeline]) -> Figure:
+def timeline_figure(timelines: list[Timeline], window_edges: list[float] | None = None) -> Figure:
     """Requests in flight with completions and failures, /health, KV usage and waiting: one shared time axis
     for every run given (so stock and patched line up). Dashed red: first failure; dotted black: first fatal log
-    line."""
+    line; thin grey: the edges of a long run's windows."""
     rows = len(timelines) * 3
     fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows),
                              gridspec_kw={"height_ratios": [3, 0.6, 2] * len(timelines)})
@@ -83,6 +83,8 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
         _kv_panel(kv, t)
         for ax in (load, health, kv):
             _marks(ax, t)
+            for edge in window_edges or ():
+                ax.axvline(edge, color="0.75", linewidth=0.6, zorder=0)
     axes[-1].set_xlim(0, max(t.duration_s for t in timelines) * 1.02)
     axes[-1].set_xlabel("seconds since the load started")
     fig.tight_layout()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison
@@ -27,16 +28,18 @@ def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = 
 
 
 def _write(path: Path, content: str | bytes) -> Path:
-    """Text goes through `scrub`: a report is pasted into public issues, whatever its builder let through."""
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(scrub(content), encoding="utf-8")
+    """Text goes through `scrub`: a report is pasted into public issues, whatever its builder let through. Written
+    aside, then renamed over the old file: a reader (or a kill) never meets half a report."""
+    data = content if isinstance(content, bytes) else scrub(content).encode("utf-8")
+    aside = path.with_name(f".{path.name}.partial")
+    aside.write_bytes(data)
+    os.replace(aside, path)
     return path
 
 
 def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path]:
-    figures = {"timeline": plots.timeline_figure([timeline]), "lanes": plots.lanes_figure(timeline),
+    edges = [w.start_s for w in report.windows[1:]]
+    figures = {"timeline": plots.timeline_figure([timeline], edges), "lanes": plots.lanes_figure(timeline),
                "latency": plots.latency_figure(timeline)}
     try:
         svgs = {name: plots.svg(fig) for name, fig in figures.items()}

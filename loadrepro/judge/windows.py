@@ -1,0 +1,164 @@
+"""A long run cut into fixed windows (`[verdict] window_s`), and the rules that only a long run can break:
+degradation (TTFT or errors growing from the first steady window to the last), a KV leak (KV usage at quiet
+moments creeping up), and errors that come back after a recovery. Pure.
+
+A request belongs to the window it was sent in. Only whole windows count: a last window shorter than half of
+`window_s` is dropped. The first window holds the ramp-up, so the first steady window is the second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from loadrepro.judge.findings import FAILED, Finding, Severity
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord, RunResult
+
+TTFT_FLOOR_MS = 50.0  # TTFT growth below this is noise on a busy machine, whatever the ratio
+MIN_SAMPLES = 5  # a window with fewer first tokens says nothing about its TTFT
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    index: int  # 1-based, as reports name them
+    start_s: float
+    end_s: float
+    requests: int
+    outcomes: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    ttft_p50_ms: float | None = None
+    ttft_p95_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    kv_usage_max: float | None = None
+    kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
+    waiting_max: float | None = None
+    preemptions: float | None = None  # the engine's counter's growth in the window
+
+    @property
+    def error_rate(self) -> float:
+        return self.failed / self.requests if self.requests else 0.0
+
+    @property
+    def span(self) -> str:
+        return f"window {self.index} ({self.start_s:g}-{self.end_s:g} s)"
+
+
+def windows(result: RunResult, window_s: float) -> list[Window]:
+    """The run's whole windows (none when the run is shorter than two of them). The rules each ask for the same
+    run's windows: the last answer is kept."""
+    global _last
+    last = _last  # one read: a checkpoint may judge on another thread meanwhile
+    if last is not None and last[0] is result and last[1] == window_s:
+        return last[2]
+    found = _windows(result, window_s)
+    _last = (result, window_s, found)
+    return found
+
+
+_last: tuple[RunResult, float, list[Window]] | None = None
+
+
+def _windows(result: RunResult, window_s: float) -> list[Window]:
+    duration = result.seconds(result.end_ns)
+    if window_s <= 0:
+        return []
+    count = int(duration // window_s) + (1 if duration % window_s >= window_s / 2 else 0)
+    if count < 2:
+        return []
+    records: list[list[RequestRecord]] = [[] for _ in range(count)]
+    for r in result.records:
+        i = int(result.seconds(r.sent_ns or r.queued_ns) // window_s)
+        if 0 <= i < count:
+            records[i].append(r)
+    samples: list[list[dict[str, float]]] = [[] for _ in range(count)]
+    for s in result.metrics:
+        i = int(result.seconds(s.t_ns) // window_s)
+        if 0 <= i < count:
+            samples[i].append(s.values)
+    return [_window(i, window_s, records[i], samples[i]) for i in range(count)]
+
+
+def _window(i: int, window_s: float, records: list[RequestRecord], samples: list[dict[str, float]]) -> Window:
+    start, end = i * window_s, (i + 1) * window_s
+    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in records if r.first_token_ns and r.sent_ns]
+    itl = np.concatenate([np.diff(r.chunk_ns) / 1e6 for r in records if len(r.chunk_ns) > 1] or [np.empty(0)])
+    outcomes: dict[str, int] = {}
+    for r in records:
+        outcomes[r.outcome.value] = outcomes.get(r.outcome.value, 0) + 1
+    usage = [v[KV_USAGE] for v in samples if KV_USAGE in v]
+    quiet = [v[KV_USAGE] for v in samples if KV_USAGE in v and v.get(RUNNING) == 0 and v.get(WAITING, 0) == 0]
+    waiting = [v[WAITING] for v in samples if WAITING in v]
+    preempted = [v[PREEMPTIONS] for v in samples if PREEMPTIONS in v]
+    return Window(
+        index=i + 1, start_s=start, end_s=end, requests=len(records), outcomes=outcomes,
+        failed=sum(r.outcome in FAILED for r in records),
+        ttft_p50_ms=_pct(ttft, 50), ttft_p95_ms=_pct(ttft, 95), itl_p50_ms=_pct(itl, 50), itl_p95_ms=_pct(itl, 95),
+        kv_usage_max=max(usage) if usage else None, kv_usage_quiet=min(quiet) if quiet else None,
+        waiting_max=max(waiting) if waiting else None,
+        preemptions=max(preempted) - min(preempted) if preempted else None)
+
+
+def _pct(values, q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 3) if len(values) else None
+
+
+# -- rules ----------------------------------------------------------------------------------------------------
+
+
+def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
+    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows."""
+    found = windows(result, spec.window_s)
+    if len(found) < 3:
+        return None
+    first, last = found[1], found[-1]
+    parts = []
+    if _enough(first) and _enough(last) and first.ttft_p95_ms is not None and last.ttft_p95_ms is not None:
+        grown = last.ttft_p95_ms - first.ttft_p95_ms
+        if grown > TTFT_FLOOR_MS and last.ttft_p95_ms > first.ttft_p95_ms * (1 + spec.max_ttft_growth):
+            parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
+                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed)")
+    if first.requests and last.requests and last.error_rate - first.error_rate > spec.max_error_growth:
+        parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
+                     f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")
+    return Finding("degradation", Severity.FAIL, "; ".join(parts)) if parts else None
+
+
+def _enough(w: Window) -> bool:
+    return sum(n for o, n in w.outcomes.items() if o == Outcome.OK.value) >= MIN_SAMPLES
+
+
+def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """KV usage at quiet moments (nothing running or waiting) creeping up window after window by more than
+    `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows."""
+    quiet = [(w, w.kv_usage_quiet) for w in windows(result, spec.window_s) if w.kv_usage_quiet is not None]
+    if len(quiet) < 3:
+        return None
+    steps = [b - a for (_, a), (_, b) in zip(quiet, quiet[1:])]
+    rise = quiet[-1][1] - quiet[0][1]
+    if rise <= spec.max_kv_leak or min(steps) < -spec.max_kv_leak / 10:
+        return None
+    (first, low), (last, high) = quiet[0], quiet[-1]
+    return Finding("kv_leak", Severity.FAIL, f"KV usage with nothing running crept up from {low:.1%} in {first.span} "
+                   f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees")
+
+
+def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Failures, then a window with completed requests and none failed (a recovery), then failures again."""
+    failing = recovered = None
+    for w in windows(result, spec.window_s):
+        if w.failed and recovered is not None:
+            return Finding("errors_after_recovery", Severity.FAIL,
+                           f"errors came back in {w.span} ({w.failed} of {w.requests} requests failed) after the "
+                           f"engine had recovered in {recovered.span}, following failures in {failing.span}")
+        if w.failed:
+            failing = w
+        elif failing is not None and w.outcomes.get(Outcome.OK.value):
+            recovered = w
+    return None
+
+
+SOAK_RULES = (degradation, kv_leak, errors_after_recovery)
