@@ -1,0 +1,47 @@
+"""The CI soak recipe (examples/ci/soak.sh, which the example workflow runs) does what it says, shortened: the
+engine starts, the soak runs, the run directory holds the reports and junit.xml, and the exit code is the verdict."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = ["--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=8", "--set", "load.rate=10", "--set",
+         "verdict.window_s=1", "--set", "load.checkpoint_s=1"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(("scenario", "prefix", "code", "verdict"), [
+    ("healthy", 300, 0, "pass"),
+    ("page-index", 2500, 1, "fail"),  # its index table holds 2,048 tokens: the first prompt breaks the stock engine
+])
+def test_the_soak_recipe_exits_with_the_verdict_and_keeps_the_run(tmp_path, scenario, prefix, code, verdict):
+    port, loadrepro = free_port(), f"{sys.executable} -m loadrepro"
+    env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / "run"), "DURATION": "4", "PORT": str(port),
+           "ENGINE_CMD": f"{loadrepro} sim --scenario {scenario} --port {port}"}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "ci" / "soak.sh"), *SHORT, "--set",
+                           f"workload.prefix_tokens={prefix}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == code, done.stdout + done.stderr
+    run = tmp_path / "run"
+    report = json.loads((run / "report.json").read_text())
+    assert report["verdict"] == verdict and report["finished"] is True
+    assert (run / "junit.xml").exists() and (run / "engine.log").read_text()
+    assert f"loadrepro exited {code}" in done.stdout
+
+
+def test_the_workflow_runs_the_recipe_keeps_the_run_and_publishes_junit():
+    workflow = (ROOT / "examples" / "ci" / "github-actions-soak.yml").read_text()
+    assert "run: bash examples/ci/soak.sh" in workflow
+    assert "path: soak-run/" in workflow and "report_paths: soak-run/junit.xml" in workflow
+    assert workflow.count("if: always()") == 2  # the artifact and the test results are kept when the soak fails
