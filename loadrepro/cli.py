@@ -297,6 +297,51 @@ def probe_command(
     typer.echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
 
 
+@app.command("shrink")
+def shrink_command(
+    run_dir: Annotated[Path | None, typer.Argument(help="A failing run directory (its profile and engine).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Shrink this profile instead of a run's.")] = None,
+    engine_cmd: Annotated[str | None, typer.Option(
+        help="Start this engine for every trial ({port}, {host}); default: the simulated engine.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
+    predicate: Annotated[str | None, typer.Option(help="Keep this signature (a name) instead of the run's own "
+                                                       "failure.")] = None,
+    max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = 60,
+    time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = 600.0,
+    confirm: Annotated[int, typer.Option(min=0, help="Run the minimal workload K more times.")] = 0,
+    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    out: Annotated[Path | None, typer.Option(help="The shrink directory (new or empty).")] = None,
+) -> None:
+    """Search for the smallest workload that still fails the same way (same fatal signature, else engine death,
+    else first failure), on a fresh engine per trial; writes profile.toml, run/, bundle.zip and shrink.md."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from loadrepro.profile import load_profile
+    from loadrepro.shrink.command import ShrinkOptions, shrink
+    from loadrepro.shrink.trials import engine_of
+
+    if (run_dir is None) == (profile is None):
+        raise UsageError("give a failing run directory or --profile, not both")
+    if run_dir is not None:
+        resolved, command = engine_of(run_dir)
+        engine_cmd = engine_cmd or command
+    else:
+        resolved = load_profile(profile, set_ or [])
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    options = ShrinkOptions(resolved, engine_cmd, out or Path("reports") / f"shrink-{resolved.name}-{stamp}", model,
+                            predicate, max_trials, time_budget, confirm)
+    result = asyncio.run(shrink(options, say=_say))
+    best, start = result.shrunk.best, result.shrunk.steps[0].trial
+    typer.echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "
+               f"{best.prompt_tokens:,} prompt tokens, still failing with {result.wanted}; "
+               f"{result.shrunk.trials} trials in {result.shrunk.seconds:.0f} s ({result.shrunk.stopped})")
+    if result.confirmed is not None:
+        typer.echo(f"confirmed: {result.confirmed} of {confirm} more runs failed")
+    for path in result.written:
+        typer.echo(f"written: {path}")
+
+
 @app.command("profiles")
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""

@@ -154,7 +154,8 @@ def _count(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def _capacity(r: RunReport) -> list[str]:
+def capacity_section(r: RunReport) -> list[str]:
+    """The capacity arithmetic of a run and how its predictions fared (also in shrink.md)."""
     c = r.capacity
     if c is None:
         return []
@@ -207,7 +208,7 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _diagnosis, _signatures, _numbers,
-                _windows, _capacity, _rules]
+                _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

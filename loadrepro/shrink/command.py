@@ -1,0 +1,82 @@
+"""`loadrepro shrink`: search, confirm, and leave a bug report's reproducer in the shrink directory: the minimal
+profile.toml, its failing run directory, bundle.zip and shrink.md."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadrepro.errors import UsageError
+from loadrepro.profile import Profile, write_profile
+from loadrepro.report.bundle import make_bundle
+from loadrepro.report.json import read_report
+from loadrepro.shrink.output import render_shrink
+from loadrepro.shrink.search import KNOBS, Shrinker, Shrunk
+from loadrepro.shrink.trials import Failure, Trials
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkOptions:
+    profile: Profile
+    engine_cmd: str | None  # None: the simulated engine of the profile's [sim] section
+    out: Path
+    model: str | None = None
+    predicate: str | None = None  # a signature name; else the original run's own failure
+    max_trials: int = 60
+    time_budget_s: float = 600.0
+    confirm: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkResult:
+    shrunk: Shrunk
+    wanted: Failure | None
+    confirmed: int | None  # failing runs out of `confirm`, when asked
+    written: list[Path]
+
+
+async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkResult:
+    out = options.out
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} is not empty: give a new --out for the shrink")
+    trials = Trials(out / "trials", options.engine_cmd, options.model,
+                    Failure("signature", options.predicate) if options.predicate else None, _reproduce(options))
+    shrunk = await Shrinker(trials, options.max_trials, options.time_budget_s, say).shrink(options.profile)
+    if trials.wanted is None or not shrunk.best.failed:
+        shutil.rmtree(out / "trials", ignore_errors=True)
+        raise UsageError(f"the workload does not fail{'' if options.predicate is None else f' with {options.predicate}'}"
+                         f" ({shrunk.best.how}): there is nothing to shrink")
+    confirmed = await _confirm(options, shrunk.profile, trials.wanted, say) if options.confirm else None
+    return ShrinkResult(shrunk, trials.wanted, confirmed, _write(options, shrunk, trials.wanted, confirmed))
+
+
+def _reproduce(options: ShrinkOptions) -> str:
+    engine = f" --engine-cmd {shlex.quote(options.engine_cmd)}" if options.engine_cmd else ""
+    return f"loadrepro run --profile {shlex.quote(str(options.out / 'profile.toml'))}{engine}"
+
+
+async def _confirm(options: ShrinkOptions, profile: Profile, wanted: Failure, say: Callable[[str], None]) -> int:
+    """Run the minimal workload `confirm` more times: a flaky failure shows as fewer than all."""
+    again = Trials(options.out / "confirm", options.engine_cmd, options.model, wanted)
+    failed = 0
+    for i in range(options.confirm):
+        failed += (await again(profile)).failed
+        say(f"confirm {i + 1}/{options.confirm}: {failed} failed so far")
+    shutil.rmtree(options.out / "confirm", ignore_errors=True)
+    return failed
+
+
+def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: int | None) -> list[Path]:
+    out = options.out
+    run = out / "run"
+    shutil.move(str(shrunk.best.run_dir), run)
+    shutil.rmtree(out / "trials", ignore_errors=True)
+    profile = write_profile(shrunk.profile, out / "profile.toml")
+    bundle = make_bundle(run, out / "bundle.zip")
+    markdown = out / "shrink.md"
+    markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,
+                                      read_report(run), KNOBS), encoding="utf-8")
+    return [profile, run, bundle, markdown]

@@ -1,0 +1,43 @@
+"""shrink.md: what the minimal workload is, how it was reached (every trial), and its capacity arithmetic."""
+
+from __future__ import annotations
+
+from loadrepro.profile import Profile
+from loadrepro.report.markdown import capacity_section
+from loadrepro.run_report import RunReport
+from loadrepro.shrink.search import Shrunk
+
+
+def _factor(before: int, after: int) -> str:
+    return f"{before / after:,.1f}x" if after else "-"
+
+
+def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: int | None, confirm: int,
+                  minimal_run: RunReport, knobs: tuple[tuple[str, str, int], ...]) -> str:
+    start, best = shrunk.steps[0].trial, shrunk.best
+    lines = [f"# loadrepro shrink: {original.name}", "",
+             f"Kept failing the same way: {failure}.", "",
+             f"- requests: {start.requests:,} -> {best.requests:,} ({_factor(start.requests, best.requests)} fewer)",
+             f"- prompt tokens: {start.prompt_tokens:,} -> {best.prompt_tokens:,} "
+             f"({_factor(start.prompt_tokens, best.prompt_tokens)} fewer)",
+             f"- {shrunk.trials} trials ({shrunk.failures} failed) in {shrunk.seconds:,.0f} s; stopped: {shrunk.stopped}"]
+    if confirmed is not None:
+        lines.append(f"- confirmed: the minimal workload failed {confirmed} of {confirm} more runs")
+    lines += ["", "Reproduce with `loadrepro run --profile profile.toml` (the engine as in run/report.md), or replay "
+              "bundle.zip without loadrepro.", "", "## Minimal workload", "", "| key | original | minimal |",
+              "|---|---:|---:|"]
+    for section, key, _ in knobs:
+        before, after = getattr(getattr(original, section), key), getattr(getattr(shrunk.profile, section), key)
+        lines.append(f"| {section}.{key} | {before:,} | {after:,}{' (changed)' if before != after else ''} |")
+    lines += ["", "Its requests (prompt + max_tokens is what a KV pool must hold):", "",
+              "| conversation | turn | prompt tokens | max_tokens | prompt + max_tokens |", "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {c} | {t} | {p:,} | {m:,} | {p + m:,} |" for c, t, p, m in best.lengths]
+    lines += [""] + capacity_section(minimal_run)
+    lines += ["## Steps", "", "| # | change | requests | prompt tokens | result | s |", "|---:|---|---:|---:|---|---:|"]
+    for i, step in enumerate(shrunk.steps):
+        t = step.trial
+        lines.append(f"| {i + 1} | {step.change} | {t.requests:,} | {t.prompt_tokens:,} | "
+                     f"{'fails' if t.failed else t.how} | {t.seconds:.1f} |")
+    lines += ["", "## Passes", "", "| knob | trials | failed | s |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {p.trials} | {p.failures} | {p.seconds:.1f} |" for name, p in shrunk.passes.items()]
+    return "\n".join(lines) + "\n"

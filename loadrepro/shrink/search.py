@@ -1,0 +1,172 @@
+"""The search for the smallest workload that still fails the same way, in the manner of Hypothesis's shrinker:
+passes over the workload's knobs, each a binary search for the knob's smallest value that still fails (trying the
+floor first, since it often does), repeated until a round makes no progress or the budget is spent.
+
+Pure of I/O: a trial is a function given (a fresh engine per trial is the caller's job), so the search is tested
+with arithmetic predicates and runs real trials in `loadrepro shrink`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from loadrepro.profile import Profile
+
+# (section, key, floor): the order of the passes. Fewer conversations and turns first: they cut trial time most.
+KNOBS: tuple[tuple[str, str, int], ...] = (
+    ("workload", "conversations", 1), ("workload", "turns", 1), ("workload", "groups", 0),
+    ("workload", "prefix_tokens", 64), ("workload", "turn_tokens", 1), ("workload", "max_tokens", 1),
+    ("load", "concurrency", 1),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One run of a candidate workload on a fresh engine."""
+
+    failed: bool  # failed the same way as the original
+    requests: int
+    prompt_tokens: int
+    seconds: float
+    how: str  # what happened, in a few words
+    run_dir: Path | None = None
+    lengths: tuple[tuple[int, int, int, int], ...] = ()  # per request: conversation, turn, prompt tokens, max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    change: str  # "start", or "workload.turns 2 -> 1"
+    trial: Trial
+
+
+@dataclass
+class PassStats:
+    trials: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Shrunk:
+    profile: Profile
+    best: Trial
+    steps: list[Step] = field(default_factory=list)  # every trial, in order
+    passes: dict[str, PassStats] = field(default_factory=dict)  # per knob
+    searched: set[tuple[str, str]] = field(default_factory=set)
+    trials: int = 0
+    failures: int = 0
+    seconds: float = 0.0
+    stopped: str = "no pass made progress"
+
+
+RunTrial = Callable[[Profile], Awaitable[Trial]]
+
+
+def with_value(profile: Profile, section: str, key: str, value: int) -> Profile | None:
+    """The profile with one knob changed, or None when that makes it invalid (groups beyond conversations...)."""
+    data = profile.model_dump(mode="json", by_alias=True)
+    data[section][key] = value
+    if section == "workload" and key == "conversations":
+        data["workload"]["groups"] = min(data["workload"]["groups"], value)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError:
+        return None
+
+
+class Shrinker:
+    def __init__(self, run_trial: RunTrial, max_trials: int, time_budget_s: float,
+                 say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._run, self._max_trials, self._budget_s, self._say, self._clock = run_trial, max_trials, time_budget_s, \
+            say, clock
+        self._started = 0.0
+
+    async def shrink(self, profile: Profile) -> Shrunk:
+        """Shrink `profile`, whose workload must fail (the first trial checks that it does)."""
+        self._started = self._clock()
+        first = await self._run(profile)
+        state = Shrunk(profile, first, [Step("start", first)], trials=1, failures=int(first.failed))
+        if not first.failed:
+            state.stopped = "the original workload did not fail the same way"
+            return self._done(state)
+        progress = True
+        while progress and not self._spent(state):
+            progress = await self._fold_turns(state)
+            for section, key, floor in KNOBS:
+                progress |= await self._knob(state, section, key, floor)
+                if self._spent(state):
+                    break
+        return self._done(state)
+
+    async def _fold_turns(self, state: Shrunk) -> bool:
+        """One turn whose prompt is as long as the longest request's: a multi-turn failure is often a length
+        failure, and one long request is a smaller reproducer than a conversation that grows to that length.
+        The prefix is then shrunk by its own pass."""
+        workload = state.profile.workload
+        longest = max((prompt for _, _, prompt, _ in state.best.lengths), default=0)
+        if workload.turns == 1 or longest <= workload.prefix_tokens:
+            return False
+        folded = with_value(state.profile, "workload", "turns", 1)
+        candidate = folded and with_value(folded, "workload", "prefix_tokens", longest)
+        return candidate is not None and await self._trial(state, candidate,
+                                                           f"turns {workload.turns} -> 1, prefix_tokens "
+                                                           f"{workload.prefix_tokens} -> {longest}", "fold turns")
+
+    async def _knob(self, state: Shrunk, section: str, key: str, floor: int) -> bool:
+        """Binary search for the knob's smallest failing value; True if it shrank. A knob searched in an earlier
+        round is first tried one below its value: if that passes, it is still minimal, for one trial."""
+        low, high = floor, getattr(getattr(state.profile, section), key)  # high fails; below low passes
+        shrank = False
+        if (section, key) in state.searched and low < high:
+            if not await self._try(state, section, key, high - 1):
+                return False
+            high, shrank = high - 1, True
+        state.searched.add((section, key))
+        first = True
+        while low < high and not self._spent(state):
+            value, first = (low if first else (low + high) // 2), False
+            if await self._try(state, section, key, value):
+                high, shrank = value, True
+            else:
+                low = value + 1
+        return shrank
+
+    async def _try(self, state: Shrunk, section: str, key: str, value: int) -> bool:
+        before = getattr(getattr(state.profile, section), key)
+        candidate = with_value(state.profile, section, key, value)
+        if candidate is None:
+            return False
+        return await self._trial(state, candidate, f"{section}.{key} {before} -> {value}", f"{section}.{key}")
+
+    async def _trial(self, state: Shrunk, candidate: Profile, change: str, name: str) -> bool:
+        trial = await self._run(candidate)
+        state.trials += 1
+        state.failures += int(trial.failed)
+        stats = state.passes.setdefault(name, PassStats())
+        stats.trials, stats.failures, stats.seconds = stats.trials + 1, stats.failures + trial.failed, \
+            stats.seconds + trial.seconds
+        state.steps.append(Step(change, trial))
+        if trial.failed:
+            state.profile, state.best = candidate, trial
+        self._say(f"trial {state.trials}: {change}: {'fails' if trial.failed else 'passes'} "
+                  f"({trial.requests} requests, {trial.prompt_tokens:,} prompt tokens, {trial.seconds:.1f} s); best "
+                  f"so far {state.best.requests} requests, {state.best.prompt_tokens:,} prompt tokens")
+        return trial.failed
+
+    def _spent(self, state: Shrunk) -> bool:
+        if state.trials >= self._max_trials:
+            state.stopped = f"the trial budget ({self._max_trials}) was spent"
+            return True
+        if self._clock() - self._started >= self._budget_s:
+            state.stopped = f"the time budget ({self._budget_s:g} s) was spent"
+            return True
+        return False
+
+    def _done(self, state: Shrunk) -> Shrunk:
+        state.seconds = self._clock() - self._started
+        return state

@@ -1,0 +1,116 @@
+"""Real trials for the shrinker: every candidate runs on a fresh engine (the simulated one from the profile, or
+the engine command), since a failure kills the engine; each is judged by loadrepro's own report. "The same way"
+is the original run's first fatal signature, else its engine death, else its first failure's outcome.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadrepro.errors import UsageError
+from loadrepro.profile import Profile
+from loadrepro.run_report import RunReport
+from loadrepro.session import RunOptions, run_session
+from loadrepro.shrink.search import Trial
+from loadrepro.workload.summary import summarize
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """How a run failed, for comparing trials with the original."""
+
+    kind: str  # signature | death | outcome
+    name: str
+
+    def __str__(self) -> str:
+        return {"signature": f"fatal signature {self.name}", "death": "engine death",
+                "outcome": f"first failure {self.name}"}[self.kind]
+
+
+def failure_of(report: RunReport, predicate: str | None = None) -> Failure | None:
+    """How `report`'s run failed (None: it passed). With `predicate`, only that signature counts."""
+    if predicate is not None:
+        return Failure("signature", predicate) if any(s.name == predicate for s in report.signatures) else None
+    if report.verdict == "pass":
+        return None
+    fatal = sorted((s for s in report.signatures if s.class_ == "F"), key=lambda s: s.first_t_s)
+    if fatal:
+        return Failure("signature", fatal[0].name)
+    if any(r.name == "engine_death" and r.fired for r in report.rules):
+        return Failure("death", "engine_death")
+    if report.first_failure is not None:
+        return Failure("outcome", report.first_failure.outcome)
+    return None
+
+
+def same_way(report: RunReport, wanted: Failure) -> bool:
+    if wanted.kind == "signature":
+        return any(s.name == wanted.name for s in report.signatures)
+    if wanted.kind == "death":
+        return any(r.name == "engine_death" and r.fired for r in report.rules)
+    return report.first_failure is not None and report.first_failure.outcome == wanted.name
+
+
+class Trials:
+    """Runs candidates into numbered folders under `root`, keeping only the best failing one's."""
+
+    def __init__(self, root: Path, engine_cmd: str | None, model: str | None, wanted: Failure | None,
+                 command: str = "loadrepro run --profile profile.toml") -> None:
+        self._root, self._engine_cmd, self._model, self.wanted = root, engine_cmd, model, wanted
+        self._command = command  # how to run the minimal workload again, for its report and bundle
+        self._count = 0
+        self._kept: Path | None = None
+
+    async def __call__(self, profile: Profile) -> Trial:
+        self._count += 1
+        run_dir = self._root / f"trial-{self._count:03d}"
+        started = time.monotonic()
+        try:
+            session = await run_session(RunOptions(profile, None, self._model, "trial", run_dir, quiet=True,
+                                                   command=self._command, engine_cmd=self._engine_cmd),
+                                        say=lambda _: None)
+        except UsageError as exc:  # a workload too small to plan (a prefix with no room for records): not a failure
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return Trial(False, 0, 0, time.monotonic() - started, f"cannot be planned: {exc}")
+        if self.wanted is None:  # the first trial names the failure to keep
+            self.wanted = failure_of(session.report)
+        failed = self.wanted is not None and same_way(session.report, self.wanted)
+        summary = summarize(session.plan)
+        lengths = tuple((r.conversation, r.turn, r.expected_prompt_tokens, r.max_tokens)
+                        for r in session.plan.workload.requests)
+        trial = Trial(failed, summary.requests, summary.prompt_tokens_total, time.monotonic() - started,
+                      _how(session.report), run_dir, lengths)
+        self._keep(run_dir if failed else None, run_dir)
+        return trial
+
+    def _keep(self, best: Path | None, this: Path) -> None:
+        """Only the latest failing trial's folder stays (it is the best so far): trials are many, and large."""
+        if best is None:
+            shutil.rmtree(this, ignore_errors=True)
+            return
+        if self._kept is not None and self._kept != best:
+            shutil.rmtree(self._kept, ignore_errors=True)
+        self._kept = best
+
+
+def _how(report: RunReport) -> str:
+    found = failure_of(report)
+    return "passed" if found is None else str(found)
+
+
+def engine_of(run_dir: Path) -> tuple[Profile, str | None]:
+    """A failing run's profile and engine command (None: its simulated engine), to shrink it again."""
+    from loadrepro.profile import load_profile
+    from loadrepro.report.json import read_report
+
+    report = read_report(run_dir)
+    command = report.target.engine_cmd
+    if command is None:
+        raise UsageError(f"{run_dir} ran against --base-url {report.target.base_url}: a live engine cannot be "
+                         "shrunk, since every trial needs a fresh one. Give --engine-cmd with the command that "
+                         "starts it.")
+    profile = load_profile(str(run_dir / "profile.toml"))
+    return profile, None if command.startswith("loadrepro sim ") else command
