@@ -61,6 +61,7 @@ class RunOptions:
     engine_start_timeout_s: float = 600.0
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
+    pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +228,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     if checkpoints.failed:
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     result, report = judged.final(result)
-    return Session(run_dir, plan, result, report, write_reports(report, run_dir, timeline_of(result)))
+    pictures = timeline_of(result) if options.pictures else None
+    return Session(run_dir, plan, result, report, write_reports(report, run_dir, pictures))
 
 
 def _checkpoint_s(load: LoadSpec) -> float:

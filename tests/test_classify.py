@@ -78,7 +78,9 @@ def test_low_completion_threshold_excludes_rejections_and_cancellations():
     assert "9/10" in low_completion(result(records), VerdictSpec(min_completed=0.95)).summary
     polite = [record(1), record(2, Outcome.REJECTED), record(3, Outcome.CANCELLED)]
     assert low_completion(result(polite), SPEC) is None
-    assert low_completion(result([record(1, Outcome.REJECTED)]), SPEC).summary == "no request completed"
+    assert low_completion(result([record(1, Outcome.REJECTED)]), SPEC) is None  # refused cleanly, nothing admitted
+    nothing = [record(1, Outcome.REJECTED), record(2, Outcome.CANCELLED)]
+    assert low_completion(result(nothing), SPEC).summary == "no request completed"
 
 
 def test_post_run_health_and_interruption():

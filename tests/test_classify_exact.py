@@ -142,8 +142,10 @@ def test_low_completion_exactly_at_the_threshold_passes_and_below_it_fails():
     less = half + [record(4, Outcome.STALLED)]
     assert low_completion(result(less), spec).summary == "1/3 admitted requests completed (33%; at least 50% required)"
     assert low_completion(result([]), spec).summary == "no request completed"
-    only_rejected = [record(1, Outcome.REJECTED)]
-    assert low_completion(result(only_rejected), spec).summary == "no request completed"
+    only_rejected = [record(1, Outcome.REJECTED), record(2, Outcome.REJECTED)]
+    assert low_completion(result(only_rejected), spec) is None  # refused cleanly: the rejections rule judges it
+    assert low_completion(result(only_rejected + [record(3, Outcome.THROTTLED)]), spec).summary == \
+        "no request completed"
 
 
 def test_engine_death_from_the_post_run_poll_alone_and_from_an_exit_note():

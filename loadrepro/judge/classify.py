@@ -154,10 +154,12 @@ protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "respon
 
 def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Fewer than `min_completed` of the admitted requests (all but rejected, throttled and cancelled) completed,
-    or none completed at all."""
+    or none completed at all (unless every request was cleanly rejected: correct for requests that never fit)."""
     admitted = [r for r in result.records
                 if r.outcome not in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED)]
     ok = sum(r.outcome is Outcome.OK for r in result.records)
+    if result.records and all(r.outcome is Outcome.REJECTED for r in result.records):
+        return None  # every request refused cleanly at admission: the rejections rule judges that
     if not result.records or ok == 0:
         return Finding("low_completion", Severity.FAIL, "no request completed")
     if admitted and ok / len(admitted) < spec.min_completed:

@@ -13,6 +13,8 @@ from loadrepro.errors import UsageError
 from loadrepro.profile import Profile, write_profile
 from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report
+from loadrepro.report.timeline import timeline_from_run_dir
+from loadrepro.report.write import write_reports
 from loadrepro.shrink.output import render_shrink
 from loadrepro.shrink.search import KNOBS, Shrinker, Shrunk
 from loadrepro.shrink.trials import Failure, Trials
@@ -74,9 +76,11 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     run = out / "run"
     shutil.move(str(shrunk.best.run_dir), run)
     shutil.rmtree(out / "trials", ignore_errors=True)
+    report = read_report(run)
+    write_reports(report, run, timeline_from_run_dir(run, report.label, report.duration_s))  # trials had no plots
     profile = write_profile(shrunk.profile, out / "profile.toml")
     bundle = make_bundle(run, out / "bundle.zip")
     markdown = out / "shrink.md"
     markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,
-                                      read_report(run), KNOBS), encoding="utf-8")
+                                      report, KNOBS), encoding="utf-8")
     return [profile, run, bundle, markdown]

@@ -70,7 +70,8 @@ class Trials:
         started = time.monotonic()
         try:
             session = await run_session(RunOptions(profile, None, self._model, "trial", run_dir, quiet=True,
-                                                   command=self._command, engine_cmd=self._engine_cmd),
+                                                   command=self._command, engine_cmd=self._engine_cmd,
+                                                   pictures=False),
                                         say=lambda _: None)
         except UsageError as exc:  # a workload too small to plan (a prefix with no room for records): not a failure
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,99 @@
+"""`loadrepro shrink`: the search against arithmetic predicates (exact answers known), and one real shrink of the
+simulated page-index failure, whose smallest failing request the KV arithmetic gives."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import tomllib
+
+from loadrepro.profile import load_profile
+from loadrepro.shrink.search import Shrinker, Trial
+from tests.stub_server import StubServer
+
+BASE = load_profile("quickstart", ["workload.conversations=8", "workload.turns=3", "workload.prefix_tokens=4000",
+                                   "workload.turn_tokens=300", "workload.max_tokens=200", "load.concurrency=8"])
+
+
+def fake(predicate):
+    """A trial that fails when `predicate(profile, longest request)` holds; requests as the workload plans them."""
+    seen = []
+
+    async def trial(profile) -> Trial:
+        w = profile.workload
+        lengths = tuple((c, t, w.prefix_tokens + (t - 1) * w.turn_tokens, w.max_tokens)
+                        for c in range(w.conversations) for t in range(1, w.turns + 1))
+        longest = max(p + m for _, _, p, m in lengths)
+        seen.append(profile)
+        return Trial(predicate(profile, longest), len(lengths), sum(p for _, _, p, _ in lengths), 0.0, "", None,
+                     lengths)
+
+    return trial, seen
+
+
+def test_each_knob_reaches_its_boundary():
+    # Fails when 3 or more requests may run at once, each needing 2,500 tokens or more.
+    trial, _ = fake(lambda p, longest: p.load.concurrency >= 3 and p.workload.conversations >= 3 and longest >= 2500)
+    shrunk = asyncio.run(Shrinker(trial, 500, 60).shrink(BASE))
+    w = shrunk.profile.workload
+    assert (w.conversations, w.turns, shrunk.profile.load.concurrency) == (3, 1, 3)
+    assert w.prefix_tokens + w.max_tokens == 2500  # exactly at the edge, whichever knob got there
+    assert shrunk.best.failed and shrunk.stopped == "no pass made progress"
+    assert shrunk.steps[1].change.startswith("turns 3 -> 1, prefix_tokens 4000 -> 4600")  # folded to the longest
+
+
+def test_a_failure_that_needs_turns_keeps_them():
+    trial, _ = fake(lambda p, longest: p.workload.turns >= 2 and p.workload.prefix_tokens >= 1000)
+    shrunk = asyncio.run(Shrinker(trial, 500, 60).shrink(BASE))
+    w = shrunk.profile.workload
+    assert (w.turns, w.prefix_tokens, w.conversations, w.turn_tokens, w.max_tokens) == (2, 1000, 1, 1, 1)
+
+
+def test_the_budgets_stop_the_search_and_a_passing_workload_is_said_so():
+    trial, seen = fake(lambda p, longest: longest >= 100)
+    shrunk = asyncio.run(Shrinker(trial, 5, 60).shrink(BASE))
+    assert shrunk.trials == 5 == len(seen) and shrunk.stopped == "the trial budget (5) was spent"
+    ticks = iter(range(0, 1000, 10))
+    timed = asyncio.run(Shrinker(trial, 500, 25, clock=lambda: next(ticks)).shrink(BASE))
+    assert timed.stopped == "the time budget (25 s) was spent" and timed.trials == 3  # each clock read is 10 s
+    never, _ = fake(lambda p, longest: False)
+    assert asyncio.run(Shrinker(never, 500, 60).shrink(BASE)).stopped == \
+        "the original workload did not fail the same way"
+
+
+def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tmp_path):
+    """The index table is sized from 4 MiB / 2,048 B per token = 2,048 tokens: ceil(2049 / 32) = 65 blocks,
+    rounded up to 68 entries (/sim/config says page_index_entries 68), which span 68 x 32 = 2,176 tokens. The
+    smallest request that must fail needs 69 blocks: prompt + max_tokens = 2,177."""
+    out = tmp_path / "shrink"
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "shrink", "--profile", "page-index", "--out", str(out),
+                           "--max-trials", "40", "--time-budget", "300"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "still failing with fatal signature trtllm-page-indices-too-short" in done.stdout
+    minimal = tomllib.loads((out / "profile.toml").read_text())["workload"]
+    assert (minimal["conversations"], minimal["turns"]) == (1, 1)
+    report = json.loads((out / "run" / "report.json").read_text())
+    assert report["verdict"] == "fail" and report["signatures"][0]["name"] == "trtllm-page-indices-too-short"
+    assert report["requests"]["total"] == 1
+    shrink_md = (out / "shrink.md").read_text()
+    row = next(line for line in shrink_md.splitlines() if line.startswith("| 0 | 1 | "))
+    needed = int(row.strip(" |").split(" | ")[-1].replace(",", ""))  # prompt + max_tokens
+    assert 2177 <= needed <= 2177 * 1.1, needed
+    assert "page-index table 68 entries" in shrink_md and (out / "bundle.zip").stat().st_size > 0
+    assert (out / "run" / "timeline.png").exists() and not (out / "trials").exists()
+    patched = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", str(out / "profile.toml"),
+                              "--set", "sim.policy='patched'", "--out", str(tmp_path / "patched"), "--quiet"],
+                             capture_output=True, text=True, timeout=120)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+
+
+def test_a_run_against_a_live_url_cannot_be_shrunk_and_says_why(tmp_path):
+    with StubServer("fatal_400").running() as server:
+        subprocess.run([sys.executable, "-m", "loadrepro", "run", "--base-url", server.url, "--out", str(tmp_path),
+                        "--quiet", "--set", "workload.prefix_tokens=200", "--set", "workload.conversations=2"],
+                       capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "shrink", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "a live engine cannot be shrunk" in done.stderr and "--engine-cmd" in done.stderr
+    neither = subprocess.run([sys.executable, "-m", "loadrepro", "shrink"], capture_output=True, text=True, timeout=60)
+    assert neither.returncode == 2 and "give a failing run directory or --profile" in neither.stderr
