@@ -49,6 +49,8 @@ def main() -> None:
                 samples.append((time.monotonic() - started, rss_mib(run.pid)))
                 time.sleep(5)
             ended = time.monotonic()
+            if not (out / "report.json").exists():
+                sys.exit(f"the run left no report (exit {run.returncode}): {run.stderr.read()[-2000:]}")
             _summary(out, samples, started, ended, duration, run.returncode)
     finally:
         stub.terminate()

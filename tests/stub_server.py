@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
-              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings")
+              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings", "always_sse")
 
 
 @dataclass
@@ -106,7 +106,7 @@ class StubServer:
                                      status=400)
         if b == "hang_headers":
             await asyncio.sleep(3600)
-        if b == "plain_json" or b == "nonstream" or not body.get("stream"):
+        if b == "plain_json" or b == "nonstream" or (not body.get("stream") and b != "always_sse"):
             return web.json_response({"id": "x", "object": "chat.completion", "model": "stub",
                                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
                                                    "finish_reason": "stop"}],

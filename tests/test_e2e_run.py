@@ -83,6 +83,15 @@ def test_a_tensorrt_llm_fatal_400_is_a_failure(tmp_path):
     assert any("token lengths are estimates" in n for n in data["notes"])
 
 
+def test_a_target_that_streams_even_when_asked_not_to_is_counted_with_estimates_not_a_crash(tmp_path):
+    with StubServer("always_sse").running() as server:
+        done = loadrepro("run", "--base-url", server.url, *SMALL, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["requests"]["by_outcome"] == {"ok": 6}
+    assert any("token lengths are estimates" in n and "not JSON" in n for n in data["notes"])
+
+
 def test_a_vllm_context_length_400_is_a_pass_with_rejections(tmp_path):
     with StubServer("reject_followups").running() as server:
         done = loadrepro("run", "--base-url", server.url, *SMALL, "--out", str(tmp_path))

@@ -118,7 +118,12 @@ class HttpTokenCounter:
         if response.status_code != 200:
             raise TargetError(f"counting tokens with {path} failed: HTTP {response.status_code} "
                               f"{response.text[:300]}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as exc:  # an answer that is not JSON (an SSE stream to a request that asked for none)
+            raise TargetError(f"counting tokens with {path} failed: the answer is not JSON "
+                              f"({response.headers.get('content-type', 'no content type')}: "
+                              f"{response.text[:120]!r})") from exc
 
     async def _probe(self, path: str, body: dict[str, Any]) -> int:
         data = await self._post(path, {**body, "model": self._model, "max_tokens": 1, "stream": False})
