@@ -1,13 +1,49 @@
-"""loadrepro: reproduce KV-cache capacity and admission failures of LLM inference servers."""
+"""loadrepro: reproduce KV-cache capacity and admission failures of LLM inference servers.
+
+    import loadrepro
+    report = loadrepro.run("quickstart")              # the embedded simulated engine, stock policy
+    assert not report.passed and report.findings[0].name == "engine_death"
+    assert loadrepro.ab("quickstart").fix_confirmed   # stock fails, patched holds
+
+`run`, `arun`, `ab` and `load_profile` (loadrepro/api.py) import the engine-driving parts when first used, so
+that importing loadrepro (and starting the command line) stays quick.
+"""
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from loadrepro.errors import LoadreproError, ProfileError, SimConfigError, TargetError, TargetUnreachable, UsageError
+from loadrepro.errors import (
+    InternalError,
+    LoadreproError,
+    ProfileError,
+    SimConfigError,
+    TargetError,
+    TargetUnreachable,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from loadrepro.api import ab, arun, load_profile, run
+    from loadrepro.judge.compare import Comparison
+    from loadrepro.profile import Profile
+    from loadrepro.run_report import RunReport
 
 try:
     __version__ = version("loadrepro")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
 
-__all__ = ["LoadreproError", "ProfileError", "SimConfigError", "TargetError", "TargetUnreachable", "UsageError",
-           "__version__"]
+_LAZY = {"ab": "loadrepro.api", "arun": "loadrepro.api", "load_profile": "loadrepro.api", "run": "loadrepro.api",
+         "Comparison": "loadrepro.judge.compare", "Profile": "loadrepro.profile", "RunReport": "loadrepro.run_report"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'loadrepro' has no attribute {name!r}")
+
+
+__all__ = ["Comparison", "InternalError", "LoadreproError", "Profile", "ProfileError", "RunReport", "SimConfigError",
+           "TargetError", "TargetUnreachable", "UsageError", "__version__", "ab", "arun", "load_profile", "run"]

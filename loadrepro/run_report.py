@@ -3,6 +3,7 @@ by compare and by whoever acts on a run."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -243,6 +244,22 @@ class RunReport(_Model):
     windows: list[WindowRow] = []
     request_table: list[RequestRow]
     request_table_total: int | None = None  # set when the table keeps only some rows (requests.jsonl has all)
+    run_dir: str | None = None  # where the run's files are (set by the Python API; not written to report.json)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def findings(self) -> list[RuleResult]:
+        """The rules that fired, failures and notes alike, in the order the rules run."""
+        return [r for r in self.rules if r.fired]
+
+    def __repr__(self) -> str:
+        """What a failing `assert report.passed` should show: the verdict, its reasons, where the report is."""
+        where = f", report {Path(self.run_dir) / 'report.md'}" if self.run_dir else ""
+        reasons = "; ".join(self.reasons) or "no rule fired"
+        return f"<RunReport {self.label}: {self.verdict.upper()} ({reasons}){where}>"
 
     def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        return self.model_dump(mode="json", by_alias=True, exclude={"run_dir"})

@@ -43,6 +43,10 @@ class Comparison(BaseModel):
     patched_label: str
     rows: list[Row]
 
+    @property
+    def fix_confirmed(self) -> bool:
+        return self.conclusion is Conclusion.FIX_CONFIRMED
+
 
 def _matched(a: RunReport, b: RunReport) -> list[tuple[RequestRow, RequestRow]]:
     done = {(r.conversation, r.turn): r for r in a.request_table if r.outcome == "ok"}
