@@ -30,12 +30,24 @@ def _marks(ax, t: Timeline) -> None:
         ax.axvline(t.first_fatal_s, color="black", linestyle=":", linewidth=1.2)
 
 
+MAX_MARKS = 1500  # end ticks drawn per outcome: more cannot be told apart, and each one is bytes in the SVG
+MAX_BARS = 3000  # lanes drawn at most; a soak has hundreds of thousands of turns, and requests.jsonl has them all
+
+
+def _thin(values: np.ndarray, most: int) -> np.ndarray:
+    """At most `most` of `values`, evenly spread (all of them when there are few)."""
+    if len(values) <= most:
+        return values
+    return values[np.linspace(0, len(values) - 1, most).astype(int)]
+
+
 def _load_panel(ax, t: Timeline) -> None:
     ax.step(t.in_flight_t, t.in_flight_n, where="post", color="#1565c0", linewidth=1.4, label="in flight")
     top = max(1, int(t.in_flight_n.max()) if len(t.in_flight_n) else 1)
     for outcome, ends in t.ends.items():
-        y = np.full(len(ends), top * 1.08)
-        ax.plot(ends, y, "|", markersize=10, color=COLOURS.get(outcome, "gray"), label=f"{outcome} ({len(ends)})")
+        shown = _thin(np.sort(ends), MAX_MARKS)
+        ax.plot(shown, np.full(len(shown), top * 1.08), "|", markersize=10, color=COLOURS.get(outcome, "gray"),
+                label=f"{outcome} ({len(ends)})")
     ax.set_ylim(0, top * 1.2)
     ax.set_ylabel("requests")
     ax.legend(loc="upper left", ncols=4, frameon=False)
@@ -44,8 +56,9 @@ def _load_panel(ax, t: Timeline) -> None:
 def _health_panel(ax, t: Timeline) -> None:
     if len(t.health_t):
         edges = np.append(t.health_t, max(t.duration_s, t.health_t[-1]))
-        for i, ok in enumerate(t.health_ok):
-            ax.axvspan(edges[i], edges[i + 1], color="#66bb6a" if ok else "#ef5350", alpha=0.8, linewidth=0)
+        starts = [i for i in range(len(t.health_ok)) if i == 0 or t.health_ok[i] != t.health_ok[i - 1]]
+        for i, j in zip(starts, starts[1:] + [len(t.health_ok)]):  # one span per stretch, not per poll
+            ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.8, linewidth=0)
         changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
         for i in changes:
             ax.text(t.health_t[i], 0.5, f" {t.health_status[i]}", va="center", fontsize=9)
@@ -94,6 +107,12 @@ def timeline_figure(timelines: list[Timeline], window_edges: list[float] | None 
 def lanes_figure(t: Timeline) -> Figure:
     """One lane per conversation, one bar per turn from sent to end, coloured by outcome."""
     lanes = [lane for lane in t.lanes if lane.conversation < MAX_LANES]
+    if len(lanes) > MAX_BARS:
+        fig, ax = plt.subplots(figsize=(11, 1.2))
+        ax.axis("off")
+        ax.text(0, 0.5, f"{t.label}: {len(t.lanes):,} turns, too many lanes to draw; requests.jsonl has every one",
+                va="center")
+        return fig
     count = max((lane.conversation for lane in lanes), default=0) + 1
     fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)))
     by_outcome: dict[str, list] = {}

@@ -61,6 +61,19 @@ def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.
     return np.array([(t - start_ns) / 1e9 for t, _ in found]), np.array([v for _, v in found])
 
 
+MAX_STEPS = 2000  # the in-flight series is drawn from at most this many steps
+
+
+def _peaks(t: np.ndarray, n: np.ndarray, duration_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """A step series of many changes as the peak of each of MAX_STEPS equal stretches of the run (a soak's
+    in-flight count changes twice per request: hundreds of thousands of steps nobody can see)."""
+    if len(t) <= MAX_STEPS:
+        return t, n
+    buckets = np.minimum((t / duration_s * MAX_STEPS).astype(int), MAX_STEPS - 1)
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    return buckets[starts] * duration_s / MAX_STEPS, np.maximum.reduceat(n, starts)
+
+
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
                    health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch]) -> Timeline:
     def s(t_ns: int) -> float:
@@ -70,6 +83,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     events = sorted([(s(r.sent_ns), 1) for r in sent] + [(s(r.end_ns), -1) for r in sent])
     in_flight_t = np.array([0.0] + [t for t, _ in events])
     in_flight_n = np.concatenate([[0], np.cumsum([d for _, d in events])]) if events else np.array([0])
+    in_flight_t, in_flight_n = _peaks(in_flight_t, in_flight_n, max(s(end_ns), 1e-3))
     ends: dict[str, list[float]] = {}
     for r in records:
         ends.setdefault(r.outcome.value, []).append(s(r.end_ns))
