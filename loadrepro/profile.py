@@ -67,6 +67,7 @@ class LoadSpec(_Section):
     max_retries: int = Field(3, ge=0)  # 429 / 503-with-Retry-After / 503 in a stream: retries before "throttled"
     checkpoint_s: float | None = Field(None, ge=0)  # reports rewritten this often (unset: 60 s in soaks; 0: never)
     max_rps: float = Field(0.0, ge=0)  # > 0: at most this many request starts in any one second
+    keep_records: int = Field(20_000, ge=1)  # completed records kept in memory (and as many others); beyond, counted
 
     @model_validator(mode="after")
     def _rate_for_poisson(self) -> LoadSpec:

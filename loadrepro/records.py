@@ -18,7 +18,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import orjson
+from ddsketch import DDSketch
 
 from loadrepro.capacity import EngineLimits, Prediction
 
@@ -130,6 +132,74 @@ def sample_from_json(data: dict[str, Any]) -> Sample:
     return kind(**{k: v for k, v in data.items() if k != "kind"})
 
 
+SKETCH_ACCURACY = 0.01  # relative accuracy of the latency sketches: a reported p95 is within 1% of the true one
+ITL_SAMPLES = 8  # inter-token gaps sketched per request, each weighted for the gaps it stands for
+
+
+def _sketch() -> DDSketch:
+    return DDSketch(SKETCH_ACCURACY)
+
+
+@dataclass(slots=True)
+class WindowTally:
+    """One window's counts and latency sketches, over every request sent in it."""
+
+    requests: int = 0
+    outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
+    ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+
+
+@dataclass(slots=True)
+class Tally:
+    """Exact counts and mergeable latency sketches (DDSketch, a kept library) over every record of a run, whether
+    or not the record is kept in memory: a soak keeps only its first records and its failures, so its memory is
+    bounded by the run's shape, not its length. requests.jsonl has every record."""
+
+    window_s: float
+    start_ns: int = 0
+    requests: int = 0
+    dropped: int = 0  # records not kept in memory
+    by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
+    retries: int = 0
+    reconnects: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int | None = None
+    output_tokens: int = 0
+    ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    e2e_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    queue_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
+
+    def add(self, r: RequestRecord) -> None:
+        self.requests += 1
+        self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
+        self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects
+        self.prompt_tokens += r.prompt_tokens or 0
+        if r.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + r.cached_tokens
+        self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
+        window = self.windows.setdefault(int(((r.sent_ns or r.queued_ns) - self.start_ns) / 1e9 // self.window_s),
+                                         WindowTally())
+        window.requests += 1
+        window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
+        if r.sent_ns is not None:
+            self.e2e_ms.add((r.end_ns - r.sent_ns) / 1e6)
+            self.queue_ms.add(max(0.0, (r.sent_ns - r.queued_ns) / 1e6))
+        if r.first_token_ns and r.sent_ns:
+            ttft = (r.first_token_ns - r.sent_ns) / 1e6
+            self.ttft_ms.add(ttft)
+            window.ttft_ms.add(ttft)
+        if len(r.chunk_ns) > 1:
+            gaps = np.diff(np.asarray(r.chunk_ns)) / 1e6
+            picked = gaps[np.linspace(0, len(gaps) - 1, min(len(gaps), ITL_SAMPLES)).astype(int)]
+            weight = len(gaps) / len(picked)
+            for gap in picked.tolist():
+                self.itl_ms.add(max(gap, 1e-6), weight)
+                window.itl_ms.add(max(gap, 1e-6), weight)
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     label: str
@@ -151,6 +221,7 @@ class RunResult:
     interrupted: bool
     limits: EngineLimits | None = None  # the target's KV limits, when known
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
+    tally: Tally | None = None  # exact totals over every record, when not all records are kept (long runs)
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

@@ -113,3 +113,17 @@ def test_errors_that_come_back_after_a_recovery_fail():
 @pytest.mark.parametrize(("duration_s", "count"), [(1.4, 0), (1.5, 2), (2.4, 2), (2.5, 3)])
 def test_only_whole_windows_count(duration_s, count):
     assert len(windows(result([record(1)], duration_s=duration_s), 1.0)) == count
+
+
+def test_a_soak_that_keeps_few_records_in_memory_still_counts_and_judges_every_one(tmp_path):
+    with StubServer("ok", tokens=4, ttft_growth_per_s=0.1).running() as stub:
+        done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5",
+                    "--set", "load.keep_records=20")
+    assert done.returncode == 1, done.stdout + done.stderr
+    data = json.loads((tmp_path / "report.json").read_text())
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert data["requests"]["total"] == len(lines) == data["request_table_total"] > 40
+    assert sum(w["requests"] for w in data["windows"]) == len(lines)  # sent within the whole windows: all here
+    assert len(data["request_table"]) == 20 and data["latency"]["ttft_ms"]["p95"] > data["latency"]["ttft_ms"]["p50"]
+    assert any(n.startswith("records: ") and "counted but not kept in memory" in n for n in data["notes"])
+    assert "TTFT p95 grew from" in fired(tmp_path)["degradation"]  # judged from the windows' sketches

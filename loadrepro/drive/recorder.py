@@ -1,6 +1,7 @@
-"""What a run observed, kept as it happens: every request record and watcher sample, in memory for the report and
-in the run directory's JSONL files (written by threads, see records.JsonlWriter), so that a crash loses only what
-was still in flight."""
+"""What a run observed, kept as it happens: every request record and watcher sample goes to the run directory's
+JSONL files (written by threads, see records.JsonlWriter), so that a crash loses only what was still in flight.
+In memory: every sample, and the records up to `keep` completed ones plus up to `keep` others (failures are what
+rules look at one by one); every record, kept or not, is counted in the Tally."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 from loadrepro.records import (
     HealthSample,
+    Outcome,
+    Tally,
     JsonlWriter,
     LogMatch,
     MetricsSample,
@@ -18,8 +21,12 @@ from loadrepro.records import (
 
 
 class Recorder:
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000) -> None:
         self.records: list[RequestRecord] = []
+        self.tally = Tally(window_s)
+        self.last: RequestRecord | None = None
+        self._keep = keep
+        self._kept = {True: 0, False: 0}  # completed, other
         self.health: list[HealthSample] = []
         self.metrics: list[MetricsSample] = []
         self.matches: list[LogMatch] = []
@@ -27,9 +34,20 @@ class Recorder:
         self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
         self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
 
+    def started(self, start_ns: int) -> None:
+        """The load's time zero, from which windows are counted."""
+        self.tally.start_ns = start_ns
+
     def record(self, record: RequestRecord) -> None:
-        self.records.append(record)
         self._requests_out.write(record)
+        self.tally.add(record)
+        self.last = record
+        ok = record.outcome is Outcome.OK
+        if self._kept[ok] >= self._keep:
+            self.tally.dropped += 1
+            return
+        self._kept[ok] += 1
+        self.records.append(record)
 
     def sample(self, sample: Sample) -> None:
         self._samples_out.write(sample)

@@ -9,6 +9,7 @@ once). Every record is written the moment it completes.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class Runner:
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
-        self._recorder = Recorder(out_dir)
+        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None
@@ -131,8 +132,8 @@ class Runner:
         a moment before its exit can be collected, so wait that moment when requests were failing."""
         if self.target.engine_exit is None:
             return
-        records = self._recorder.records
-        failing = records and records[-1].outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
+        last = self._recorder.last
+        failing = last is not None and last.outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
         for _ in range(10 if failing else 1):
             if self._engine_exited():
                 return
@@ -182,6 +183,7 @@ class Runner:
                 if logs:  # counted before the load starts, so that no line the load causes is taken as old
                     await self._watch("engine log", logs.start())
                 self.live.started_ns = self._clock()
+                self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
                 self._on_sample(Note(self.live.started_ns, "run", "the load started"))
                 async with asyncio.TaskGroup() as tg:
@@ -234,7 +236,8 @@ class Runner:
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
-            interrupted=reason == "interrupted")
+            interrupted=reason == "interrupted",
+            tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:
         """Runs a watcher; one that fails is a note in the report, and the load goes on without it."""

@@ -155,17 +155,28 @@ protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "respon
 def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Fewer than `min_completed` of the admitted requests (all but rejected, throttled and cancelled) completed,
     or none completed at all (unless every request was cleanly rejected: correct for requests that never fit)."""
-    admitted = [r for r in result.records
-                if r.outcome not in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED)]
-    ok = sum(r.outcome is Outcome.OK for r in result.records)
-    if result.records and all(r.outcome is Outcome.REJECTED for r in result.records):
+    counts = _counts(result)
+    total = sum(counts.values())
+    admitted = total - sum(counts.get(o.value, 0) for o in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED))
+    ok = counts.get(Outcome.OK.value, 0)
+    if total and counts.get(Outcome.REJECTED.value, 0) == total:
         return None  # every request refused cleanly at admission: the rejections rule judges that
-    if not result.records or ok == 0:
+    if not total or ok == 0:
         return Finding("low_completion", Severity.FAIL, "no request completed")
-    if admitted and ok / len(admitted) < spec.min_completed:
-        return Finding("low_completion", Severity.FAIL, f"{ok}/{len(admitted)} admitted requests completed "
-                       f"({ok / len(admitted):.0%}; at least {spec.min_completed:.0%} required)")
+    if admitted and ok / admitted < spec.min_completed:
+        return Finding("low_completion", Severity.FAIL, f"{ok}/{admitted} admitted requests completed "
+                       f"({ok / admitted:.0%}; at least {spec.min_completed:.0%} required)")
     return None
+
+
+def _counts(result: RunResult) -> dict[str, int]:
+    """Requests by outcome, over every request (a long run keeps only some records in memory, and counts all)."""
+    if result.tally is not None:
+        return result.tally.by_outcome
+    counts: dict[str, int] = {}
+    for r in result.records:
+        counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
+    return counts
 
 
 def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -195,11 +206,11 @@ def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests still refused with 429 or 503 + Retry-After after their retries (info), and how often retried."""
-    retried = sum(r.retries for r in result.records)
-    hits = [r for r in result.records if r.outcome is Outcome.THROTTLED]
+    retried = result.tally.retries if result.tally is not None else sum(r.retries for r in result.records)
+    hits = _counts(result).get(Outcome.THROTTLED.value, 0)
     if not hits and not retried:
         return None
-    return Finding("throttling", Severity.INFO, f"{len(hits)} requests throttled after retries; {retried} retries")
+    return Finding("throttling", Severity.INFO, f"{hits} requests throttled after retries; {retried} retries")
 
 
 def series(result: RunResult, name: str) -> list[float]:

@@ -14,7 +14,16 @@ import numpy as np
 
 from loadrepro.judge.findings import FAILED, Finding, Severity
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord, RunResult
+from loadrepro.records import (
+    KV_USAGE,
+    PREEMPTIONS,
+    RUNNING,
+    WAITING,
+    Outcome,
+    RequestRecord,
+    RunResult,
+    WindowTally,
+)
 
 TTFT_FLOOR_MS = 50.0  # TTFT growth below this is noise on a busy machine, whatever the ratio
 MIN_SAMPLES = 5  # a window with fewer first tokens says nothing about its TTFT
@@ -68,17 +77,41 @@ def _windows(result: RunResult, window_s: float) -> list[Window]:
     count = int(duration // window_s) + (1 if duration % window_s >= window_s / 2 else 0)
     if count < 2:
         return []
-    records: list[list[RequestRecord]] = [[] for _ in range(count)]
-    for r in result.records:
-        i = int(result.seconds(r.sent_ns or r.queued_ns) // window_s)
-        if 0 <= i < count:
-            records[i].append(r)
     samples: list[list[dict[str, float]]] = [[] for _ in range(count)]
     for s in result.metrics:
         i = int(result.seconds(s.t_ns) // window_s)
         if 0 <= i < count:
             samples[i].append(s.values)
+    tally = result.tally
+    if tally is not None and tally.window_s == window_s:  # not every record is in memory: the tally counted all
+        return [_tallied(i, window_s, tally.windows.get(i, WindowTally()), samples[i]) for i in range(count)]
+    records: list[list[RequestRecord]] = [[] for _ in range(count)]
+    for r in result.records:
+        i = int(result.seconds(r.sent_ns or r.queued_ns) // window_s)
+        if 0 <= i < count:
+            records[i].append(r)
     return [_window(i, window_s, records[i], samples[i]) for i in range(count)]
+
+
+def _metrics_fields(samples: list[dict[str, float]]) -> dict[str, float | None]:
+    usage = [v[KV_USAGE] for v in samples if KV_USAGE in v]
+    quiet = [v[KV_USAGE] for v in samples if KV_USAGE in v and v.get(RUNNING) == 0 and v.get(WAITING, 0) == 0]
+    waiting = [v[WAITING] for v in samples if WAITING in v]
+    preempted = [v[PREEMPTIONS] for v in samples if PREEMPTIONS in v]
+    return dict(kv_usage_max=max(usage) if usage else None, kv_usage_quiet=min(quiet) if quiet else None,
+                waiting_max=max(waiting) if waiting else None,
+                preemptions=max(preempted) - min(preempted) if preempted else None)
+
+
+def _tallied(i: int, window_s: float, t: WindowTally, samples: list[dict[str, float]]) -> Window:
+    def q(sketch, quantile: float) -> float | None:
+        return round(float(sketch.get_quantile_value(quantile)), 3) if sketch.count else None
+
+    failed = sum(n for outcome, n in t.outcomes.items() if Outcome(outcome) in FAILED)
+    return Window(index=i + 1, start_s=i * window_s, end_s=(i + 1) * window_s, requests=t.requests,
+                  outcomes=dict(t.outcomes), failed=failed, ttft_p50_ms=q(t.ttft_ms, 0.5),
+                  ttft_p95_ms=q(t.ttft_ms, 0.95), itl_p50_ms=q(t.itl_ms, 0.5), itl_p95_ms=q(t.itl_ms, 0.95),
+                  **_metrics_fields(samples))
 
 
 def _window(i: int, window_s: float, records: list[RequestRecord], samples: list[dict[str, float]]) -> Window:
@@ -88,17 +121,11 @@ def _window(i: int, window_s: float, records: list[RequestRecord], samples: list
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[r.outcome.value] = outcomes.get(r.outcome.value, 0) + 1
-    usage = [v[KV_USAGE] for v in samples if KV_USAGE in v]
-    quiet = [v[KV_USAGE] for v in samples if KV_USAGE in v and v.get(RUNNING) == 0 and v.get(WAITING, 0) == 0]
-    waiting = [v[WAITING] for v in samples if WAITING in v]
-    preempted = [v[PREEMPTIONS] for v in samples if PREEMPTIONS in v]
     return Window(
         index=i + 1, start_s=start, end_s=end, requests=len(records), outcomes=outcomes,
         failed=sum(r.outcome in FAILED for r in records),
         ttft_p50_ms=_pct(ttft, 50), ttft_p95_ms=_pct(ttft, 95), itl_p50_ms=_pct(itl, 50), itl_p95_ms=_pct(itl, 95),
-        kv_usage_max=max(usage) if usage else None, kv_usage_quiet=min(quiet) if quiet else None,
-        waiting_max=max(waiting) if waiting else None,
-        preemptions=max(preempted) - min(preempted) if preempted else None)
+        **_metrics_fields(samples))
 
 
 def _pct(values, q: float) -> float | None:

@@ -7,6 +7,7 @@ import platform
 from collections import Counter
 
 import numpy as np
+from ddsketch import DDSketch
 
 from loadrepro import __version__
 from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors, series
@@ -58,7 +59,18 @@ def _percentiles(values: list[float] | np.ndarray) -> Percentiles:
                        max=round(float(array.max()), 3))
 
 
+def _sketched(sketch: DDSketch) -> Percentiles:
+    if not sketch.count:
+        return Percentiles()
+    return Percentiles(**{name: round(float(sketch.get_quantile_value(q)), 3)
+                          for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))})
+
+
 def _latency(result: RunResult) -> Latency:
+    if result.tally is not None:  # not every record is in memory: the sketches saw them all
+        t = result.tally
+        return Latency(ttft_ms=_sketched(t.ttft_ms), itl_ms=_sketched(t.itl_ms), e2e_ms=_sketched(t.e2e_ms),
+                       queue_ms=_sketched(t.queue_ms))
     ok = [r for r in result.records if r.sent_ns is not None]
     ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok if r.first_token_ns is not None]
     e2e = [(r.end_ns - r.sent_ns) / 1e6 for r in ok]
@@ -181,6 +193,36 @@ def _kept(rows: list[RequestRow]) -> list[RequestRow]:
     return sorted(failed + rest[:room] + rest[-room:], key=lambda r: r.id)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Totals:
+    requests: int
+    by_outcome: dict[str, int]
+    reconnects: int
+    output_tokens: int
+    prompt_tokens: int
+    cached_tokens: int | None
+
+
+def _totals(result: RunResult, rows: list[RequestRow]) -> _Totals:
+    """Counts over every request: from the tally when not all records were kept, else from the records."""
+    if result.tally is not None:
+        t = result.tally
+        return _Totals(t.requests, t.by_outcome, t.reconnects, t.output_tokens, t.prompt_tokens, t.cached_tokens)
+    cached = [r.cached_tokens for r in result.records if r.cached_tokens is not None]
+    return _Totals(len(result.records), dict(Counter(r.outcome.value for r in result.records)),
+                   sum(r.reconnects for r in result.records), sum(row.output_tokens or 0 for row in rows),
+                   sum(r.prompt_tokens or 0 for r in result.records), sum(cached) if cached else None)
+
+
+def _kept_note(result: RunResult) -> list[str]:
+    if result.tally is None:
+        return []
+    return [f"records: {result.tally.dropped:,} of {result.tally.requests:,} completed requests were counted but not "
+            "kept in memory ([load] keep_records): totals are exact, latency percentiles come from sketches (1% "
+            "relative accuracy), prefix-reuse and prompt-length rules and the timeline use the kept records; "
+            "requests.jsonl has every one"]
+
+
 def _windows(result: RunResult, window_s: float) -> list[WindowRow]:
     return [WindowRow(**dataclasses.asdict(w)) for w in windows(result, window_s)]
 
@@ -189,10 +231,8 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                  workload: WorkloadSummary, command: str, env: Environment | None = None,
                  extra_notes: list[str] | None = None, diagnosis: DiagnosisInfo | None = None) -> RunReport:
     duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
-    outcomes = Counter(r.outcome.value for r in result.records)
     rows = _rows(result)
-    output_tokens = sum(row.output_tokens or 0 for row in rows)
-    cached = [r.cached_tokens for r in result.records if r.cached_tokens is not None]
+    totals, kept = _totals(result, rows), _kept(rows)
     return RunReport(
         verdict=verdict.status, reasons=list(verdict.reasons), label=result.label,
         profile=profile.model_dump(mode="json", by_alias=True), seed=result.seed,
@@ -200,16 +240,15 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                       engine_cmd=scrub(result.engine_cmd) if result.engine_cmd else None),
         started_at=result.started_at, duration_s=round(duration, 3), command=scrub(command),
         stop_reason=result.stop_reason, interrupted=result.interrupted,
-        requests=Requests(total=len(result.records), by_outcome=dict(sorted(outcomes.items())),
-                          reconnects=sum(r.reconnects for r in result.records)),
+        requests=Requests(total=totals.requests, by_outcome=dict(sorted(totals.by_outcome.items())),
+                          reconnects=totals.reconnects),
         health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
                           detail=f.summary if f else "") for name, f in findings],
         latency=_latency(result),
-        throughput=Throughput(requests_per_s=round(outcomes.get("ok", 0) / duration, 3),
-                              output_tokens_per_s=round(output_tokens / duration, 3)),
-        cache=Cache(prompt_tokens=sum(r.prompt_tokens or 0 for r in result.records),
-                    cached_tokens=sum(cached) if cached else None),
+        throughput=Throughput(requests_per_s=round(totals.by_outcome.get("ok", 0) / duration, 3),
+                              output_tokens_per_s=round(totals.output_tokens / duration, 3)),
+        cache=Cache(prompt_tokens=totals.prompt_tokens, cached_tokens=totals.cached_tokens),
         workload=WorkloadInfo(kind=workload.kind, conversations=workload.conversations, requests=workload.requests,
                               prompt_tokens=TokenSpread(p50=workload.prompt_tokens_p50, p95=workload.prompt_tokens_p95,
                                                         max=workload.prompt_tokens_max),
@@ -221,7 +260,8 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         lengths=_lengths(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
-        notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes))],
+        notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
+                                  *_kept_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict.window_s),
-        request_table=_kept(rows), request_table_total=len(rows) if len(rows) > MAX_ROWS else None,
+        request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")
