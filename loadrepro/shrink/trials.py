@@ -69,7 +69,7 @@ class Trials:
         run_dir = self._root / f"trial-{self._count:03d}"
         started = time.monotonic()
         try:
-            session = await run_session(RunOptions(profile, None, self._model, "trial", run_dir, quiet=True,
+            session = await run_session(RunOptions(profile, None, self._model, "shrink", run_dir, quiet=True,
                                                    command=self._command, engine_cmd=self._engine_cmd,
                                                    pictures=False),
                                         say=lambda _: None)
