@@ -97,10 +97,10 @@ def run(
         from loadrepro.workload.summary import format_summary
 
         result = asyncio.run(dry_run(resolved, url, model, out, tokenizer))
-        typer.echo(f"profile    {resolved.name}: {resolved.description}")
-        typer.echo(format_summary(result.summary))
+        _echo(f"profile    {resolved.name}: {resolved.description}")
+        _echo(format_summary(result.summary))
         if result.written:
-            typer.echo(f"written    {result.written}")
+            _echo(f"written    {result.written}")
         return
     if tokenizer is not None:
         from loadrepro.workload.tokens import LocalTokenizerCounter
@@ -113,7 +113,7 @@ def run(
                          tokenizer=tokenizer)
     session = asyncio.run(run_session(options, say=_say))
     for line in describe_verdict(session.report, session.written):
-        typer.echo(line)
+        _echo(line)
     if session.result.interrupted:
         raise typer.Exit(130)
     raise typer.Exit(0 if session.report.verdict == "pass" else 1)
@@ -163,10 +163,10 @@ def ab(
                          size_to_overrun=size_to_overrun)
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
-        typer.echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
-    typer.echo(render_comparison(session.comparison))
+        _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
+    _echo(render_comparison(session.comparison))
     for path in session.written:
-        typer.echo(f"comparison: {path}")
+        _echo(f"comparison: {path}")
     raise typer.Exit(0 if session.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
@@ -187,12 +187,12 @@ def compare_reports(
     reports = [read_report(path) for path in (report_a, report_b)]
     spec = VerdictSpec.model_validate(reports[1].profile.get("verdict", {}))
     comparison = compare(*reports, spec)
-    typer.echo(render_comparison(comparison))
+    _echo(render_comparison(comparison))
     if out is not None:
         dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
         timelines = [timeline_from_run_dir(d, r.label, r.duration_s) for d, r in zip(dirs, reports)]
         for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
-            typer.echo(f"comparison: {path}")
+            _echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
@@ -206,7 +206,7 @@ def bundle(
     from loadrepro.report.bundle import make_bundle
 
     path = make_bundle(run_dir, output, redact_host)
-    typer.echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    _echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 
 @app.command("capacity")
@@ -246,7 +246,7 @@ def capacity_command(
         raise UsageError("give --bytes-per-token or --layers/--kv-heads/--head-dim, and --pool-bytes, --pool-blocks "
                          "or --gpu-memory")
     for line in describe_capacity(kv, capacity(kv), as_json=json_):
-        typer.echo(line)
+        _echo(line)
 
 
 @app.command("diagnose")
@@ -268,7 +268,7 @@ def diagnose_command(
             logs += logs_of(path)[0]
         verification = logs_of(paths[0])[1]
     result = diagnose(logs, verification=verification)
-    typer.echo(to_json(result) if json_ else to_markdown(result) if md else to_text(result))
+    _echo(to_json(result) if json_ else to_markdown(result) if md else to_text(result))
     raise typer.Exit(1 if result.fatal else 0)
 
 
@@ -294,7 +294,7 @@ def probe_command(
     url = check_base_url(base_url, target_is_isolated)
     key = os.environ.get(api_key_env)
     result = asyncio.run(probe(url, health_path, metrics_path, {"Authorization": f"Bearer {key}"} if key else None))
-    typer.echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
+    _echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
 
 
 @app.command("shrink")
@@ -333,13 +333,13 @@ def shrink_command(
                             predicate, max_trials, time_budget, confirm)
     result = asyncio.run(shrink(options, say=_say))
     best, start = result.shrunk.best, result.shrunk.steps[0].trial
-    typer.echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "
+    _echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "
                f"{best.prompt_tokens:,} prompt tokens, still failing with {result.wanted}; "
                f"{result.shrunk.trials} trials in {result.shrunk.seconds:.0f} s ({result.shrunk.stopped})")
     if result.confirmed is not None:
-        typer.echo(f"confirmed: {result.confirmed} of {confirm} more runs failed")
+        _echo(f"confirmed: {result.confirmed} of {confirm} more runs failed")
     for path in result.written:
-        typer.echo(f"written: {path}")
+        _echo(f"written: {path}")
 
 
 @app.command("profiles")
@@ -348,7 +348,18 @@ def list_profiles() -> None:
     from loadrepro.profile import builtin_profiles, load_profile
 
     for name in builtin_profiles():
-        typer.echo(f"{name:22} {load_profile(name).description}")
+        _echo(f"{name:22} {load_profile(name).description}")
+
+
+def _echo(text: str) -> None:
+    """Output on stdout. A reader that went away (`loadrepro ... | head`) ends the output, not the command: its exit
+    code must still say what happened (typer would turn the broken pipe into exit 1, "the target failed")."""
+    import os
+
+    try:
+        typer.echo(text)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # later writes and the final flush go nowhere
 
 
 def _say(text: str) -> None:

@@ -84,3 +84,15 @@ def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directo
         asyncio.run(session.run_session(options, say=lambda text: None))
     assert raised.value.exit_code == 3
     assert "RuntimeError: a bug while planning" in (tmp_path / "traceback.txt").read_text()
+
+
+@pytest.mark.parametrize(("args", "code"), [(["profiles"], 0), (["capacity", "--bytes-per-token", "2048",
+                                                                  "--pool-bytes", "4MiB", "--max-seq-len", "8192"], 0)])
+def test_a_reader_that_went_away_does_not_change_the_exit_code(args, code):
+    """`loadrepro ... | head`: stdout is closed before loadrepro writes; the code is still the command's own."""
+    process = subprocess.Popen([sys.executable, "-m", "loadrepro", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == code, err.decode()
+    assert b"Traceback" not in err and b"internal error" not in err
