@@ -15,6 +15,7 @@ from pathlib import Path
 from loadrepro.judge.compare import Comparison
 from loadrepro.profile import Profile
 from loadrepro.profile import load_profile as _load_profile
+from loadrepro.profile import with_overrides
 from loadrepro.run_report import RunReport
 from loadrepro.session import RunOptions, run_ab, run_session
 
@@ -31,18 +32,8 @@ def load_profile(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Pro
 
 def _profile(profile: str | Path | Profile, overrides: Sequence[str] | None) -> Profile:
     if isinstance(profile, Profile):
-        return _load_overrides(profile, overrides) if overrides else profile
+        return with_overrides(profile, list(overrides or ()))
     return load_profile(profile, overrides or ())
-
-
-def _load_overrides(profile: Profile, overrides: Sequence[str]) -> Profile:
-    """Overrides on a Profile object: written to TOML and read back, so they are checked like any profile's."""
-    import tempfile
-
-    from loadrepro.profile import write_profile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        return _load_profile(str(write_profile(profile, Path(tmp) / f"{profile.name}.toml")), list(overrides))
 
 
 def _options(profile: Profile, base_url: str | None, engine_cmd: str | None, out: str | Path | None, label: str,

@@ -239,6 +239,17 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
         raise ProfileError(f"profile {path} is not valid:\n{_describe(exc)}") from exc
 
 
+def with_overrides(profile: Profile, overrides: list[str] | tuple[str, ...]) -> Profile:
+    """A loaded profile with `KEY=VALUE` overrides applied and checked as load_profile checks them."""
+    data = profile.model_dump(mode="json", by_alias=True)
+    for assignment in overrides:
+        _apply(data, *parse_override(assignment))
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"profile {profile.name} is not valid:\n{_describe(exc)}") from exc
+
+
 def write_profile(profile: Profile, path: Path) -> Path:
     """The resolved profile as TOML, loadable with load_profile (unset keys, which TOML cannot hold, left out)."""
     data = profile.model_dump(mode="json", by_alias=True)

@@ -52,3 +52,12 @@ def control_client(base_url: str, timeout: float) -> httpx.AsyncClient:
 def reconnects_of(http: httpx.AsyncClient) -> int:
     transport = http._transport  # noqa: SLF001 - httpx keeps the transport it was given here
     return transport.reconnects if isinstance(transport, ResendingTransport) else 0
+
+
+async def get_json(http: httpx.AsyncClient, path: str, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> Any:
+    """The JSON a GET of `path` answers with status 200, else None (no answer, another status, not JSON)."""
+    try:
+        response = await http.get(path, timeout=timeout)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None

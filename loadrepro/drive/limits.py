@@ -10,7 +10,15 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.capacity import EngineLimits, KvConfig, bytes_per_token, capacity, index_width, parse_size
+from loadrepro.capacity import (
+    EngineLimits,
+    KvConfig,
+    bytes_per_token,
+    capacity,
+    index_width,
+    parse_size,
+)
+from loadrepro.drive.control import get_json
 from loadrepro.errors import ProfileError
 from loadrepro.profile import EngineSpec
 
@@ -48,21 +56,13 @@ def from_profile(spec: EngineSpec) -> EngineLimits | None:
                         cap.draft_pool_tokens, index)
 
 
-async def _json(http: httpx.AsyncClient, path: str) -> object | None:
-    try:
-        response = await http.get(path, timeout=5)
-        return response.json() if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        return None
-
-
 async def discover(http: httpx.AsyncClient) -> EngineLimits | None:
-    sim = await _json(http, "/sim/config")
+    sim = await get_json(http, "/sim/config", timeout=5)
     if isinstance(sim, dict) and "primary_blocks" in sim:
         draft = sim["draft_blocks"] * sim["block_size"] if sim.get("draft_blocks") else None
         return EngineLimits("simulated engine /sim/config", sim["block_size"], sim["primary_blocks"],
                             sim["max_model_len"], sim["beam_width"], draft, sim.get("page_index_entries"))
-    models = await _json(http, "/v1/models")
+    models = await get_json(http, "/v1/models", timeout=5)
     max_len = None
     if isinstance(models, dict) and models.get("data"):
         max_len = models["data"][0].get("max_model_len")

@@ -15,11 +15,11 @@ import httpx
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from loadrepro.drive.control import control_client
+from loadrepro.drive.control import control_client, get_json
 from loadrepro.drive.limits import discover
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.target import check_reachable
-from loadrepro.drive.watch.metrics import _CANONICAL, parse_kept
+from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
 from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING
 from loadrepro.workload.tokens import detect_counter
 
@@ -114,16 +114,8 @@ async def _get(http: httpx.AsyncClient, path: str) -> Endpoint:
     return Endpoint(path=path, status=response.status_code, detail=response.text.strip()[:120])
 
 
-async def _json(http: httpx.AsyncClient, path: str) -> Any:
-    try:
-        response = await http.get(path)
-        return response.json() if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
-        return None
-
-
 async def _models(http: httpx.AsyncClient) -> tuple[list[str], int | None, str | None]:
-    listed = await _json(http, "/v1/models")
+    listed = await get_json(http, "/v1/models")
     cards = listed.get("data") if isinstance(listed, dict) else None
     if not isinstance(cards, list) or not cards:
         return [], None, None
@@ -155,7 +147,7 @@ def _series(text: str) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for name in sorted(names):
-        canonical = _CANONICAL.get(name)
+        canonical = CANONICAL.get(name)
         if canonical in SERIES_NAMES and canonical not in found:
             found[canonical] = name
     if "loadrepro_sim:kv_blocks_used" in names:
@@ -165,7 +157,7 @@ def _series(text: str) -> dict[str, str]:
 
 async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> tuple[str, list[str]]:
     votes: list[tuple[str, str]] = []
-    if isinstance(await _json(http, "/sim/config"), dict):
+    if isinstance(await get_json(http, "/sim/config"), dict):
         votes.append(("simulated engine", "GET /sim/config answers"))
     if owner in _OWNERS:
         votes.append((_OWNERS[owner], f"/v1/models says owned_by {owner!r}"))
@@ -174,10 +166,10 @@ async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> 
     for prefix, name in _FAMILY_FLAVOURS:
         if f"\n{prefix}" in "\n" + metrics or f"# TYPE {prefix}" in metrics:
             votes.append((name, f"/metrics has {prefix}* families"))
-    version = await _json(http, "/version")
+    version = await get_json(http, "/version")
     if isinstance(version, dict) and "version" in version and not votes:
         votes.append(("vLLM", f"GET /version answers {version['version']!r}"))
-    props = await _json(http, "/props")
+    props = await get_json(http, "/props")
     if isinstance(props, dict) and "default_generation_settings" in props:
         votes.append(("llama.cpp", "GET /props has default_generation_settings"))
     if not votes:
@@ -187,7 +179,7 @@ async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> 
 
 
 async def _llamacpp_context(http: httpx.AsyncClient) -> int | None:
-    props = await _json(http, "/props")
+    props = await get_json(http, "/props")
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
     return int(n_ctx) if n_ctx else None

@@ -37,7 +37,7 @@ KEPT = (
 )
 _DROPPED_LABELS = {"model_name", "engine_type"}  # "engine" stays: data-parallel engines add up
 
-_CANONICAL = {
+CANONICAL = {
     "vllm:kv_cache_usage_perc": KV_USAGE, "vllm:gpu_cache_usage_perc": KV_USAGE,  # new and old names, 0..1
     "vllm:num_requests_running": RUNNING, "vllm:num_requests_waiting": WAITING,
     "vllm:num_preemptions_total": PREEMPTIONS, "vllm:num_preemptions": PREEMPTIONS,
@@ -59,7 +59,7 @@ def canonical(raw: dict[str, float]) -> dict[str, float]:
         if name == "loadrepro_sim:kv_blocks_used":
             used[labels] = value
             continue
-        target = _CANONICAL.get(name)
+        target = CANONICAL.get(name)
         if target is None:
             continue
         if target in series:
