@@ -1,123 +1,210 @@
-"""Benchmark: loadrepro's client against a bare aiohttp streaming loop, in one invocation. Asserts nothing.
+"""Benchmark: what a user pays for `loadrepro run`, beside a bare aiohttp streaming loop, in one invocation.
+Asserts nothing.
 
-    .venv/bin/python benchmarks/client_overhead.py [--requests 2000]
+    .venv/bin/python benchmarks/client_overhead.py [--requests 2000] [--concurrency 64 256] [--rounds 3]
+        [--skip-zero] [--skip-sleeping]
 
-Against a zero-delay stub (its own process): 2000 requests of ~1000 input / 128 output tokens at concurrency 64
-and 256, printing client CPU-ms per request, requests/s, tokens/s and the server-side average in flight (Little's
-law: it should equal the concurrency when the client keeps every slot busy). Then against a stub with 200 ms TTFT
-and 10 ms ITL, printing each client's median TTFT and mean ITL error: against the nominal delays, and against
-what the stub measured it really produced (the client's own share of the error).
+Both clients run as their own processes against one stub (benchmarks/stub_engine.py, its own process) and send
+the same number of streamed chat requests of ~1000 prompt tokens and 128 output tokens:
+- the bare loop: benchmarks/bare_loop.py;
+- loadrepro: `loadrepro run --base-url STUB --quiet` with a profile of REQUESTS one-turn conversations.
+
+Printed per client:
+- whole run: the process's CPU (user + system, from wait4) per request: interpreter start, imports, planning
+  and length counting, the load, reports, teardown;
+- load window: the process's CPU between the stub's first streamed arrival and its last streamed answer,
+  sampled from /proc/PID/stat every 5 ms, per request;
+- requests/s over the window, and the stub's average in flight (Little's law: the concurrency when every
+  slot is kept busy);
+- with the sleeping stub (200 ms TTFT, 10 ms ITL), TTFT error against what the stub itself produced: mean and
+  p50 over all requests, then the first wave (the first C requests sent) and the rest separately.
+
+The zero-delay stub runs twice: offering vLLM's /tokenize, and offering none (loadrepro then calibrates with
+probe requests). The sleeping stub offers /tokenize. Each pair runs --rounds times, alternating, and the last line
+of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
 import httpx
 
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.workload.model import PlannedRequest
-
-PROMPT = " ".join(f"word{i % 97}" for i in range(1000))
-TOKENS = 128
-
-
-async def bare_aiohttp(url: str, n: int, concurrency: int) -> list[tuple[float, float, int]]:
-    """The bare loop: (ttft_s, mean_itl_s, chunks) per request."""
-    body = {"model": "stub", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": TOKENS,
-            "stream": True}
-    gate = asyncio.Semaphore(concurrency)
-    out = []
-
-    async def one(session: aiohttp.ClientSession) -> None:
-        async with gate:
-            sent = time.perf_counter()
-            times = []
-            async with session.post(f"{url}/v1/chat/completions", json=body) as response:
-                async for line in response.content:
-                    if line.startswith(b"data: ") and b'"content"' in line:
-                        times.append(time.perf_counter())
-            gaps = [b - a for a, b in zip(times, times[1:])]
-            out.append((times[0] - sent, sum(gaps) / len(gaps) if gaps else 0.0, len(times)))
-
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(one(session) for _ in range(n)))
-    return out
+HERE = Path(__file__).parent
+TICK = os.sysconf("SC_CLK_TCK")
+PROFILE = """api = "chat"
+[workload]
+seed = 11
+conversations = {n}
+turns = 1
+prefix_tokens = 900
+turn_tokens = 100
+max_tokens = 128
+[load]
+concurrency = {c}
+request_timeout_s = 600
+stall_timeout_s = 60
+"""
 
 
-async def loadrepro_client(url: str, n: int, concurrency: int) -> list[tuple[float, float, int]]:
-    body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": TOKENS, "max_completion_tokens": TOKENS,
-            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-    planned = PlannedRequest(0, 1, body, TOKENS, 1000, 0)
-    gate = asyncio.Semaphore(concurrency)
-    records = []
-    config = ClientConfig(url, "chat", "stub", concurrency, 600, 60)
-    async with Client(config) as client:
-        async def one(i: int) -> None:
-            queued = time.perf_counter_ns()
-            async with gate:
-                await client.send(i, planned, queued, time.time(), records.append)
-
-        await asyncio.gather(*(one(i) for i in range(n)))
-    out = []
-    for r in records:
-        gaps = [b - a for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
-        out.append(((r.first_token_ns - r.sent_ns) / 1e9, sum(gaps) / len(gaps) / 1e9 if gaps else 0.0,
-                    len(r.chunk_ns)))
-        assert r.outcome == "ok", r.detail
-    return out
+@dataclass
+class Outcome:
+    name: str
+    whole_cpu_s: float
+    window_cpu_s: float
+    window_s: float
+    in_flight: float
+    ttft: list[tuple[float, float]] = field(default_factory=list)  # (sent, client TTFT) per request
+    stub_ttft: list[tuple[float, float]] = field(default_factory=list)  # (arrival, produced TTFT)
 
 
-def start_stub(ttft_ms: float, itl_ms: float) -> tuple[subprocess.Popen, str]:
-    stub = Path(__file__).with_name("stub_engine.py")
-    process = subprocess.Popen([sys.executable, str(stub), "--tokens", str(TOKENS), "--ttft-ms", str(ttft_ms),
-                                "--itl-ms", str(itl_ms)], stdout=subprocess.PIPE, text=True)
-    return process, process.stdout.readline().strip()
+class CpuSampler(threading.Thread):
+    """(time.monotonic(), CPU seconds) of one process every 5 ms, while it lives."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.samples = pid, []
+
+    def run(self) -> None:
+        path = f"/proc/{self.pid}/stat"
+        while True:
+            try:
+                fields = Path(path).read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                return
+            if fields[0] == "Z":
+                return
+            self.samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / TICK))
+            time.sleep(0.005)
+
+    def at(self, t: float) -> float:
+        before = [cpu for when, cpu in self.samples if when <= t]
+        return before[-1] if before else 0.0
 
 
-def measure(name: str, fn, url: str, n: int, concurrency: int) -> list[tuple[float, float, int]]:
-    httpx.get(f"{url}/stats")  # reset the server-side counters
-    cpu, wall = time.process_time(), time.perf_counter()
-    results = asyncio.run(fn(url, n, concurrency))
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+def run_client(name: str, command: list[str], url: str, n: int) -> tuple[Outcome, str]:
+    httpx.get(f"{url}/stats")  # reset the stub's counters
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sampler = CpuSampler(process.pid)
+    sampler.start()
+    reader = threading.Thread(target=lambda: setattr(process, "out", process.stdout.read()), daemon=True)
+    reader.start()
+    _, status, usage = os.wait4(process.pid, 0)
+    reader.join()
+    sampler.join()
     stats = httpx.get(f"{url}/stats").json()
-    in_flight = stats["in_flight_avg"]
-    tokens = sum(r[2] for r in results)
-    print(f"  {name:16} c={concurrency:<4} {cpu / n * 1000:6.2f} CPU-ms/req  {n / wall:7.0f} req/s  "
-          f"{tokens / wall:9.0f} tok/s  server in flight {in_flight:6.1f} ({in_flight / concurrency:.0%})")
-    return results, stats
+    first, last = stats["window"]
+    if stats["requests"] != n:
+        sys.exit(f"{name}: the stub answered {stats['requests']} of {n} streamed requests; "
+                 f"stderr: {process.stderr.read().decode()[-2000:]}")
+    outcome = Outcome(name, usage.ru_utime + usage.ru_stime, sampler.at(last) - sampler.at(first), last - first,
+                      stats["in_flight_avg"], stub_ttft=[tuple(a) for a in stats["arrivals"]])
+    return outcome, process.out.decode()
+
+
+def bare(url: str, n: int, concurrency: int) -> Outcome:
+    outcome, out = run_client("bare aiohttp", [sys.executable, str(HERE / "bare_loop.py"), url, str(n),
+                                               str(concurrency)], url, n)
+    outcome.ttft = [(sent, ttft) for sent, ttft, _ in json.loads(out)]
+    return outcome
+
+
+def loadrepro(url: str, n: int, concurrency: int, work: Path) -> Outcome:
+    profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{concurrency}-{time.monotonic_ns()}"
+    profile.write_text(PROFILE.format(n=n, c=concurrency))
+    command = [str(Path(sys.executable).with_name("loadrepro")), "run", "--profile", str(profile), "--base-url",
+               url, "--out", str(run_dir), "--quiet"]
+    outcome, _ = run_client("loadrepro run", command, url, n)
+    with open(run_dir / "requests.jsonl") as lines:
+        records = [json.loads(line) for line in lines]
+    records = [r for r in records if r.get("kind") == "request"]
+    bad = [r for r in records if r["outcome"] != "ok"]
+    if bad:
+        sys.exit(f"loadrepro: {len(bad)} requests not ok, e.g. {bad[0]['outcome']}: {bad[0]['detail']}")
+    outcome.ttft = [(r["sent_ns"] / 1e9, (r["first_token_ns"] - r["sent_ns"]) / 1e9) for r in records]
+    return outcome
+
+
+def ttft_errors(o: Outcome, wave: int) -> dict[str, float]:
+    """TTFT error in ms against what the stub produced: mean, p50, the first wave (the first `wave` requests
+    sent, against the first `wave` arrivals) and the rest."""
+    client = [t for _, t in sorted(o.ttft)]
+    stub = [t for _, t in sorted(o.stub_ttft)]
+    return {"mean": (statistics.mean(client) - statistics.mean(stub)) * 1000,
+            "p50": (statistics.median(client) - statistics.median(stub)) * 1000,
+            "first wave": (statistics.mean(client[:wave]) - statistics.mean(stub[:wave])) * 1000,
+            "rest": (statistics.mean(client[wave:]) - statistics.mean(stub[wave:])) * 1000}
+
+
+def show(o: Outcome, n: int, concurrency: int, sleeping: bool) -> None:
+    print(f"  {o.name:14} c={concurrency:<4} whole run {o.whole_cpu_s / n * 1000:5.2f} CPU-ms/req "
+          f"({o.whole_cpu_s:5.2f} s)  load window {o.window_cpu_s / n * 1000:5.2f} CPU-ms/req  "
+          f"{n / o.window_s:6.0f} req/s  stub in flight {o.in_flight:6.1f} ({o.in_flight / concurrency:.0%})")
+    if sleeping:
+        errors = ttft_errors(o, concurrency)
+        print(f"  {'':14} TTFT error vs the stub's own (ms): "
+              + ", ".join(f"{k} {v:+6.1f}" for k, v in errors.items()))
+
+
+def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool) -> None:
+    ratios = {"whole run": [ours.whole_cpu_s / base.whole_cpu_s for base, ours in pairs],
+              "load window": [ours.window_cpu_s / base.window_cpu_s for base, ours in pairs]}
+    line = ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
+    if sleeping:
+        errors = [(ttft_errors(base, concurrency), ttft_errors(ours, concurrency)) for base, ours in pairs]
+        for key in ("mean", "p50", "first wave"):
+            base = statistics.median(b[key] for b, _ in errors)
+            ours = statistics.median(o[key] for _, o in errors)
+            line += f"; TTFT error {key} {ours:+.1f} against {base:+.1f} ms"
+    print(f"  median of {len(pairs)} rounds, loadrepro / bare: {line}")
+
+
+def start_stub(ttft_ms: float, itl_ms: float, tokenize: bool) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, str(HERE / "stub_engine.py"), "--tokens", "128", "--ttft-ms", str(ttft_ms),
+               "--itl-ms", str(itl_ms)] + (["--tokenize"] if tokenize else [])
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000)
-    n = parser.parse_args().requests
-    clients = {"bare aiohttp": bare_aiohttp, "loadrepro client": loadrepro_client}
-    for ttft_ms, itl_ms in ((0.0, 0.0), (200.0, 10.0)):
-        process, url = start_stub(ttft_ms, itl_ms)
-        try:
-            print(f"\nstub: {TOKENS} tokens, TTFT {ttft_ms:.0f} ms, ITL {itl_ms:.0f} ms; {n} requests")
-            for concurrency in (64, 256):
-                for name, fn in clients.items():
-                    results, stats = measure(name, fn, url, n, concurrency)
-                    if ttft_ms:
-                        ttft = statistics.median(r[0] for r in results) * 1000
-                        itl = statistics.mean(r[1] for r in results) * 1000
-                        print(f"  {'':16} {'':6} TTFT error {ttft - ttft_ms:+6.2f} ms nominal, "
-                              f"{ttft - stats['ttft_median_s'] * 1000:+6.2f} ms vs the stub's own; "
-                              f"ITL error {itl - itl_ms:+5.2f} ms nominal, "
-                              f"{itl - stats['itl_mean_s'] * 1000:+5.2f} ms vs the stub's own")
-        finally:
-            process.terminate()
-            process.wait()
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-sleeping", action="store_true")
+    parser.add_argument("--skip-zero", action="store_true")
+    args = parser.parse_args()
+    n = args.requests
+    stubs = [] if args.skip_zero else [(0.0, 0.0, True), (0.0, 0.0, False)]
+    stubs += [] if args.skip_sleeping else [(200.0, 10.0, True)]
+    with tempfile.TemporaryDirectory() as work:
+        for ttft_ms, itl_ms, tokenize in stubs:
+            process, url = start_stub(ttft_ms, itl_ms, tokenize)
+            try:
+                print(f"\nstub: 128 tokens, TTFT {ttft_ms:.0f} ms, ITL {itl_ms:.0f} ms, "
+                      f"{'/tokenize' if tokenize else 'no tokenize endpoint'}; {n} requests")
+                for concurrency in args.concurrency:
+                    pairs = []
+                    for _ in range(args.rounds):
+                        base = bare(url, n, concurrency)
+                        show(base, n, concurrency, bool(ttft_ms))
+                        ours = loadrepro(url, n, concurrency, Path(work))
+                        show(ours, n, concurrency, bool(ttft_ms))
+                        pairs.append((base, ours))
+                    summary(pairs, concurrency, bool(ttft_ms))
+            finally:
+                process.terminate()
+                process.wait()
 
 
 if __name__ == "__main__":

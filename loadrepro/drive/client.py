@@ -47,6 +47,7 @@ class ProtocolViolation(Exception):
 
 # Failures of a connection itself (not a timeout, not a refused connect): on a pooled connection before any
 # response byte they mean the server or a proxy had closed it, not that the engine failed.
+_YIELD_EVERY_NS = 2_000_000
 _CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
 
 
@@ -208,6 +209,7 @@ class Client:
         if basic and not config.api_key:
             self._headers["authorization"] = basic
         self._url = base.rstrip("/") + _PATHS[config.api]
+        self._chat = config.api == "chat"
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
         self._session: aiohttp.ClientSession | None = None
@@ -313,10 +315,11 @@ class Client:
         events = SseEvents()
         lines = SseLines()
         stop = False
+        yielded = a.last_byte_ns or 0
         # Whole received chunks, split into lines here: aiohttp's own line reader rescans its buffer per line,
         # which goes quadratic when a fast engine fills it faster than it is read.
         async for chunk in response.content.iter_any():
-            a.last_byte_ns = self._clock()
+            now = a.last_byte_ns = self._clock()
             for line in lines.feed(chunk):
                 data = events.feed(line)
                 if data is not None and self._event(data, a, cancel_after_chunks):
@@ -324,7 +327,11 @@ class Client:
                     break
             if stop:
                 break
-            await asyncio.sleep(0)  # let the watchers and the other streams run between chunks
+            # A stream whose bytes are always already there never waits, so it lets the watchers and the other
+            # streams run now and then; yielding after every chunk cost a loop turn per token.
+            if now - yielded > _YIELD_EVERY_NS:
+                await asyncio.sleep(0)
+                yielded = self._clock()
         else:
             for line in (*lines.flush(), b""):
                 data = events.feed(line)
@@ -341,16 +348,15 @@ class Client:
             a.done = True
             return True
         payload = orjson.loads(data)
-        error = _error_text(payload)
-        if error is not None:
-            a.error = error[:DETAIL_LIMIT]
-            a.error_code = _error_code(payload)
-            return False
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"an SSE event that is not a JSON object: {data[:200]!r}")
+        if "error" in payload or payload.get("object") == "error":
+            a.error = (_error_text(payload) or "")[:DETAIL_LIMIT]
+            a.error_code = _error_code(payload)
+            return False
         if payload.get("usage"):
             a.usage = _object(payload["usage"], "usage")
-        chat = self.config.api == "chat"
+        chat = self._chat
         choices = payload.get("choices") or []
         if not isinstance(choices, list):
             raise ProtocolViolation(f"`choices` is not a list: {data[:200]!r}")

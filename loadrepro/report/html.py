@@ -1,7 +1,8 @@
-"""report.html: one self-contained page (inline SVG pictures and CSS, no script, no external URL)."""
+"""report.html: one self-contained page (pictures as inline PNG data, CSS; no script, no external URL)."""
 
 from __future__ import annotations
 
+import base64
 from html import escape
 
 from loadrepro.judge.compare import Comparison
@@ -16,7 +17,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px soli
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px solid #ddd;padding:.3em .6em;
 text-align:left;vertical-align:top}th{background:#f5f5f5}td.n{text-align:right}
 pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:.7em;overflow-x:auto;font-size:.85em}
-figure{margin:1em 0}figcaption{color:#555;font-size:.9em}svg{max-width:100%;height:auto}
+figure{margin:1em 0}figcaption{color:#555;font-size:.9em}figure img{max-width:100%;height:auto}
 code{background:#f3f3f3;padding:0 .2em}
 """
 
@@ -29,8 +30,13 @@ def _table(head: list[str], rows: list[list[object]]) -> str:
     return f"<table><tr>{cells}</tr>{body}</table>"
 
 
-def _figure(svg: str, caption: str, data: str = "") -> str:
-    return f"<figure{data}>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+def img(png: bytes, alt: str) -> str:
+    """A picture inside the page: the same PNG bytes the run directory holds (drawn once, for both)."""
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _figure(picture: str, caption: str, data: str = "") -> str:
+    return f"<figure{data}>{picture}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
 def _timeline_data(r: RunReport) -> str:
@@ -49,9 +55,9 @@ def _page(title: str, body: str) -> str:
             f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
 
 
-def _sections(r: RunReport, lanes_svg: str, latency_svg: str) -> str:
-    parts = [f"<h2>Conversations</h2>{_figure(lanes_svg, 'Each turn of each conversation, coloured by outcome.')}",
-             f"<h2>Latency</h2>{_figure(latency_svg, 'Distributions over every request that was sent.')}",
+def _sections(r: RunReport, lanes: str, latency: str) -> str:
+    parts = [f"<h2>Conversations</h2>{_figure(lanes, 'Each turn of each conversation, coloured by outcome.')}",
+             f"<h2>Latency</h2>{_figure(latency, 'Distributions over every request that was sent.')}",
              "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
              "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max"], [
                  ["time to first token", *_ms(r.latency.ttft_ms)], ["inter-token", *_ms(r.latency.itl_ms)],
@@ -92,15 +98,15 @@ TIMELINE_CAPTION = ("Requests in flight (blue) with a tick where each request en
                     "first failure; dotted black line: the first fatal engine log line.")
 
 
-def render_html(report: RunReport, timeline_svg: str, lanes_svg: str, latency_svg: str) -> str:
-    figure = _figure(timeline_svg, TIMELINE_CAPTION, _timeline_data(report))
-    body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes_svg, latency_svg)
+def render_html(report: RunReport, timeline: str, lanes: str, latency: str) -> str:
+    figure = _figure(timeline, TIMELINE_CAPTION, _timeline_data(report))
+    body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes, latency)
     return _page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
 
-def render_comparison_html(comparison: Comparison, timeline_svg: str) -> str:
+def render_comparison_html(comparison: Comparison, timeline: str) -> str:
     table = _table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
-            f"<h2>Timelines</h2>{_figure(timeline_svg, TIMELINE_CAPTION + ' Both runs share the time axis.')}")
+            f"<h2>Timelines</h2>{_figure(timeline, TIMELINE_CAPTION + ' Both runs share the time axis.')}")
     return _page(f"loadrepro compare: {comparison.conclusion}", body)

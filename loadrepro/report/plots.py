@@ -1,5 +1,5 @@
-"""The report's pictures, drawn with matplotlib (Agg; no display, no network): SVG for the HTML page, PNG for
-the Markdown. Each picture is one figure built once and saved in whichever format is asked."""
+"""The report's pictures, drawn with matplotlib (Agg; no display, no network) as PNG, for the Markdown and, inline,
+the HTML page. Each picture is one figure, drawn once."""
 
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "serv
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
            "timeout": "#827717", "unreachable": "#212121", "cancelled": "#bdbdbd"}
 MAX_LANES = 200
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-                     "svg.hashsalt": "loadrepro", "svg.fonttype": "none"})
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9})
 
 
 def _marks(ax, t: Timeline) -> None:
@@ -142,13 +141,6 @@ def latency_figure(t: Timeline) -> Figure:
     left.set_ylabel("requests")
     fig.tight_layout()
     return fig
-
-
-def svg(fig: Figure) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
 
 
 def png(fig: Figure, dpi: int = 100) -> bytes:

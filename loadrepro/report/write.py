@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison
-from loadrepro.report import plots
-from loadrepro.report.html import render_comparison_html, render_html
+from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_comparison, render_markdown
@@ -38,18 +37,20 @@ def _write(path: Path, content: str | bytes) -> Path:
 
 
 def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path]:
+    from loadrepro.report import plots  # matplotlib: imported by the runs that draw (a shrink's trials do not)
+
     edges = [w.start_s for w in report.windows[1:]]
     figures = {"timeline": plots.timeline_figure([timeline], edges), "lanes": plots.lanes_figure(timeline),
                "latency": plots.latency_figure(timeline)}
-    try:
-        svgs = {name: plots.svg(fig) for name, fig in figures.items()}
-        written = [_write(run_dir / TIMELINE_PNG, plots.png(figures["timeline"])),
-                   _write(run_dir / LATENCY_PNG, plots.png(figures["latency"]))]
+    try:  # each picture drawn once: the PNG file for report.md is the picture inside report.html
+        pngs = {name: plots.png(fig) for name, fig in figures.items()}
     finally:
         for fig in figures.values():
             plots.close(fig)
-    written.append(_write(run_dir / "report.html", render_html(report, svgs["timeline"], svgs["lanes"],
-                                                                svgs["latency"])))
+    written = [_write(run_dir / TIMELINE_PNG, pngs["timeline"]), _write(run_dir / LATENCY_PNG, pngs["latency"])]
+    written.append(_write(run_dir / "report.html", render_html(
+        report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
+        img(pngs["latency"], "latency"))))
     return written
 
 
@@ -61,9 +62,11 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     _write(js, comparison.model_dump_json(indent=2) + "\n")
     written = [md, js]
     if timelines:
+        from loadrepro.report import plots
+
         figure = plots.timeline_figure(timelines)
         try:
-            page = render_comparison_html(comparison, plots.svg(figure))
+            page = render_comparison_html(comparison, img(plots.png(figure), "timelines"))
         finally:
             plots.close(figure)
         html_path = out / "compare.html"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import json
+
+import orjson
 from pathlib import Path
 
 from loadrepro.workload.model import Workload
@@ -13,14 +14,16 @@ SCHEMA = "loadrepro.workload/1"
 
 def write_workload(workload: Workload, path: Path) -> Path:
     """One JSON line describing the workload, then one per request in conversation and turn order."""
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=5) as out:
+    # Level 1: written before the load starts, so its CPU is part of every run; level 5 made a 2,000-request file
+    # 15% smaller (5.2 against 6.1 MB) for more than twice the time.
+    with gzip.open(path, "wb", compresslevel=1) as out:
         header = {"type": "workload", "schema": SCHEMA, "kind": workload.kind, "api": workload.api,
                   "seed": workload.seed, "faker_version": workload.faker_version,
                   "calibration_source": workload.calibration_source}
-        out.write(json.dumps(header) + "\n")
+        out.write(orjson.dumps(header) + b"\n")
         for r in workload.requests:
             line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
                     "expected_prompt_tokens": r.expected_prompt_tokens,
                     "shared_prefix_tokens": r.shared_prefix_tokens, "body": r.body}
-            out.write(json.dumps(line, separators=(",", ":")) + "\n")
+            out.write(orjson.dumps(line) + b"\n")
     return path

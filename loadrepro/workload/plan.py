@@ -16,6 +16,7 @@ from loadrepro.workload.trace import TraceRow, build_trace, read_trace
 
 TOLERANCE = 0.02
 _CORRECT_ABOVE = 0.005  # a sample further off than this triggers one rebuild with measured costs
+_VERIFY_SAMPLE = 32  # conversations counted to decide whether every one must be
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +104,28 @@ async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = 
 
 async def _correct_each_conversation(profile: Profile, pool: RecordPool, calibration: Calibration,
                                      counter: TokenCounter, workload: Workload) -> Workload:
-    """Count every conversation's first prompt on the target and rebuild those that are off by more than 0.5%
-    with their own documents lengthened or shortened by the difference: one count per conversation."""
+    """Count a spread sample of conversations' first prompts on the target; when one of them is off by more than
+    0.5%, count every conversation's and rebuild those that are off with their own documents lengthened or
+    shortened by the difference. Counting costs the target a request per prompt, so a workload whose sample is
+    already right is not counted whole (each run's lengths are checked against usage anyway: report lengths)."""
     firsts = [c.turns[0] for c in workload.conversations]
-    actual = await gather_limited([_count(counter, r) for r in firsts])
-    corrections = {r.conversation: float(r.expected_prompt_tokens - a) for r, a in zip(firsts, actual)
-                   if abs(a - r.expected_prompt_tokens) > _CORRECT_ABOVE * r.expected_prompt_tokens}
-    if not corrections:
+    picked = _spread(len(firsts), _VERIFY_SAMPLE)
+    counts = dict(zip(picked, await gather_limited([_count(counter, firsts[i]) for i in picked])))
+    if not _corrections([firsts[i] for i in picked], [counts[i] for i in picked]):
         return workload
+    rest = [i for i in range(len(firsts)) if i not in counts]
+    counts.update(zip(rest, await gather_limited([_count(counter, firsts[i]) for i in rest])))
+    corrections = _corrections(firsts, [counts[i] for i in range(len(firsts))])
     return build_workload(profile, pool, calibration, None, corrections)
+
+
+def _spread(n: int, most: int) -> list[int]:
+    """At most `most` of the indices 0..n-1, evenly spread, always with the first and the last."""
+    if n <= most:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (most - 1)) for i in range(most)})
+
+
+def _corrections(requests: list[PlannedRequest], counts: list[int]) -> dict[int, float]:
+    return {r.conversation: float(r.expected_prompt_tokens - a) for r, a in zip(requests, counts)
+            if abs(a - r.expected_prompt_tokens) > _CORRECT_ABOVE * r.expected_prompt_tokens}

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import httpx
 import numpy as np
+import orjson
 
 from loadrepro.errors import TargetError, UsageError
 from loadrepro.sim.tokenizer import render_chat, tokenize
@@ -99,30 +100,65 @@ class LocalTokenizerCounter:
         return len(self._tokenizer.encode(rendered, add_special_tokens=False).ids)
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: str
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+class Poster(Protocol):
+    """POSTs JSON to the target; a failure to get any answer is a TargetError."""
+
+    async def answer(self, path: str, body: dict[str, Any]) -> Answer: ...
+
+
+class HttpxPoster:
+    """A Poster over an httpx client (the probe's and the tests'); runs use drive.control's cheaper one."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def answer(self, path: str, body: dict[str, Any]) -> Answer:
+        try:
+            response = await self._client.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise TargetError(f"counting tokens with {path} failed: {exc}") from exc
+        return Answer(response.status_code, response.content, response.headers.get("content-type", ""))
+
+
+def as_poster(client: httpx.AsyncClient | Poster) -> Poster:
+    return HttpxPoster(client) if isinstance(client, httpx.AsyncClient) else client
+
+
 class HttpTokenCounter:
     """Counts with the target's tokenize endpoint, falling back to one-token probe requests for what it lacks."""
 
     local = False
 
-    def __init__(self, client: httpx.AsyncClient, flavour: str, model: str) -> None:
-        self._client, self._flavour, self._model = client, flavour, model
+    def __init__(self, client: httpx.AsyncClient | Poster, flavour: str, model: str) -> None:
+        self._client, self._flavour, self._model = as_poster(client), flavour, model
         self.probing = flavour == "probe"  # counting sends requests to the engine itself: see workload/probes.py
         self.source = {"vllm": "POST /tokenize (vLLM)", "sglang": "POST /v1/tokenize (SGLang)",
                        "llamacpp": "POST /tokenize (llama.cpp)", "probe": "usage.prompt_tokens of probes"}[flavour]
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = await self._client.post(path, json=body)
-        except httpx.HTTPError as exc:
-            raise TargetError(f"counting tokens with {path} failed: {exc}") from exc
-        if response.status_code != 200:
-            raise TargetError(f"counting tokens with {path} failed: HTTP {response.status_code} "
+        response = await self._client.answer(path, body)
+        if response.status != 200:
+            raise TargetError(f"counting tokens with {path} failed: HTTP {response.status} "
                               f"{response.text[:300]}")
         try:
             return response.json()
         except ValueError as exc:  # an answer that is not JSON (an SSE stream to a request that asked for none)
             raise TargetError(f"counting tokens with {path} failed: the answer is not JSON "
-                              f"({response.headers.get('content-type', 'no content type')}: "
+                              f"({response.content_type or 'no content type'}: "
                               f"{response.text[:120]!r})") from exc
 
     async def _probe(self, path: str, body: dict[str, Any]) -> int:
@@ -149,17 +185,18 @@ class HttpTokenCounter:
         return await self._probe("/v1/chat/completions", {"messages": messages})
 
 
-async def detect_counter(client: httpx.AsyncClient, model: str) -> HttpTokenCounter:
+async def detect_counter(client: httpx.AsyncClient | Poster, model: str) -> HttpTokenCounter:
     """The best way this target offers to count tokens; `client` has the target's base URL."""
+    client = as_poster(client)
     attempts = (("vllm", "/tokenize", {"model": model, "prompt": "hello world"}, "count"),
                 ("sglang", "/v1/tokenize", {"model": model, "prompt": "hello world"}, "count"),
                 ("llamacpp", "/tokenize", {"content": "hello world"}, "tokens"))
     for flavour, path, body, key in attempts:
         try:
-            response = await client.post(path, json=body)
-            if response.status_code == 200 and key in response.json():
+            response = await client.answer(path, body)
+            if response.status == 200 and key in response.json():
                 return HttpTokenCounter(client, flavour, model)
-        except (httpx.HTTPError, ValueError):
+        except (TargetError, ValueError, TypeError):
             continue
     return HttpTokenCounter(client, "probe", model)
 
