@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -119,11 +120,10 @@ def bare(url: str, n: int, concurrency: int) -> Outcome:
     return outcome
 
 
-def loadrepro(url: str, n: int, concurrency: int, work: Path) -> Outcome:
+def loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[str]) -> Outcome:
     profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{concurrency}-{time.monotonic_ns()}"
     profile.write_text(PROFILE.format(n=n, c=concurrency))
-    command = [str(Path(sys.executable).with_name("loadrepro")), "run", "--profile", str(profile), "--base-url",
-               url, "--out", str(run_dir), "--quiet"]
+    command = program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet"]
     outcome, _ = run_client("loadrepro run", command, url, n)
     with open(run_dir / "requests.jsonl") as lines:
         records = [json.loads(line) for line in lines]
@@ -181,6 +181,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--loadrepro", default=str(Path(sys.executable).with_name("loadrepro")),
+                        help="the command that runs loadrepro (another checkout: 'PYTHON -m loadrepro')")
     parser.add_argument("--skip-sleeping", action="store_true")
     parser.add_argument("--skip-zero", action="store_true")
     args = parser.parse_args()
@@ -198,7 +200,7 @@ def main() -> None:
                     for _ in range(args.rounds):
                         base = bare(url, n, concurrency)
                         show(base, n, concurrency, bool(ttft_ms))
-                        ours = loadrepro(url, n, concurrency, Path(work))
+                        ours = loadrepro(url, n, concurrency, Path(work), shlex.split(args.loadrepro))
                         show(ours, n, concurrency, bool(ttft_ms))
                         pairs.append((base, ours))
                     summary(pairs, concurrency, bool(ttft_ms))

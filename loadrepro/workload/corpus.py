@@ -10,12 +10,18 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faker
 import numpy as np
-from faker import Faker
 
-FAKER_VERSION = faker.VERSION
+from loadrepro.workload.pool_cache import pool_texts
+
+if TYPE_CHECKING:
+    from faker import Faker
+
+FAKER_VERSION = version("faker")  # faker itself is imported only when a pool is invented (0.1 s)
 POOL_SIZE = 2048
 
 _PRIORITIES = ("P1", "P2", "P3", "P4")
@@ -87,8 +93,14 @@ class RecordPool:
 
 def record_pool(seed: int, size: int = POOL_SIZE) -> RecordPool:
     """`size` records, the same for the same seed and faker version; kinds cycle so each is equally common."""
-    fake = Faker("en_US")
-    fake.seed_instance(seed)
-    texts = tuple(KINDS[i % len(KINDS)][1](fake) for i in range(size))
+    texts = pool_texts(seed, size, FAKER_VERSION, Path(__file__), lambda: _invent(seed, size))
     kinds = np.arange(size) % len(KINDS)
     return RecordPool(seed, texts, kinds, np.fromiter((len(t) for t in texts), dtype=np.int64, count=size))
+
+
+def _invent(seed: int, size: int) -> tuple[str, ...]:
+    from faker import Faker
+
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    return tuple(KINDS[i % len(KINDS)][1](fake) for i in range(size))
