@@ -67,6 +67,7 @@ class Outcome:
     in_flight: float
     ttft: list[tuple[float, float]] = field(default_factory=list)  # (sent, client TTFT) per request
     stub_ttft: list[tuple[float, float]] = field(default_factory=list)  # (arrival, produced TTFT)
+    stub_itl_ms: float = 0.0  # the mean gap between chunks the stub produced
 
 
 class CpuSampler(threading.Thread):
@@ -109,7 +110,8 @@ def run_client(name: str, command: list[str], url: str, n: int) -> tuple[Outcome
         sys.exit(f"{name}: the stub answered {stats['requests']} of {n} streamed requests; "
                  f"stderr: {process.stderr.read().decode()[-2000:]}")
     outcome = Outcome(name, usage.ru_utime + usage.ru_stime, sampler.at(last) - sampler.at(first), last - first,
-                      stats["in_flight_avg"], stub_ttft=[tuple(a) for a in stats["arrivals"]])
+                      stats["in_flight_avg"], stub_ttft=[tuple(a) for a in stats["arrivals"]],
+                      stub_itl_ms=stats["itl_mean_s"] * 1000)
     return outcome, process.out.decode()
 
 

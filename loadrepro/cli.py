@@ -77,6 +77,13 @@ def run(
         help="Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
              "asking the target; with --dry-run, plan offline.")
     ] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
+                    "N Ray actors (default 2).")] = None,
+    ray: Annotated[str | None, typer.Option(
+        metavar="[ADDRESS]",
+        help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
+             "instance when none is given (pip install 'loadrepro[ray]').")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -110,13 +117,18 @@ def run(
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
                          engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun,
-                         tokenizer=tokenizer)
+                         tokenizer=tokenizer, workers=_workers(workers, ray), ray=ray)
     session = asyncio.run(run_session(options, say=_say))
     for line in describe_verdict(session.report, session.written):
         _echo(line)
     if session.result.interrupted:
         raise typer.Exit(130)
     raise typer.Exit(0 if session.report.verdict == "pass" else 1)
+
+
+def _workers(workers: int | None, ray: str | None) -> int:
+    """--workers, else 2 Ray actors with --ray, else this process alone."""
+    return workers if workers is not None else 2 if ray else 1
 
 
 @app.command()
@@ -135,6 +147,13 @@ def ab(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm non-loopback targets are isolated test engines.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
+                    "N Ray actors (default 2).")] = None,
+    ray: Annotated[str | None, typer.Option(
+        metavar="[ADDRESS]",
+        help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
+             "instance when none is given (pip install 'loadrepro[ray]').")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
@@ -160,7 +179,7 @@ def ab(
     checked = [(check_base_url(url, target_is_isolated) if url else None, cmd) for url, cmd in sides]
     options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout,
-                         size_to_overrun=size_to_overrun)
+                         size_to_overrun=size_to_overrun, workers=_workers(workers, ray), ray=ray)
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
         _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
@@ -390,9 +409,20 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def _with_ray_value(argv: list[str]) -> list[str]:
+    """`--ray` without an address means a local Ray instance; click has no option with an optional value, so
+    the value is filled in here."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--ray" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i + 1:i + 1] = ["local"]
+            break
+    return out
+
+
 def _run_app() -> int | None:
     try:
-        return app(standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
+        return app(args=_with_ray_value(sys.argv[1:]), standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("loadrepro: interrupted", err=True)
         return 130

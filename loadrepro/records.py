@@ -235,6 +235,8 @@ class RunResult:
     limits: EngineLimits | None = None  # the target's KV limits, when known
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
     tally: Tally | None = None  # exact totals over every record, when not all records are kept (long runs)
+    workers: int = 1  # processes that sent the load (drive/workers.py)
+    backend: str = "in-process"  # in-process | processes | ray
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

@@ -67,6 +67,13 @@ class Requests(_Model):
     reconnects: int = 0  # requests resent at once because a pooled connection was closed: not outcomes
 
 
+class WorkersInfo(_Model):
+    """What sent the load: this process, or worker processes on this machine (`--workers N`)."""
+
+    count: int
+    backend: str  # in-process | processes | ray
+
+
 class CalibrationInfo(_Model):
     """How the workload's lengths were counted."""
 
@@ -238,6 +245,7 @@ class RunReport(_Model):
     diagnosis: DiagnosisInfo | None = None
     calibration: CalibrationInfo | None = None
     lengths: Lengths | None = None
+    workers: WorkersInfo | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

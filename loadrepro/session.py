@@ -63,6 +63,8 @@ class RunOptions:
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
     pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
+    workers: int = 1  # processes sending the load (drive/workers.py)
+    ray: str | None = None  # "local" or a Ray cluster's address: the workers are Ray actors (drive/ray_workers.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +217,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None)
         async with Client(config) as client:
-            runner = Runner(profile, plan.workload, client, run_target, run_dir)
+            runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
+                            ray=options.ray)
             judged = _Judged(profile, plan, limits, options.command, notes, run_dir)
             checkpoints = Checkpoints(_checkpoint_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt), _frozen_heap():

@@ -30,12 +30,17 @@ class Arrivals:
 
     def __init__(self, load: LoadSpec, workload: Workload, seed: int, client: Client, live: LiveState,
                  stopped: asyncio.Event, on_record: Callable[[RequestRecord], None],
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Callable[[], int] = time.perf_counter_ns, stream: int | None = None,
+                 streams: int = 1) -> None:
+        """`stream` names one worker's share of a run spread over `streams` processes: its random draws (Poisson
+        arrivals, cancel points) come from their own stream of the seed, so workers do not arrive in lockstep,
+        and its request ids are stream + 1, stream + 1 + streams, ... so no two workers use one."""
         self._load, self._workload, self._seed, self._client = load, workload, seed, client
+        self._streams = () if stream is None else (stream,)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
         self._slots = asyncio.Semaphore(load.concurrency)
-        self._ids = itertools.count(1)
-        self._cancel_rng = np.random.default_rng([seed, _CANCEL])
+        self._ids = itertools.count(1 + (stream or 0), streams)
+        self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
         # than max_rps of them (a bucket of max_rps would let a burst of max_rps through, then max_rps more).
         self._starts = AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None
@@ -102,7 +107,7 @@ class Arrivals:
             await self._conversation(conversation)
 
     def _poisson_offsets(self, count: int) -> Iterator[float]:
-        rng = np.random.default_rng([self._seed, _POISSON])
+        rng = np.random.default_rng([self._seed, _POISSON, *self._streams])
         return iter(np.cumsum(rng.exponential(1 / self._load.rate, count)).tolist())
 
     async def _soak(self, tg: asyncio.TaskGroup) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
+from loadrepro.drive.ray_workers import RayArrivals
+from loadrepro.drive.workers import WorkerArrivals
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
 from loadrepro.drive.control import control_client, reconnects_of
@@ -69,8 +71,11 @@ def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
 
 class Runner:
     def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Callable[[], int] = time.perf_counter_ns, workers: int = 1, ray: str | None = None) -> None:
+        """`workers` > 1: the load is sent from that many processes (drive/workers.py); with `ray` ("local" or a
+        cluster's address), from that many Ray actors (drive/ray_workers.py)."""
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
+        self.workers, self.backend = workers, "ray" if ray else "processes" if workers > 1 else "in-process"
         self._clock = clock
         self._load = profile.load
         self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records)
@@ -83,8 +88,14 @@ class Runner:
         self._logs: LogWatcher | None = None
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
-        self._arrivals = Arrivals(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
-                                  self._on_record, clock)
+        shared = (self._load, workload, profile.workload.seed, client, self.live, self._stopped, self._on_record)
+        self._arrivals: Arrivals | WorkerArrivals | RayArrivals
+        if ray:
+            self._arrivals = RayArrivals(*shared, workers, None if ray == "local" else ray)
+        elif workers > 1:
+            self._arrivals = WorkerArrivals(*shared, workers)
+        else:
+            self._arrivals = Arrivals(*shared, clock)
 
     # -- records and samples ----------------------------------------------------------------------------------
 
@@ -182,6 +193,8 @@ class Runner:
                 logs = self._logs = self._log_watcher()
                 if logs:  # counted before the load starts, so that no line the load causes is taken as old
                     await self._watch("engine log", logs.start())
+                if isinstance(self._arrivals, WorkerArrivals | RayArrivals):
+                    await self._arrivals.prepare()  # workers start before time zero, not in the load's first second
                 self.live.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
@@ -212,6 +225,8 @@ class Runner:
                             deadline.cancel()
                     await self._settle_engine()
                     stop_watching.set()
+                if isinstance(self._arrivals, RayArrivals):
+                    self._note_ray(self._arrivals)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch("metrics", metrics.scrape())
                 end_ns = self._clock()
@@ -222,6 +237,11 @@ class Runner:
         finally:
             self._recorder.close()
         return self._result(end_ns, post, self._stop_reason or "done")
+
+    def _note_ray(self, arrivals: RayArrivals) -> None:
+        clocks = (f"clock offsets measured, residual error at most {arrivals.residual_ns / 1e6:.2f} ms"
+                  if arrivals.residual_ns else "every actor on this machine's clock, no offset")
+        self._note("workers", f"{self.workers} Ray actors on {len(arrivals.nodes)} node(s); {clocks}")
 
     def snapshot(self) -> RunResult:
         """What the run has recorded so far, as a result (for checkpoints while it goes on)."""
@@ -236,7 +256,7 @@ class Runner:
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
-            interrupted=reason == "interrupted",
+            interrupted=reason == "interrupted", workers=self.workers, backend=self.backend,
             tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:

@@ -36,6 +36,7 @@ from loadrepro.run_report import (
     Throughput,
     TokenSpread,
     Transition,
+    WorkersInfo,
     WorkloadInfo,
     WorstLength,
 )
@@ -214,6 +215,14 @@ def _totals(result: RunResult, rows: list[RequestRow]) -> _Totals:
                    sum(r.prompt_tokens or 0 for r in result.records), sum(cached) if cached else None)
 
 
+def _workers_note(result: RunResult) -> list[str]:
+    if result.backend == "in-process":
+        return []
+    what = "Ray actors" if result.backend == "ray" else "worker processes"
+    return [f"load: sent by {result.workers} {what} (conversation i on worker i mod {result.workers}), "
+            f"their records merged here on one time axis"]
+
+
 def _kept_note(result: RunResult) -> list[str]:
     if result.tally is None:
         return []
@@ -258,10 +267,11 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result),
+        workers=WorkersInfo(count=result.workers, backend=result.backend),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
-                                  *_kept_note(result))],
+                                  *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict.window_s),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -1,0 +1,176 @@
+"""`--workers N`: the same workload from N processes gives the same requests, outcomes and report as from one;
+a stop (Ctrl-C, engine death) reaches every worker and loses no record."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadrepro.drive.workers import split
+from loadrepro.errors import UsageError
+from loadrepro.profile import load_profile
+from loadrepro.workload.plan import plan_workload
+from loadrepro.workload.tokens import SimTokenCounter
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadrepro", "run", "--out", str(out), "--quiet", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+
+
+def requests_of(run_dir: Path) -> list[dict]:
+    return [r for r in map(json.loads, (run_dir / "requests.jsonl").read_text().splitlines())
+            if r.get("kind") == "request"]
+
+
+def payloads(run_dir: Path) -> dict[tuple[int, int], str]:
+    """(conversation, turn) -> SHA-256 of the request body, from the workload file."""
+    with gzip.open(run_dir / "workload.jsonl.gz", "rt") as lines:
+        rows = [json.loads(line) for line in lines][1:]
+    return {(r["conversation"], r["turn"]): hashlib.sha256(json.dumps(r["body"], sort_keys=True).encode()).hexdigest()
+            for r in rows}
+
+
+async def test_conversations_split_by_index_and_the_load_adds_up():
+    profile = load_profile("healthy", ["workload.conversations=7", "load.concurrency=5", "load.max_rps=9"])
+    workload = (await plan_workload(profile, SimTokenCounter())).workload
+    shares = split(profile.load, workload, 3)
+    assert [[c.index for c in s.workload.conversations] for s in shares] == [[0, 3, 6], [1, 4], [2, 5]]
+    assert [s.load.concurrency for s in shares] == [2, 2, 1]
+    assert sum(s.load.max_rps for s in shares) == pytest.approx(9)
+    assert split(profile.load, workload, 3) == shares  # the same seed, the same split
+    with pytest.raises(UsageError, match="concurrency"):
+        split(profile.load, workload, 6)
+    with pytest.raises(UsageError, match="at least 1"):
+        split(profile.load, workload, 0)
+
+
+def sent_and_report(out: Path, profile: str, *flags: str) -> tuple[tuple, dict]:
+    """What a run sent (payloads by conversation and turn; what completed, with the engine's prompt count) and
+    its report, checking that no record was lost or shares an id."""
+    done = run(out, "--profile", profile, *flags)
+    assert done.returncode == (0 if profile == "healthy" else 1), done.stderr
+    report = json.loads((out / "report.json").read_text())
+    records = requests_of(out)
+    assert len({r["id"] for r in records}) == len(records)  # no two workers reuse an id
+    assert len(records) == report["requests"]["total"]  # nothing lost, also when the engine died
+    completed = {(r["conversation"], r["turn"], r["prompt_tokens"]) for r in records if r["outcome"] == "ok"}
+    return (payloads(out), completed), report
+
+
+def judged_alike(one: dict, other: dict, profile: str) -> None:
+    if profile == "healthy":
+        assert one["requests"]["by_outcome"] == other["requests"]["by_outcome"] == {"ok": 12}
+        assert one["verdict"] == other["verdict"] == "pass"
+    else:
+        assert one["verdict"] == other["verdict"] == "fail"
+        assert one["signatures"][0]["name"] == other["signatures"][0]["name"] == "trtllm-draft-resize-failed"
+
+
+@pytest.mark.parametrize("profile", ["healthy", "draft-pool"])
+def test_one_and_two_workers_send_the_same_requests_and_judge_alike(tmp_path, profile):
+    sent_one, one = sent_and_report(tmp_path / "w1", profile, "--workers", "1")
+    sent_two, two = sent_and_report(tmp_path / "w2", profile, "--workers", "2")
+    assert one["workers"] == {"count": 1, "backend": "in-process"}
+    assert two["workers"] == {"count": 2, "backend": "processes"}
+    assert sent_one == sent_two
+    judged_alike(one, two, profile)
+
+
+@pytest.mark.parametrize("profile", ["healthy", "draft-pool"])
+def test_two_ray_actors_send_the_same_requests_and_judge_alike(tmp_path, profile):
+    import ray  # noqa: F401 - the Ray tests run wherever the suite runs: a missing Ray fails here, not skips
+
+    sent_one, one = sent_and_report(tmp_path / "w1", profile)
+    sent_ray, on_ray = sent_and_report(tmp_path / "ray", profile, "--ray")
+    assert on_ray["workers"] == {"count": 2, "backend": "ray"}
+    assert any("2 Ray actors on 1 node(s)" in n for n in on_ray["notes"])
+    assert sent_one == sent_ray
+    judged_alike(one, on_ray, profile)
+
+
+def test_a_record_from_another_node_is_moved_onto_the_driver_clock():
+    from loadrepro.drive.ray_workers import _shifted
+    from loadrepro.records import Outcome, RequestRecord
+
+    record = RequestRecord(1, 0, 1, Outcome.OK, "", 200, 0.0, 1_000, 1_100, 1_200, 1_300, 1_900, (1_300, 1_600),
+                           "length", 10, 2, None, 10, 0, 2)
+    moved = _shifted(record, 1_000)
+    assert (moved.queued_ns, moved.sent_ns, moved.first_byte_ns, moved.first_token_ns, moved.end_ns,
+            moved.chunk_ns) == (0, 100, 200, 300, 900, (300, 600))
+    assert _shifted(record, 0) is record
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_ctrl_c_reaches_every_worker_and_loses_no_record(tmp_path):
+    out = tmp_path / "soak"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--workers", "2", "--out", str(out),
+         "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
+            time.sleep(0.2)
+        workers = children(process.pid)
+        assert len(workers) >= 3  # the simulated engine and two workers
+        os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+        sent = time.monotonic()
+        process.wait(30)
+        assert time.monotonic() - sent < 10
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, process.stderr.read()
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "interrupted"
+    assert len(requests_of(out)) == report["requests"]["total"] > 0
+    time.sleep(1.0)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]]
+
+
+def test_workers_stop_when_the_driver_is_killed(tmp_path):
+    out = tmp_path / "killed"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--workers", "2", "--out", str(out),
+         "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
+            time.sleep(0.2)
+        workers = {pid for pid in children(process.pid)
+                   if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+        assert len(workers) >= 2
+        process.kill()
+        process.wait(10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+            time.sleep(0.1)
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    finally:
+        if process.poll() is None:
+            process.kill()
