@@ -196,3 +196,18 @@ def test_the_python_api_sends_from_workers_too(tmp_path):
     report = loadrepro.run("healthy", out=tmp_path / "api", workers=2)
     assert report.passed and report.workers.count == 2 and report.workers.backend == "processes"
     assert len(requests_of(tmp_path / "api")) == report.requests.total == 12
+
+
+def test_max_rps_holds_for_all_workers_together(tmp_path):
+    from tests.stub_server import StubServer
+
+    with StubServer("ok", tokens=2).running() as stub:
+        done = subprocess.run(
+            [sys.executable, "-m", "loadrepro", "run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet",
+             "--profile", "healthy", "--workers", "2", "--set", "load.duration_s=3", "--set", "load.concurrency=8",
+             "--set", "load.max_rps=20", "--set", "verdict.min_cache_hit=0"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = sorted(r["sent_ns"] for r in requests_of(tmp_path) if r.get("sent_ns"))
+    most = max(sum(1 for t in sent[i:] if t < start + 1_000_000_000) for i, start in enumerate(sent))
+    assert len(sent) >= 50 and most <= 20, (len(sent), most)

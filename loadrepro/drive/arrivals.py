@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 from aiolimiter import AsyncLimiter
@@ -31,10 +32,11 @@ class Arrivals:
     def __init__(self, load: LoadSpec, workload: Workload, seed: int, client: Client, live: LiveState,
                  stopped: asyncio.Event, on_record: Callable[[RequestRecord], None],
                  clock: Callable[[], int] = time.perf_counter_ns, stream: int | None = None,
-                 streams: int = 1) -> None:
+                 streams: int = 1, starts: Any = None) -> None:
         """`stream` names one worker's share of a run spread over `streams` processes: its random draws (Poisson
         arrivals, cancel points) come from their own stream of the seed, so workers do not arrive in lockstep,
-        and its request ids are stream + 1, stream + 1 + streams, ... so no two workers use one."""
+        and its request ids are stream + 1, stream + 1 + streams, ... so no two workers use one. `starts` (with
+        an `acquire()`) replaces the max_rps limiter, for one shared by several processes."""
         self._load, self._workload, self._seed, self._client = load, workload, seed, client
         self._streams = () if stream is None else (stream,)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
@@ -43,7 +45,7 @@ class Arrivals:
         self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
         # than max_rps of them (a bucket of max_rps would let a burst of max_rps through, then max_rps more).
-        self._starts = AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None
+        self._starts = starts or (AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None)
 
     async def run(self) -> None:
         conversations = self._workload.conversations

@@ -3,7 +3,8 @@ drive/arrivals.py and its own client on its own event loop, every record streame
 stays the one writer of requests.jsonl and the only one watching the engine (health, metrics, log).
 
 - Conversation i goes to worker i mod N, so the same seed always gives the same split; concurrency is split so
-  the shares add up to [load] concurrency, and rate and max_rps are divided by N.
+  the shares add up to [load] concurrency, and rate is divided by N; max_rps holds for the workers together
+  (SharedStarts).
 - One time axis: records are stamped with time.perf_counter_ns, CLOCK_MONOTONIC on Linux, one clock for every
   process of the machine, so the workers' times need no offset (residual error: none beyond the clock's own).
 - Shared memory carries what must cross at once: the stop level (0 go on, 1 start no new request, 2 cancel what
@@ -23,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -97,6 +99,31 @@ class _Shared:
     stop: Any  # RawValue int: GO, NO_NEW, CANCEL
     activity: Any  # RawValue int64
     in_flight: Any  # RawArray int, one per worker
+    next_start: Any  # RawValue int64: the earliest time the next request may start, under max_rps
+    starts: Any  # a Lock over next_start (only with max_rps: a lock brings multiprocessing's resource tracker)
+    start_every_ns: int  # 1 / max_rps, 0 without it
+
+
+class SharedStarts:
+    """[load] max_rps over every worker at once: one schedule of start times 1/max_rps apart, in shared memory,
+    each taken under a lock (held for a read and a write), so no one-second window holds more than max_rps starts
+    whichever worker makes them. Dividing max_rps by N instead would let each worker's spacing drift against the
+    others' and a window hold up to N starts more."""
+
+    def __init__(self, shared: _Shared) -> None:
+        self._shared = shared
+
+    async def acquire(self) -> None:
+        """Returns when a start is allowed: at least 1/max_rps after the start before it, taken by any worker.
+        The spacing is from actual starts, not from a schedule, so a wait that ends late grants no credit."""
+        while True:
+            with self._shared.starts:
+                now = time.perf_counter_ns()
+                wait = self._shared.next_start.value - now
+                if wait <= 0:
+                    self._shared.next_start.value = now + self._shared.start_every_ns
+                    return
+            await asyncio.sleep(wait / 1e9)
 
 
 def _worker(share: Share, config: ClientConfig, seed: int, shared: _Shared, out: Connection, go: Connection,
@@ -122,8 +149,9 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
     live = LiveState(started_ns, None, None)
     stopped = asyncio.Event()
     async with Client(config, activity=SharedActivity(shared.activity)) as client:
+        starts = SharedStarts(shared) if shared.start_every_ns else None
         arrivals = Arrivals(share.load, share.workload, seed, client, live, stopped, out.send, stream=share.index,
-                            streams=share.count)
+                            streams=share.count, starts=starts)
         task = asyncio.create_task(arrivals.run())
         while not task.done():
             level = shared.stop.value
@@ -151,7 +179,9 @@ class WorkerArrivals:
         context = multiprocessing.get_context("spawn")
         self._context = context
         self._shared = _Shared(context.RawValue(ctypes.c_int, GO), context.RawValue(ctypes.c_int64, 0),
-                               context.RawArray(ctypes.c_int, count))
+                               context.RawArray(ctypes.c_int, count), context.RawValue(ctypes.c_int64, 0),
+                               context.Lock() if load.max_rps else None,
+                               int(1e9 / load.max_rps) if load.max_rps else 0)
         client.activity = SharedActivity(self._shared.activity)  # the driver's metrics count as progress too
         self.pids: list[int] = []
         self._processes: list[multiprocessing.Process] = []
