@@ -55,6 +55,16 @@ def sim(
     serve_forever(config, host, port, log, ready)
 
 
+# run and ab send their load alike
+WorkersOption = Annotated[int | None, typer.Option(
+    min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
+                "N Ray actors (default 2).")]
+RayOption = Annotated[str | None, typer.Option(
+    metavar="[ADDRESS]",
+    help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
+         "instance when none is given (pip install 'loadrepro[ray]').")]
+
+
 @app.command()
 def run(
     profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
@@ -77,13 +87,8 @@ def run(
         help="Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
              "asking the target; with --dry-run, plan offline.")
     ] = None,
-    workers: Annotated[int | None, typer.Option(
-        min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
-                    "N Ray actors (default 2).")] = None,
-    ray: Annotated[str | None, typer.Option(
-        metavar="[ADDRESS]",
-        help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
-             "instance when none is given (pip install 'loadrepro[ray]').")] = None,
+    workers: WorkersOption = None,
+    ray: RayOption = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -147,13 +152,8 @@ def ab(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm non-loopback targets are isolated test engines.")] = False,
-    workers: Annotated[int | None, typer.Option(
-        min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
-                    "N Ray actors (default 2).")] = None,
-    ray: Annotated[str | None, typer.Option(
-        metavar="[ADDRESS]",
-        help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
-             "instance when none is given (pip install 'loadrepro[ray]').")] = None,
+    workers: WorkersOption = None,
+    ray: RayOption = None,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
