@@ -211,3 +211,21 @@ def test_max_rps_holds_for_all_workers_together(tmp_path):
     sent = sorted(r["sent_ns"] for r in requests_of(tmp_path) if r.get("sent_ns"))
     most = max(sum(1 for t in sent[i:] if t < start + 1_000_000_000) for i, start in enumerate(sent))
     assert len(sent) >= 50 and most <= 20, (len(sent), most)
+
+
+def test_a_request_waiting_in_one_worker_is_not_stalled_while_another_workers_streams_progress(tmp_path):
+    """One stream at a time, 0.6 s each: with 4 conversations on 2 workers, a request waits up to ~2 s for its
+    first token, far beyond the 0.4 s stall timeout, while the other worker's streams move. Progress is shared
+    across processes, so nothing is stalled."""
+    from tests.stub_server import StubServer
+
+    with StubServer("queue", tokens=6, token_delay_s=0.1).running() as stub:
+        done = subprocess.run(
+            [sys.executable, "-m", "loadrepro", "run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet",
+             "--profile", "healthy", "--workers", "2", "--set", "workload.conversations=4",
+             "--set", "workload.turns=1", "--set", "workload.prefix_tokens=200", "--set", "workload.max_tokens=6",
+             "--set", "load.concurrency=4", "--set", "load.stall_timeout_s=0.4", "--set", "model='stub'"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    records = requests_of(tmp_path)
+    assert [r["outcome"] for r in records] == ["ok"] * 4, (done.stderr, [r["detail"] for r in records])
+    assert max((r["first_token_ns"] - r["sent_ns"]) / 1e9 for r in records) > 1.0
