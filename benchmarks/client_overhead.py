@@ -122,19 +122,23 @@ def bare(url: str, n: int, concurrency: int) -> Outcome:
     return outcome
 
 
-def loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[str]) -> Outcome:
+def run_loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[str], extra: list[str] | None = None,
+                  name: str = "loadrepro run") -> tuple[Outcome, list[dict]]:
+    """`loadrepro run` of the benchmark's profile with `extra` flags: its outcome and its request records (every one
+    must be ok)."""
     profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{concurrency}-{time.monotonic_ns()}"
     profile.write_text(PROFILE.format(n=n, c=concurrency))
-    command = program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet"]
-    outcome, _ = run_client("loadrepro run", command, url, n)
+    command = program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet",
+                         *(extra or [])]
+    outcome, _ = run_client(name, command, url, n)
     with open(run_dir / "requests.jsonl") as lines:
         records = [json.loads(line) for line in lines]
     records = [r for r in records if r.get("kind") == "request"]
     bad = [r for r in records if r["outcome"] != "ok"]
     if bad:
-        sys.exit(f"loadrepro: {len(bad)} requests not ok, e.g. {bad[0]['outcome']}: {bad[0]['detail']}")
+        sys.exit(f"{name}: {len(bad)} requests not ok, e.g. {bad[0]['outcome']}: {bad[0]['detail']}")
     outcome.ttft = [(r["sent_ns"] / 1e9, (r["first_token_ns"] - r["sent_ns"]) / 1e9) for r in records]
-    return outcome
+    return outcome, records
 
 
 def ttft_errors(o: Outcome, wave: int) -> dict[str, float]:
@@ -202,7 +206,7 @@ def main() -> None:
                     for _ in range(args.rounds):
                         base = bare(url, n, concurrency)
                         show(base, n, concurrency, bool(ttft_ms))
-                        ours = loadrepro(url, n, concurrency, Path(work), shlex.split(args.loadrepro))
+                        ours, _ = run_loadrepro(url, n, concurrency, Path(work), shlex.split(args.loadrepro))
                         show(ours, n, concurrency, bool(ttft_ms))
                         pairs.append((base, ours))
                     summary(pairs, concurrency, bool(ttft_ms))

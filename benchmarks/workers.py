@@ -13,29 +13,18 @@ rest) and ITL error (mean gap seen by the client against the stub's mean gap).
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from client_overhead import PROFILE, run_client, start_stub, ttft_errors
+from client_overhead import Outcome, run_loadrepro, start_stub, ttft_errors
 
 
-def loadrepro(url: str, n: int, concurrency: int, workers: int, work: Path, program: list[str]):
-    profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{workers}-{time.monotonic_ns()}"
-    profile.write_text(PROFILE.format(n=n, c=concurrency))
-    command = program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet",
-                         "--workers", str(workers)]
-    outcome, _ = run_client(f"{workers} worker(s)", command, url, n)
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
-    records = [r for r in records if r.get("kind") == "request"]
-    bad = [r for r in records if r["outcome"] != "ok"]
-    if bad:
-        sys.exit(f"{len(bad)} requests not ok, e.g. {bad[0]['outcome']}: {bad[0]['detail']}")
-    outcome.ttft = [(r["sent_ns"] / 1e9, (r["first_token_ns"] - r["sent_ns"]) / 1e9) for r in records]
+def loadrepro(url: str, n: int, c: int, workers: int, work: Path, program: list[str]) -> tuple[Outcome, float]:
+    """A run with `workers` workers, and the mean gap between chunks its client saw (ms)."""
+    outcome, records = run_loadrepro(url, n, c, work, program, ["--workers", str(workers)], f"{workers} worker(s)")
     gaps = [(b - a) / 1e6 for r in records for a, b in zip(r["chunk_ns"], r["chunk_ns"][1:])]
     return outcome, statistics.mean(gaps)
 

@@ -8,6 +8,7 @@ TOML, or as a plain string when it is not valid TOML.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -231,23 +232,22 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
         # A trace path written in a profile is relative to the profile's own folder; one given with --set is
         # relative to where the command runs.
         workload["trace"] = str((path.parent / workload["trace"]).resolve())
-    for assignment in overrides:
-        _apply(data, *parse_override(assignment))
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ProfileError(f"profile {path} is not valid:\n{_describe(exc)}") from exc
+    return _overridden(data, overrides, str(path))
 
 
 def with_overrides(profile: Profile, overrides: list[str] | tuple[str, ...]) -> Profile:
     """A loaded profile with `KEY=VALUE` overrides applied and checked as load_profile checks them."""
-    data = profile.model_dump(mode="json", by_alias=True)
+    return _overridden(profile.model_dump(mode="json", by_alias=True), overrides, profile.name)
+
+
+def _overridden(data: dict[str, Any], overrides: Sequence[str], name: str) -> Profile:
+    """`data` with `KEY=VALUE` overrides applied, as a checked Profile."""
     for assignment in overrides:
         _apply(data, *parse_override(assignment))
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(f"profile {profile.name} is not valid:\n{_describe(exc)}") from exc
+        raise ProfileError(f"profile {name} is not valid:\n{_describe(exc)}") from exc
 
 
 def write_profile(profile: Profile, path: Path) -> Path:

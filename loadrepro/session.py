@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 
 from loadrepro.checkpoints import Checkpoints
-from loadrepro.drive.control import CountingPoster, control_client
+from loadrepro.drive.control import control_client
+from loadrepro.drive.counting import CountingPoster
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.judge.classify import classify
 from loadrepro.drive.client import Client, ClientConfig

@@ -47,8 +47,8 @@ class ProtocolViolation(Exception):
 
 # Failures of a connection itself (not a timeout, not a refused connect): on a pooled connection before any
 # response byte they mean the server or a proxy had closed it, not that the engine failed.
-_YIELD_EVERY_NS = 2_000_000
-_CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
+CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
+_YIELD_EVERY_NS = 2_000_000  # a stream that never waits for bytes lets the others run at least this often
 
 
 # Everything a target or the network can make the client raise: transport errors, timeouts, and text that is not
@@ -216,11 +216,9 @@ class Client:
         self._fresh: aiohttp.ClientSession | None = None  # new connections only, for resending
 
     async def __aenter__(self) -> Client:
-        tracing = aiohttp.TraceConfig()
-        tracing.on_connection_reuseconn.append(_mark_reused)
         limit = self.config.concurrency + 8
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=self._timeout,
-                                              auto_decompress=True, trace_configs=[tracing])
+                                              auto_decompress=True, trace_configs=[reuse_tracing()])
         self._fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=True),
                                             timeout=self._timeout, auto_decompress=True)
         return self
@@ -291,7 +289,7 @@ class Client:
                 return self._silence_outcome(a)
             if deadline.expired():
                 return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
-            if a.reused and not fresh and a.status is None and isinstance(exc, _CONNECTION_FAILURES):
+            if a.reused and not fresh and a.status is None and isinstance(exc, CONNECTION_FAILURES):
                 return None
             return outcome_for_exception(exc, a.status is not None)
 
@@ -424,6 +422,14 @@ class Client:
             signature=signature.name if signature else None,
             signature_class=signature.klass.value if signature else None, reconnects=reconnects)
 
+
+
+def reuse_tracing() -> aiohttp.TraceConfig:
+    """Marks a request's `trace_request_ctx` (any object with a `reused` attribute) when aiohttp hands it a pooled
+    connection: only such a request can meet a connection the server had already closed."""
+    tracing = aiohttp.TraceConfig()
+    tracing.on_connection_reuseconn.append(_mark_reused)
+    return tracing
 
 
 async def _mark_reused(session: aiohttp.ClientSession, context: Any, params: Any) -> None:

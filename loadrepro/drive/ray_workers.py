@@ -82,7 +82,7 @@ class RayWorker:
             except TimeoutError:
                 pass
         records, self._records = self._records, []
-        done = self._task.done() and not self._records
+        done = self._task.done()  # its last records are in this batch: nothing is added once it is done
         error = None
         if done and not self._task.cancelled() and self._task.exception() is not None:
             error = f"{type(self._task.exception()).__name__}: {self._task.exception()}"

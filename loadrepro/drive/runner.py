@@ -193,8 +193,7 @@ class Runner:
                 logs = self._logs = self._log_watcher()
                 if logs:  # counted before the load starts, so that no line the load causes is taken as old
                     await self._watch("engine log", logs.start())
-                if isinstance(self._arrivals, WorkerArrivals | RayArrivals):
-                    await self._arrivals.prepare()  # workers start before time zero, not in the load's first second
+                await self._arrivals.prepare()  # workers start before time zero, not in the load's first second
                 self.live.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
