@@ -105,10 +105,12 @@ def run(
     resolved = load_profile(profile, set_ or [])
     url = check_base_url(base_url, target_is_isolated) if base_url else None
     if dry_run_:
+        import os
+
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
-        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer))
+        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer, os.environ.get(api_key_env) or None))
         _echo(f"profile    {resolved.name}: {resolved.description}")
         _echo(format_summary(result.summary))
         if result.written:
@@ -312,7 +314,7 @@ def probe_command(
 
     url = check_base_url(base_url, target_is_isolated)
     key = os.environ.get(api_key_env)
-    result = asyncio.run(probe(url, health_path, metrics_path, {"Authorization": f"Bearer {key}"} if key else None))
+    result = asyncio.run(probe(url, health_path, metrics_path, key or None))
     _echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
 
 

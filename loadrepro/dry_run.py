@@ -23,7 +23,7 @@ class DryRun:
 
 
 async def dry_run(profile: Profile, base_url: str | None, model: str | None, out: Path | None,
-                  tokenizer: Path | None = None) -> DryRun:
+                  tokenizer: Path | None = None, api_key: str | None = None) -> DryRun:
     """With a local tokenizer, plan offline in its tokens; without a base URL the target is the embedded simulated
     engine, whose tokenizer runs in process; else ask the target to count."""
     if tokenizer is not None:
@@ -31,9 +31,9 @@ async def dry_run(profile: Profile, base_url: str | None, model: str | None, out
     elif base_url is None:
         plan = await plan_workload(profile, SimTokenCounter())
     else:
-        async with control_client(base_url, 60) as client:
+        async with control_client(base_url, 60, api_key) as client:
             name = model or profile.model or await discover_model(client)
-            plan = await plan_workload(profile, await detect_counter(client, name))
+            plan = await plan_workload(profile, await detect_counter(client, name, profile.api))
     written = None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

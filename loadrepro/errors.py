@@ -32,6 +32,19 @@ class TargetError(LoadreproError):
     """The target cannot be set up for a run at all (not: the target failed under load)."""
 
 
+class TargetRefused(LoadreproError):
+    """The target refused loadrepro for authentication (401/403): the key is missing or wrong. A usage error: a
+    run that went on with estimates instead would send a workload other than the one asked for."""
+
+    exit_code = 2
+
+
+def auth_refusal(what: str, status: int, text: str) -> TargetRefused:
+    return TargetRefused(f"the target refused {what} for authentication (HTTP {status}: {' '.join(text.split())[:200]}): "
+                         "give it the API key in $OPENAI_API_KEY, or name the variable that holds it with "
+                         "--api-key-env")
+
+
 class TargetUnreachable(LoadreproError):
     """The target could not be reached at all when the run began: the target failed, so the exit code is 1."""
 

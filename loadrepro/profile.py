@@ -22,6 +22,12 @@ from loadrepro.errors import ProfileError
 PROFILES_DIR = Path(str(resources.files("loadrepro") / "profiles"))
 
 
+HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeout_s is unreachable
+
+# The generation APIs a target may serve (workload/apis.py writes a request for each).
+Api = Literal["chat", "completions", "responses", "messages"]
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -78,11 +84,26 @@ class LoadSpec(_Section):
 
 
 class WatchSpec(_Section):
-    health_path: str = "/health"
-    health_interval_s: float = Field(1.0, gt=0)
-    metrics_path: str = "/metrics"
-    metrics_interval_s: float = Field(0.5, gt=0)
-    engine_log: str = ""
+    health_path: str = Field("/health", description="Where the target answers health checks; empty: not polled.")
+    health_interval_s: float = Field(1.0, gt=0, description="Seconds between /health polls.")
+    metrics_path: str = Field("/metrics", description="Prometheus metrics to scrape; empty: not scraped.")
+    metrics_interval_s: float = Field(0.5, gt=0, description="Seconds between scrapes of the metrics.")
+    engine_log: str = Field("", description="A log file of the engine's to scan for error signatures.")
+    health_timeout_s: float = Field(
+        5.0, gt=0, description="A /health answer slower than this is slow (rule health_latency); a poll is given "
+        f"up as unreachable only after {HEALTH_GIVE_UP}x this with no answer at all.")
+    liveness_timeout_s: float = Field(
+        1.0, gt=0, description="The timeout of the liveness probe an orchestrator would run against the health "
+        "path (Kubernetes' timeoutSeconds, 1 by default).")
+    liveness_failures: int = Field(
+        3, ge=1, description="Probes in a row that fail or answer slower than liveness_timeout_s before the "
+        "orchestrator restarts the engine (Kubernetes' failureThreshold, 3 by default).")
+    liveness_period_s: float = Field(
+        10.0, gt=0, description="How often the orchestrator probes (Kubernetes' periodSeconds, 10 by default).")
+    canary_interval_s: float = Field(
+        0.0, ge=0, description="> 0: a salted one-token request this often, on its own connection and outside the "
+        "workload's concurrency; its time to first token is kept as a series, and canaries that get nothing while "
+        "/health answers 200 show an engine wedged while healthy.")
 
 
 class SimSpec(_Section):
@@ -112,6 +133,9 @@ class SimSpec(_Section):
         None, description="HTTP status of requests after the engine died: 500, or 400 as TensorRT-LLM reports it.")
     death_mode: Literal["error-event", "cut"] | None = Field(
         None, description="How in-flight streams end when the engine dies.")
+    reasoning_tokens: int | None = Field(
+        None, ge=0, description="The first N tokens of every answer are reasoning, streamed before its content "
+        "(chat: delta.reasoning; responses: reasoning_text deltas; messages: a thinking block).")
 
 
 class EngineSpec(_Section):
@@ -148,6 +172,8 @@ class VerdictSpec(_Section):
     max_ttft_growth: float = Field(1.0, ge=0)  # degradation: last window's TTFT p95 over the first steady one's
     max_error_growth: float = Field(0.05, ge=0, le=1)  # degradation: and its error rate, in points
     max_kv_leak: float = Field(0.05, gt=0, le=1)  # KV usage at quiet moments may creep up this much in all
+    max_health_latency_s: float = Field(
+        0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
 
 
 class SignatureSpec(_Section):
@@ -161,7 +187,7 @@ class SignatureSpec(_Section):
 class Profile(_Section):
     name: str
     description: str = ""
-    api: Literal["chat", "completions"] = "chat"
+    api: Api = "chat"
     model: str = ""
     workload: WorkloadSpec = WorkloadSpec()
     load: LoadSpec = LoadSpec()

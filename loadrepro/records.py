@@ -22,6 +22,7 @@ import orjson
 from ddsketch import DDSketch
 
 from loadrepro.capacity import EngineLimits, Prediction
+from loadrepro.profile import WatchSpec
 
 
 class Outcome(StrEnum):
@@ -50,9 +51,9 @@ class RequestRecord:
     queued_ns: int  # when the runner wanted to send it
     sent_ns: int | None
     first_byte_ns: int | None
-    first_token_ns: int | None
+    first_token_ns: int | None  # the first token of any kind: reasoning, tool-call arguments or content
     end_ns: int
-    chunk_ns: tuple[int, ...]  # arrival of each content chunk
+    chunk_ns: tuple[int, ...]  # arrival of each chunk that carried a token, of any kind
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
@@ -64,6 +65,7 @@ class RequestRecord:
     signature: str | None = None  # catalog name of the error text, when it matched
     reconnects: int = 0  # times resent at once because a pooled connection turned out closed (not an outcome)
     signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
+    first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -167,6 +169,7 @@ class Tally:
     output_tokens: int = 0
     e2e_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     queue_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    ttfc_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
 
     # TTFT and ITL go into their window's sketch only, and the run's are those merged when asked for: a DDSketch
@@ -196,6 +199,8 @@ class Tally:
             self.queue_ms.add(max(0.0, (r.sent_ns - r.queued_ns) / 1e6))
         if r.first_token_ns and r.sent_ns:
             window.ttft_ms.add((r.first_token_ns - r.sent_ns) / 1e6)
+        if r.first_content_ns and r.sent_ns:
+            self.ttfc_ms.add((r.first_content_ns - r.sent_ns) / 1e6)
         chunks = r.chunk_ns
         if len(chunks) > 1:  # ITL_SAMPLES gaps spread over the stream, each weighted for the gaps it stands for
             gaps = len(chunks) - 1
@@ -237,6 +242,7 @@ class RunResult:
     tally: Tally | None = None  # exact totals over every record, when not all records are kept (long runs)
     workers: int = 1  # processes that sent the load (drive/workers.py)
     backend: str = "in-process"  # in-process | processes | ray
+    watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

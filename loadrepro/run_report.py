@@ -23,10 +23,11 @@ class Percentiles(_Model):
 
 
 class Latency(_Model):
-    ttft_ms: Percentiles  # sent -> first content token
-    itl_ms: Percentiles  # between consecutive content chunks
+    ttft_ms: Percentiles  # sent -> first token of any kind (reasoning, tool-call arguments, content)
+    itl_ms: Percentiles  # between consecutive chunks that carried tokens
     e2e_ms: Percentiles  # sent -> end
     queue_ms: Percentiles  # queued -> sent: waiting for a concurrency slot inside loadrepro
+    ttfc_ms: Percentiles = Percentiles()  # sent -> first content token (later than ttft when reasoning comes first)
 
 
 class Throughput(_Model):
@@ -110,6 +111,19 @@ class Health(_Model):
     pre: int | str | None
     post: int | str | None
     transitions: list[Transition]
+    path: str = Field("/health", description="The health path that was polled ([watch] health_path).")
+    latency_ms: Percentiles = Field(Percentiles(), description="How long the polls took to answer (an unanswered "
+                                    "poll counts at the time it was given up).")
+    slow: int = Field(0, description="Polls slower than [watch] health_timeout_s.")
+
+
+class Liveness(_Model):
+    """What a liveness probe with the deployment's settings ([watch] liveness_*) would have done to the engine."""
+
+    timeout_s: float = Field(description="The probe's timeout.")
+    period_s: float = Field(description="How often it probes.")
+    failures: int = Field(description="Failed probes in a row that restart the engine.")
+    would_restart_at_s: float | None = Field(description="When it would have restarted the engine; null: never.")
 
 
 class FirstFailure(_Model):
@@ -185,6 +199,7 @@ class RequestRow(_Model):
     shared_prefix_tokens: int
     prediction: str | None = None  # fits | must_wait | never_fits
     limit: str = ""
+    ttfc_ms: float | None = None  # sent -> first content token
 
 
 class CapacityInfo(_Model):
@@ -246,6 +261,7 @@ class RunReport(_Model):
     calibration: CalibrationInfo | None = None
     lengths: Lengths | None = None
     workers: WorkersInfo | None = None
+    liveness: Liveness | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -160,16 +160,16 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) 
     return profile.model_copy(update={"workload": workload})
 
 
-async def _plan(profile: Profile, http: httpx.AsyncClient, model: str, local: bool, tokenizer: Path | None,
-                say) -> tuple[Plan, list[str]]:
+async def _plan(profile: Profile, url: str, model: str, local: bool, tokenizer: Path | None,
+                api_key: str | None, say) -> tuple[Plan, list[str]]:
     """Plan in the target's tokens; if it cannot count them, plan in the simulated engine's and say so."""
     if tokenizer is not None:
         return await plan_workload(profile, LocalTokenizerCounter(tokenizer)), []
     if local:
         return await plan_workload(profile, SimTokenCounter()), []
     try:
-        async with CountingPoster(str(http.base_url), http.timeout.read or 30.0) as poster:
-            counter = await detect_counter(poster, model)
+        async with CountingPoster(url, 30.0, api_key) as poster:
+            counter = await detect_counter(poster, model, profile.api)
             if counter.probing:
                 say("workload: the target has no tokenize endpoint; counting with salted probe requests, one at a "
                     "time, within 5% of the workload's prompt tokens")
@@ -196,21 +196,23 @@ async def run_session(options: RunOptions, say=print) -> Session:
 
 async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     profile = options.profile
+    api_key = os.environ.get(options.api_key_env) or None
     async with _target(options, run_dir, say) as target:
-        async with control_client(target.url, 30) as http:
+        async with control_client(target.url, 30, api_key) as http:
             await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
             if options.size_to_overrun:
                 profile = _overrun(profile, limits, options.size_to_overrun, say)
             write_profile(profile, run_dir / "profile.toml")
-            plan, notes = await _plan(profile, http, model, target.counter_is_local, options.tokenizer, say)
+            plan, notes = await _plan(profile, target.url, model, target.counter_is_local, options.tokenizer, api_key,
+                                      say)
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
             ttft_timeout_s=profile.load.ttft_timeout_s,
-            api_key=os.environ.get(options.api_key_env) or None, max_retries=profile.load.max_retries,
+            api_key=api_key, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)))
         engine = target.engine
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None

@@ -30,11 +30,15 @@ class Signature:
     cause: str = ""
     propagation: bool = False  # a consequence of another process's failure (hard-kills, broadcasts), not the cause
     throttling: bool = False  # a refusal to retry later (the engine is busy), inside a stream as much as in a 429
+    # A gateway's word that it could not reach the engine behind it: one is a failed request; every request failing
+    # with it, none succeeding, is the engine's death as a client behind the gateway can tell (judge/death.py).
+    upstream: bool = False
 
 
 def _sig(name: str, pattern: str, klass: str, engine: str, cause: str = "", propagation: bool = False,
-         throttling: bool = False) -> Signature:
-    return Signature(name, re.compile(pattern), SignatureClass(klass), engine, cause, propagation, throttling)
+         throttling: bool = False, upstream: bool = False) -> Signature:
+    return Signature(name, re.compile(pattern), SignatureClass(klass), engine, cause, propagation, throttling,
+                     upstream)
 
 
 # Order matters: the first match names a text, so specific patterns come before generic ones.
@@ -85,6 +89,13 @@ CATALOG: tuple[Signature, ...] = (
          "T", "llama.cpp"),
     _sig("llamacpp-context-exceeded", r"Context size has been exceeded|decode\(\) failed", "T", "llama.cpp"),
     _sig("llamacpp-context-shift-disabled", r"context shift is disabled", "P", "llama.cpp"),
+    # Gateways and proxies in front of an engine (LiteLLM, the OpenAI client's wording, Envoy, nginx, HAProxy).
+    _sig("gateway-upstream-connection", r"APIConnectionError|Exception - Connection error|\bConnection error\.",
+         "T", "gateway", "the gateway could not connect to the engine behind it", upstream=True),
+    _sig("proxy-no-healthy-upstream", r"no healthy upstream|upstream connect error", "T", "proxy",
+         "the proxy had no engine to send the request to", upstream=True),
+    _sig("proxy-bad-gateway", r"502 Bad Gateway|504 Gateway Time-?out|503 Service (?:Temporarily )?Unavailable",
+         "T", "proxy", "the proxy's page for an engine that did not answer", upstream=True),
 )
 
 
@@ -114,7 +125,8 @@ PREFILTER = ("exhausted", "indices", "History length", "KV cache", "Executor loo
              "context length", "model length", "max_tokens", "preempted", "EngineDeadError", "EngineCore",
              "No available memory", "currently busy", "Prefill out of memory", "allowed length", "context size",
              "Context size",
-             "exceed_context_size_error", "memory slot", "decode() failed", "context shift")
+             "exceed_context_size_error", "memory slot", "decode() failed", "context shift", "Connection",
+             "upstream", "Gateway", "Service")
 
 
 def may_match(line: str) -> bool:

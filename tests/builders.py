@@ -25,7 +25,7 @@ def record(id: int, outcome: Outcome = Outcome.OK, end_s: float = 1.0, turn: int
         finish_reason="length" if outcome is Outcome.OK else None, prompt_tokens=1000,
         completion_tokens=tokens if outcome is Outcome.OK else None, cached_tokens=cached,
         expected_prompt_tokens=1000, shared_prefix_tokens=shared, max_tokens=tokens, retries=retries,
-        signature=signature, signature_class=signature_class or next(
+        first_content_ns=first, signature=signature, signature_class=signature_class or next(
             (s.klass.value for s in CATALOG if s.name == signature), None))
 
 

@@ -11,13 +11,15 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
-              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings", "always_sse")
+              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings", "always_sse",
+              "reasoning", "tool_calls", "coded_error")
 
 
 @dataclass
@@ -28,10 +30,18 @@ class Stats:
     disconnects: int = 0
     health_polls: int = 0
     bodies: list[dict] = field(default_factory=list)
+    first_token_sent_ns: list[int] = field(default_factory=list)  # per stream, perf_counter_ns before the write
+    first_content_sent_ns: list[int] = field(default_factory=list)
 
 
 def _chunk(text: str | None, finish: str | None = None) -> bytes:
     delta = {"content": text} if text is not None else {}
+    payload = {"id": "x", "object": "chat.completion.chunk", "model": "stub",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _delta(delta: dict, finish: str | None = None) -> bytes:
     payload = {"id": "x", "object": "chat.completion.chunk", "model": "stub",
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return f"data: {json.dumps(payload)}\n\n".encode()
@@ -47,13 +57,22 @@ def _usage(prompt: int, completion: int) -> bytes:
 class StubServer:
     def __init__(self, behaviour: str = "ok", tokens: int = 8, token_delay_s: float = 0.0,
                  first_token_delay_s: float = 0.0, flip_after_polls: int = 2, ttft_growth_per_s: float = 0.0,
-                 kv_leak_per_request: float | None = None) -> None:
+                 kv_leak_per_request: float | None = None, reasoning_field: str = "reasoning_content",
+                 reasoning_s: float = 1.0, error_code: object = "429", health_delay_s: float = 0.0,
+                 busy_health_delay_s: float | None = None, die_after: int | None = None) -> None:
         """`ttft_growth_per_s`: a streamed request waits this much longer for its first token per second since the
         first streamed request (token-count probes are not streamed).
         `kv_leak_per_request`: serve vLLM-style /metrics whose KV usage keeps this share per finished request,
         freed never (a leak), besides 5% per running request."""
         assert behaviour in BEHAVIOURS, behaviour
         self.behaviour, self.tokens = behaviour, tokens
+        # "reasoning": reasoning deltas in `reasoning_field` for `reasoning_s` before the content (vLLM's
+        # reasoning_content, or its newer `reasoning`); "tool_calls": a tool call streamed as argument fragments.
+        self.reasoning_field, self.reasoning_s = reasoning_field, reasoning_s
+        self.error_code = error_code  # "coded_error": an error object in the stream with this code (a gateway's "429")
+        # /health takes `health_delay_s` to answer, or `busy_health_delay_s` while generation requests are in flight;
+        # after `die_after` finished streams the engine is dead: /health 503 (as slowly), every request a 500.
+        self.health_delay_s, self.busy_health_delay_s, self.die_after = health_delay_s, busy_health_delay_s, die_after
         self.ttft_growth_per_s, self.kv_leak_per_request = ttft_growth_per_s, kv_leak_per_request
         self._first_stream_at: float | None = None
         self.finished = 0
@@ -65,10 +84,13 @@ class StubServer:
 
     @property
     def flipped(self) -> bool:
-        return self.behaviour == "health_flip" and self.stats.health_polls > self.flip_after_polls
+        dead = self.die_after is not None and self.finished >= self.die_after
+        return dead or self.behaviour == "health_flip" and self.stats.health_polls > self.flip_after_polls
 
     async def health(self, request: web.Request) -> web.Response:
         self.stats.health_polls += 1
+        busy = self.busy_health_delay_s is not None and self.stats.in_flight > 0
+        await asyncio.sleep(self.busy_health_delay_s if busy else self.health_delay_s)
         return web.Response(status=503 if self.flipped else 200)
 
     async def models(self, request: web.Request) -> web.Response:
@@ -127,6 +149,16 @@ class StubServer:
                 await asyncio.sleep(0.2)
         if b == "odd_framing":
             return await self._odd_framing(response)
+        if b == "reasoning":
+            return await self._reasoning(response)
+        if b == "coded_error":
+            await response.write(_chunk(" one"))
+            error = {"error": {"message": "upstream said no", "type": "upstream_error", "code": self.error_code}}
+            await response.write(f"data: {json.dumps(error)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            return response
+        if b == "tool_calls":
+            return await self._tool_calls(response)
         if b == "queue":
             self._turn = self._turn or asyncio.Lock()
             async with self._turn:
@@ -172,6 +204,36 @@ class StubServer:
         for part in parts:
             await response.write(part)
             await asyncio.sleep(0.01)  # separate reads on the client side
+        return response
+
+    async def _reasoning(self, response: web.StreamResponse) -> web.StreamResponse:
+        """A reasoning model: a role chunk, reasoning deltas for `reasoning_s`, then content, then the finish."""
+        await response.write(_delta({"role": "assistant", "content": ""}))
+        self.stats.first_token_sent_ns.append(time.perf_counter_ns())
+        steps = max(1, self.tokens)
+        for i in range(steps):
+            await response.write(_delta({self.reasoning_field: f" thought{i}"}))
+            await asyncio.sleep(self.reasoning_s / steps)
+        self.stats.first_content_sent_ns.append(time.perf_counter_ns())
+        for i in range(self.tokens):
+            await response.write(_chunk(f" t{i}"))
+        await response.write(_chunk(None, "stop"))
+        await response.write(_usage(100, 2 * self.tokens))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def _tool_calls(self, response: web.StreamResponse) -> web.StreamResponse:
+        """A tool call as vLLM streams one: id and name first, then argument fragments; finish `tool_calls`."""
+        await response.write(_delta({"role": "assistant"}))
+        self.stats.first_token_sent_ns.append(time.perf_counter_ns())
+        call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": ""}}
+        await response.write(_delta({"tool_calls": [call]}))
+        for part in ('{"city', '": "Par', 'is"}'):
+            await asyncio.sleep(self.token_delay_s)
+            await response.write(_delta({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}))
+        await response.write(_delta({}, "tool_calls"))
+        await response.write(_usage(100, 4))
+        await response.write(b"data: [DONE]\n\n")
         return response
 
     @contextlib.contextmanager

@@ -34,8 +34,14 @@ def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
     assert finding.severity is Severity.FAIL
     assert "engine died at 2.0 s with `Failed to resume draft KV cache for request 53`" in \
         finding.summary and "/health 503 from then on" in finding.summary
-    came_back = result([record(1)], health(200, 503, 503, 200, 200))
+    judged = note(1.0, "death", "/health answered 503 2 times in a row while requests failed and the engine made "
+                                "no progress")
+    came_back = result([record(1)], health(200, 503, 503, 200, 200), notes=[judged])
+    assert "(/health answered 503 2 times in a row" in engine_death(came_back, SPEC).summary
     assert "came back" in engine_death(came_back, SPEC).summary
+    # The same /health without the runner's judgement (nothing failed, or tokens kept coming) is no death: SGLang's
+    # /health answers 503 when its own generation waits too long behind the load.
+    assert engine_death(result([record(1)], health(200, 503, 503, 200, 200)), SPEC) is None
     last_word = result([record(1)], health(200, 200), post=503)
     assert engine_death(last_word, SPEC) is not None
 

@@ -154,7 +154,9 @@ def test_engine_death_from_the_post_run_poll_alone_and_from_an_exit_note():
     exited = result([record(1)], health(200, 200, 200), notes=[note(1.5, "engine", "the engine process exited with "
                                                                                  "code 1")], post=200)
     assert engine_death(exited, SPEC).summary == ("engine died at 1.5 s (the engine process exited with code 1); "
-                                                  "/health unknown from then on")
+                                                  "/health answered 200 throughout")
+    no_health = result([record(1)], (), notes=[note(1.5, "engine", "the engine process exited with code 1")], post=None)
+    assert engine_death(no_health, SPEC).summary.endswith("; /health unknown from then on")
 
 
 def test_engine_death_counts_the_requests_that_ended_after_it():

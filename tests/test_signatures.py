@@ -51,6 +51,13 @@ REAL = [
     ("llamacpp-context-exceeded", "Context size has been exceeded.", "Context size has been set"),
     ("llamacpp-context-shift-disabled", "the request exceeds the available context size and context shift is disabled",
      "context shift is enabled"),
+    # LiteLLM 1.108 with the engine behind it killed: HTTP 500, after its own retries
+    ("gateway-upstream-connection", "litellm.InternalServerError: InternalServerError: OpenAIException - Connection "
+     "error.\n\nLiteLLM: model group 'tiny' failed with the error above. No fallback was attempted.",
+     "the connection error rate is shown on the dashboard"),
+    ("proxy-no-healthy-upstream", "no healthy upstream", "healthy upstream chosen"),
+    ("proxy-bad-gateway", "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
+     "</center><hr><center>nginx</center></body></html>", "the gateway answered 200"),
 ]
 
 

@@ -21,10 +21,8 @@ throttled. Every fault is mapped to an Outcome in `outcome_for_exception`, `outc
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,17 +31,14 @@ import aiohttp
 import orjson
 
 from loadrepro.drive.sse import SseEvents, SseLines
+from loadrepro.drive.target import credentials
+from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
+from loadrepro.workload.apis import PATHS, wire_body
 from loadrepro.workload.model import PlannedRequest
 
 DETAIL_LIMIT = 4096
-_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-
-
-class ProtocolViolation(Exception):
-    """The target answered with something that is not OpenAI JSON or SSE."""
-
 
 # Failures of a connection itself (not a timeout, not a refused connect): on a pooled connection before any
 # response byte they mean the server or a proxy had closed it, not that the engine failed.
@@ -70,7 +65,7 @@ class Activity:
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     base_url: str
-    api: str  # chat | completions
+    api: str  # chat | completions | responses | messages
     model: str
     concurrency: int
     request_timeout_s: float
@@ -80,26 +75,6 @@ class ClientConfig:
     max_retries: int = 3
     max_backoff_s: float = 10.0
     signatures: tuple[Signature, ...] = CATALOG
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """What one request has seen so far; becomes the RequestRecord."""
-
-    sent_ns: int | None = None
-    first_byte_ns: int | None = None
-    first_token_ns: int | None = None
-    chunk_ns: list[int] = field(default_factory=list)
-    status: int | None = None
-    finish_reason: Any = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    error_code: int | None = None
-    done: bool = False
-    retry_after_s: float | None = None
-    reused: bool = False  # the connection came from the pool
-    last_byte_ns: int = 0
-    silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
 
 
 def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
@@ -145,51 +120,16 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return 1.0  # an HTTP date: wait a little rather than parse it
 
 
-def _error_text(payload: Any) -> str | None:
-    """The message of an error object inside a 200 response, in any engine's shape."""
-    if not isinstance(payload, dict):
-        return None
-    if "error" in payload:
-        error = payload["error"]
-        return str(error.get("message", error)) if isinstance(error, dict) else str(error)
-    if payload.get("object") == "error":
-        return str(payload.get("message", payload))
-    return None
-
-
-def _error_code(payload: dict[str, Any]) -> int | None:
-    error = payload.get("error", payload)
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, int) else None
-
-
-def _credentials(url: str) -> tuple[str, str | None]:
-    """The URL without `user:password@`, and those as a Basic Authorization value: aiohttp refuses a request with
-    credentials in its URL and an Authorization header (the API key's) both."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
-    pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
-    return bare, "Basic " + base64.b64encode(pair.encode()).decode()
-
-
 def _count(value: Any) -> int | None:
     """A token count from usage: an int, or None for anything else the target put there."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ProtocolViolation(f"{what} that is not a JSON object: {str(value)[:200]!r}")
-    return value
 
 
 def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
     """An error object inside a 200 stream: a 503 or temporary-pressure text is a refusal to retry (vLLM's
     --max-num-queued-reqs answers surplus streams so), anything else a stream error."""
     signature = match(text, signatures)
-    if code in (429, 503) or (signature is not None and signature.throttling):
+    if code in (429, 503, 529) or (signature is not None and signature.throttling):
         return Outcome.THROTTLED
     return Outcome.STREAM_ERROR
 
@@ -202,14 +142,10 @@ class Client:
         self.config = config
         self._clock = clock
         self.activity = activity or Activity()
-        self._headers = {"content-type": "application/json"}
-        if config.api_key:
-            self._headers["authorization"] = f"Bearer {config.api_key}"
-        base, basic = _credentials(config.base_url)
-        if basic and not config.api_key:
-            self._headers["authorization"] = basic
-        self._url = base.rstrip("/") + _PATHS[config.api]
-        self._chat = config.api == "chat"
+        base, auth = credentials(config.base_url, config.api_key)
+        self._headers = {"content-type": "application/json", **auth}
+        self._url = base.rstrip("/") + PATHS[config.api]
+        self._read = READERS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
         self._session: aiohttp.ClientSession | None = None
@@ -232,10 +168,10 @@ class Client:
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
                    ) -> RequestRecord:
         """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled."""
-        content = orjson.dumps({**planned.body, "model": self.config.model})
+        content = orjson.dumps(wire_body(self.config.api, planned.body, self.config.model))
         retries = reconnects = 0
         while True:
-            attempt = _Attempt()
+            attempt = Attempt()
             try:
                 result = await self._attempt(content, planned, attempt, cancel_after_chunks, fresh=reconnects > 0)
             except asyncio.CancelledError:
@@ -261,7 +197,7 @@ class Client:
         on_record(record)
         return record
 
-    async def _attempt(self, content: bytes, planned: PlannedRequest, a: _Attempt, cancel_after_chunks: int | None,
+    async def _attempt(self, content: bytes, planned: PlannedRequest, a: Attempt, cancel_after_chunks: int | None,
                        fresh: bool) -> tuple[Outcome, str] | None:
         """One attempt; None when a pooled connection turned out closed before any response byte."""
         assert self._session is not None and self._fresh is not None, "use the Client as an async context manager"
@@ -293,7 +229,7 @@ class Client:
                 return None
             return outcome_for_exception(exc, a.status is not None)
 
-    def _silence_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
+    def _silence_outcome(self, a: Attempt) -> tuple[Outcome, str]:
         stall = self.config.stall_timeout_s
         if a.silence == "ttft":
             return Outcome.TIMEOUT, f"no first token within ttft_timeout_s ({self.config.ttft_timeout_s:g} s)"
@@ -302,13 +238,13 @@ class Client:
         return Outcome.STALLED, (f"no first token, and no progress anywhere on the engine (no token on any stream, "
                                  f"no metric moving) for {stall:g} s: the engine hangs")
 
-    async def _refused(self, response: aiohttp.ClientResponse, a: _Attempt) -> tuple[Outcome, str]:
+    async def _refused(self, response: aiohttp.ClientResponse, a: Attempt) -> tuple[Outcome, str]:
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
         a.retry_after_s = _retry_after(response.headers)
         outcome = outcome_for_status(response.status, text, a.retry_after_s is not None, self.config.signatures)
         return outcome, text or f"HTTP {response.status}"
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, a: _Attempt,
+    async def _read_stream(self, response: aiohttp.ClientResponse, a: Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
         events = SseEvents()
         lines = SseLines()
@@ -339,7 +275,7 @@ class Client:
             return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
         return self._stream_outcome(a)
 
-    def _event(self, data: bytes, a: _Attempt, cancel_after_chunks: int | None) -> bool:
+    def _event(self, data: bytes, a: Attempt, cancel_after_chunks: int | None) -> bool:
         """Take in one SSE event; True when reading should stop."""
         now = self._clock()
         if data == b"[DONE]":
@@ -348,29 +284,21 @@ class Client:
         payload = orjson.loads(data)
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"an SSE event that is not a JSON object: {data[:200]!r}")
-        if "error" in payload or payload.get("object") == "error":
-            a.error = (_error_text(payload) or "")[:DETAIL_LIMIT]
-            a.error_code = _error_code(payload)
+        error = error_of(payload)
+        if error is not None:
+            a.error, a.error_code = error[0][:DETAIL_LIMIT], error[1]
             return False
-        if payload.get("usage"):
-            a.usage = _object(payload["usage"], "usage")
-        chat = self._chat
-        choices = payload.get("choices") or []
-        if not isinstance(choices, list):
-            raise ProtocolViolation(f"`choices` is not a list: {data[:200]!r}")
-        for choice in choices:
-            choice = _object(choice, "a choice")
-            text = _object(choice.get("delta") or {}, "a delta").get("content") if chat else choice.get("text")
-            if text:
-                if a.first_token_ns is None:
-                    a.first_token_ns = now
-                a.chunk_ns.append(now)
-                self.activity.last_ns = now
-            if choice.get("finish_reason"):
-                a.finish_reason = choice["finish_reason"]
-        return cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks
+        seen = self._read(payload, a)
+        if seen:
+            if a.first_token_ns is None:
+                a.first_token_ns = now
+            if seen == CONTENT and a.first_content_ns is None:
+                a.first_content_ns = now
+            a.chunk_ns.append(now)
+            self.activity.last_ns = now
+        return a.done or (cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks)
 
-    def _stream_outcome(self, a: _Attempt) -> tuple[Outcome, str]:
+    def _stream_outcome(self, a: Attempt) -> tuple[Outcome, str]:
         if a.error is not None:
             return outcome_for_stream_error(a.error, a.error_code, self.config.signatures), a.error
         reason = a.finish_reason
@@ -380,31 +308,27 @@ class Client:
             a.finish_reason = str(reason.get("type"))
         if a.finish_reason is None:
             return Outcome.TRUNCATED, "the stream ended before a finish reason"
-        return Outcome.OK, "" if a.done else "the stream ended without data: [DONE]"
+        return Outcome.OK, "" if a.done else f"the stream ended without {END_MARKS[self.config.api]}"
 
-    async def _read_whole(self, response: aiohttp.ClientResponse, a: _Attempt) -> tuple[Outcome, str]:
+    async def _read_whole(self, response: aiohttp.ClientResponse, a: Attempt) -> tuple[Outcome, str]:
         payload = orjson.loads(await response.read())
-        error = _error_text(payload)
+        error = error_of(payload)
         if error is not None:
-            a.error = error[:DETAIL_LIMIT]
-            a.error_code = _error_code(payload)
+            a.error, a.error_code = error[0][:DETAIL_LIMIT], error[1]
             return self._stream_outcome(a)
-        choices = payload.get("choices") if isinstance(payload, dict) else None
-        if not choices or not isinstance(choices, list):
-            raise ProtocolViolation("a response without choices")
-        a.first_token_ns = self.activity.last_ns = self._clock()
+        if not isinstance(payload, dict):
+            raise ProtocolViolation(f"a response that is not a JSON object: {str(payload)[:200]!r}")
+        whole_answer(self.config.api, payload, a)
+        a.first_token_ns = a.first_content_ns = self.activity.last_ns = self._clock()
         a.chunk_ns.append(a.first_token_ns)
-        a.usage = _object(payload.get("usage") or {}, "usage")
-        a.finish_reason = _object(choices[0], "a choice").get("finish_reason")
-        a.done = True
         return self._stream_outcome(a)
 
     def unsent(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float) -> RequestRecord:
         """The record of a request cancelled while it waited for a free slot."""
-        return self._record(request_id, planned, queued_ns, wall_time, _Attempt(), Outcome.CANCELLED,
+        return self._record(request_id, planned, queued_ns, wall_time, Attempt(), Outcome.CANCELLED,
                             "cancelled by loadrepro before it was sent", 0)
 
-    def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: _Attempt,
+    def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: Attempt,
                 outcome: Outcome, detail: str, retries: int, reconnects: int = 0) -> RequestRecord:
         usage = a.usage or {}
         details = usage.get("prompt_tokens_details")
@@ -414,6 +338,7 @@ class Client:
             id=request_id, conversation=planned.conversation, turn=planned.turn, outcome=outcome,
             detail=detail[:DETAIL_LIMIT], status=a.status, wall_time=wall_time, queued_ns=queued_ns,
             sent_ns=a.sent_ns, first_byte_ns=a.first_byte_ns, first_token_ns=a.first_token_ns, end_ns=self._clock(),
+            first_content_ns=a.first_content_ns,
             chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")), cached_tokens=_count(details.get("cached_tokens")),
@@ -443,7 +368,7 @@ class _Watchdog:
 
     __slots__ = ("_client", "_a", "_silence", "_loop", "_handle", "_ttft_ns")
 
-    def __init__(self, client: Client, a: _Attempt, silence: asyncio.Timeout) -> None:
+    def __init__(self, client: Client, a: Attempt, silence: asyncio.Timeout) -> None:
         self._client, self._a, self._silence = client, a, silence
         self._loop = asyncio.get_running_loop()
         ttft = client.config.ttft_timeout_s

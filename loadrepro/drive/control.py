@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from loadrepro.drive.target import credentials
+
 _STALE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 _MAX_RESENDS = 4  # each resend drops one closed connection from the pool; more than a few is not staleness
 
@@ -44,9 +46,11 @@ class ResendingTransport(httpx.AsyncHTTPTransport):
         return await super().handle_async_request(request)
 
 
-def control_client(base_url: str, timeout: float) -> httpx.AsyncClient:
-    """An httpx client for `base_url` whose transport is a ResendingTransport (see `client.transport`)."""
-    return httpx.AsyncClient(base_url=base_url, timeout=timeout, transport=ResendingTransport())
+def control_client(base_url: str, timeout: float, api_key: str | None = None) -> httpx.AsyncClient:
+    """An httpx client for `base_url` whose transport is a ResendingTransport (see `client.transport`), carrying
+    the target's credentials (drive.target.credentials)."""
+    url, auth = credentials(base_url, api_key)
+    return httpx.AsyncClient(base_url=url, timeout=timeout, transport=ResendingTransport(), headers=auth)
 
 
 def reconnects_of(http: httpx.AsyncClient) -> int:

@@ -13,6 +13,7 @@ import aiohttp
 import orjson
 
 from loadrepro.drive.client import CONNECTION_FAILURES, reuse_tracing
+from loadrepro.drive.target import credentials
 from loadrepro.errors import TargetError
 from loadrepro.workload.tokens import Answer
 
@@ -29,8 +30,10 @@ class _Attempt:
 class CountingPoster:
     """A workload.tokens.Poster for the target at `base_url`."""
 
-    def __init__(self, base_url: str, timeout: float) -> None:
-        self._base, self._timeout = base_url.rstrip("/"), aiohttp.ClientTimeout(total=timeout)
+    def __init__(self, base_url: str, timeout: float, api_key: str | None = None) -> None:
+        url, auth = credentials(base_url, api_key)
+        self._base, self._timeout = url.rstrip("/"), aiohttp.ClientTimeout(total=timeout)
+        self._headers = {**_JSON, **auth}
         self._session: aiohttp.ClientSession | None = None
         self.reconnects = 0
 
@@ -48,7 +51,7 @@ class CountingPoster:
         for _ in range(_MAX_RESENDS + 1):
             attempt = _Attempt()
             try:
-                async with self._session.post(self._base + path, data=data, headers=_JSON,
+                async with self._session.post(self._base + path, data=data, headers=self._headers,
                                               trace_request_ctx=attempt) as response:
                     attempt.answered = True
                     return Answer(response.status, await response.read(), response.headers.get("content-type", ""))

@@ -69,10 +69,9 @@ class Probe(_Model):
 
 
 async def probe(base_url: str, health_path: str = "/health", metrics_path: str = "/metrics",
-                headers: dict[str, str] | None = None) -> Probe:
+                api_key: str | None = None) -> Probe:
     """Probe the target at `base_url` (TargetUnreachable if nothing answers)."""
-    async with control_client(base_url, 10.0) as http:
-        http.headers.update(headers or {})
+    async with control_client(base_url, 10.0, api_key) as http:
         sent = _Counter(http)
         await check_reachable(http, health_path)
         models, max_len, owner = await _models(http)

@@ -100,6 +100,7 @@ def _shifted(record: RequestRecord, offset_ns: int) -> RequestRecord:
 
     return dataclasses.replace(record, queued_ns=record.queued_ns - offset_ns, sent_ns=at(record.sent_ns),
                                first_byte_ns=at(record.first_byte_ns), first_token_ns=at(record.first_token_ns),
+                               first_content_ns=at(record.first_content_ns),
                                end_ns=record.end_ns - offset_ns, chunk_ns=tuple(t - offset_ns for t in record.chunk_ns))
 
 

@@ -41,7 +41,7 @@ from loadrepro.records import (
 )
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.watch.health import HealthWatcher
-from loadrepro.judge.death import DeathJudge
+from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.workload.model import Workload
@@ -84,6 +84,7 @@ class Runner:
         self._stop_reason: str | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
+        self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
@@ -102,8 +103,11 @@ class Runner:
     def _on_record(self, record: RequestRecord) -> None:
         self._recorder.record(record)
         self.live.outcomes[record.outcome] += 1
-        if record.outcome not in (Outcome.OK, Outcome.CANCELLED, Outcome.REJECTED):
-            self._death.request_failed()
+        if record.outcome is Outcome.OK:
+            self._death.request_ok()
+        elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED):
+            upstream = record.signature if record.signature in self._upstream else None
+            self._judged(self._death.request_failed(record.end_ns, upstream, self.client.activity.last_ns))
             if self._health is not None:
                 self._health.poke()
 
@@ -123,10 +127,15 @@ class Runner:
         self._on_sample(Note(self._clock(), source, scrub(text)))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        if self._death.poll(sample.healthy) and self._stop_reason is None:
-            self._note("health", f"the engine looks dead: /health answered {sample.status} "
-                                 f"{self._death.unhealthy_streak} times in a row while requests failed")
-            self._engine_died()
+        self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns))
+
+    def _judged(self, death: Death | None) -> None:
+        """A death the judge saw: noted at the time it began (the engine_death rule reports it), and the load
+        stopped unless the engine already exited (noted then)."""
+        if death is None or self._stop_reason is not None:
+            return
+        self._on_sample(Note(death.t_ns, "death", scrub(death.words)))
+        self._engine_died()
 
     def _engine_exited(self) -> bool:
         """Note a managed engine's exit (once) as engine death; True once it has exited."""
@@ -185,10 +194,10 @@ class Runner:
         stop_watching = asyncio.Event()
         loop = asyncio.get_running_loop()
         try:
-            async with control_client(self.target.base_url, 5.0) as http:
+            async with control_client(self.target.base_url, 5.0, self.client.config.api_key) as http:
                 health = self._health = HealthWatcher(
-                    http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock) \
-                    if watch.health_path else None
+                    http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock,
+                    watch.health_timeout_s) if watch.health_path else None
                 await self._check_health_before(health)
                 logs = self._logs = self._log_watcher()
                 if logs:  # counted before the load starts, so that no line the load causes is taken as old
@@ -229,7 +238,7 @@ class Runner:
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch("metrics", metrics.scrape())
                 end_ns = self._clock()
-                post = await health.poll(timeout_s=5.0) if health else None
+                post = await health.poll() if health else None
                 if resent := reconnects_of(http):
                     self._note("control", f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
@@ -255,7 +264,7 @@ class Runner:
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
-            interrupted=reason == "interrupted", workers=self.workers, backend=self.backend,
+            interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:

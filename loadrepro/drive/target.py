@@ -1,12 +1,31 @@
-"""Which engine a run talks to: URL checks and model discovery."""
+"""Which engine a run talks to and how: URL checks, the credentials every request carries, model discovery."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import urllib.parse
 
 import httpx
 
-from loadrepro.errors import TargetError, TargetUnreachable, UsageError
+from loadrepro.errors import TargetError, TargetUnreachable, UsageError, auth_refusal
+
+
+def credentials(url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """The URL without `user:password@`, and the Authorization header that every request loadrepro sends to the
+    target carries (the load, token counting, health, metrics, models, canaries): the API key as a Bearer token,
+    else the URL's credentials as Basic auth. (aiohttp refuses a URL with credentials and an Authorization
+    header both, and a gateway that wants a key wants it on every path.)"""
+    parts = urllib.parse.urlsplit(url)
+    bare = url
+    basic = None
+    if parts.username is not None or parts.password is not None:
+        bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+        pair = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+        basic = "Basic " + base64.b64encode(pair.encode()).decode()
+    if api_key:
+        return bare, {"authorization": f"Bearer {api_key}"}
+    return bare, {"authorization": basic} if basic else {}
 
 
 def is_loopback(host: str) -> bool:
@@ -37,6 +56,8 @@ async def discover_model(client: httpx.AsyncClient) -> str:
     """The first model id the target lists at /v1/models."""
     try:
         response = await client.get("/v1/models")
+        if response.status_code in (401, 403):
+            raise auth_refusal("listing its models at /v1/models", response.status_code, response.text)
         response.raise_for_status()
         models = response.json()["data"]
         return str(models[0]["id"])

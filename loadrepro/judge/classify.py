@@ -7,8 +7,8 @@ RULES is the explicit, ordered list (the per-window rules of long runs last, fro
 from __future__ import annotations
 
 from loadrepro.capacity import Fit
-from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
+from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
@@ -19,11 +19,6 @@ HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health 
 
 def _failed(result: RunResult) -> list[RequestRecord]:
     return sorted((r for r in result.records if r.outcome in FAILED), key=lambda r: r.end_ns)
-
-
-def _usable_health(result: RunResult) -> list[HealthSample]:
-    """The run's health samples, if /health answered 200 before the run (else it says nothing about death)."""
-    return list(result.health) if result.health and result.health[0].healthy else []
 
 
 def _first_fatal(result: RunResult) -> tuple[float, str] | None:
@@ -53,50 +48,60 @@ def _quote(text: str, limit: int = 160) -> str:
     return f"`{text[:limit]}{'...' if len(text) > limit else ''}`"
 
 
-def _left_service(result: RunResult) -> HealthSample | None:
-    """The first poll of the run's first stretch of DEATH_POLLS non-200 polls, counting the post-run poll, which
-    alone suffices when it is the run's last word."""
-    health = _usable_health(result)
-    if not health:
+def _last_word(result: RunResult) -> HealthSample | None:
+    """When the post-run poll is not 200: the first poll of the run's final stretch of non-200 polls (the engine
+    died at the end, or with nothing left to fail)."""
+    health, post = usable_health(result), result.post_health
+    if not health or post is None or post.healthy:
         return None
-    polls = health + ([result.post_health] if result.post_health else [])
-    for i in range(len(polls)):
-        window = polls[i:i + DEATH_POLLS]
-        if not window[0].healthy and (len(window) == DEATH_POLLS or i == len(polls) - 1) and \
-                all(not h.healthy for h in window):
-            return polls[i]
-    return None
+    polls = health + [post]
+    i = len(polls) - 1
+    while i > 0 and not polls[i - 1].healthy:
+        i -= 1
+    return polls[i]
+
+
+def _health_after(result: RunResult, t_ns: int) -> str:
+    polls = [h for h in usable_health(result) + ([result.post_health] if result.post_health else [])
+             if h.t_ns >= t_ns]
+    down = next((h for h in polls if not h.healthy), None)
+    if down is None:
+        return "; /health answered 200 throughout" if polls else "; /health unknown from then on"
+    back = any(h.healthy for h in polls if h.t_ns > down.t_ns) and (result.post_health is None or
+                                                                     result.post_health.healthy)
+    return "; /health came back" if back else f"; /health {down.status} from then on"
 
 
 def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """The engine left service: /health answered non-200 on DEATH_POLLS consecutive polls (or on the post-run
-    poll) after answering 200, or the engine process exited. The time is the first fatal text when one came
-    before that, else the first non-200 poll. Says whether /health came back."""
+    """The engine left service: as the runner judged it while the load went on (judge/death.py: /health non-200
+    DEATH_POLLS times in a row while requests failed and nothing progressed, or every request failing with a
+    gateway's word that the engine behind it is unreachable), or its process exited, or /health was not 200
+    after the run (the run's last word). The time is the first fatal text when one came before, else the
+    earliest of those. Says whether /health came back."""
+    judged = next((n for n in result.notes if n.source == "death"), None)
     exited = next((n for n in result.notes if n.source == "engine"), None)
-    left = _left_service(result)
-    if left is None and exited is None:
+    last = _last_word(result)
+    times = [x.t_ns for x in (judged, exited, last) if x is not None]
+    if not times:
         return None
-    t_ns = min(x for x in (left.t_ns if left else None, exited.t_ns if exited else None) if x is not None)
+    t_ns = min(times)
     fatal = _first_fatal(result)
     t_s = min(result.seconds(t_ns), fatal[0]) if fatal else result.seconds(t_ns)
     words = f"engine died at {t_s:.1f} s"
     if fatal is not None:
         words += f" with {_quote(fatal[1])}"
-    if exited is not None:
-        words += f" ({exited.text})"
-    came_back = left is not None and (result.post_health is None or result.post_health.healthy) and any(
-        h.healthy for h in result.health if h.t_ns > left.t_ns)
+    if exited is not None or judged is not None:
+        words += f" ({(exited or judged).text})"
     later = [r for r in result.records if result.seconds(r.end_ns) >= t_s and r.outcome is not Outcome.CANCELLED]
     if later:
         words += f"; {sum(r.outcome in FAILED for r in later)}/{len(later)} requests ending after it failed"
-    words += "; /health came back" if came_back else f"; /health {left.status if left else 'unknown'} from then on"
-    return Finding("engine_death", Severity.FAIL, words)
+    return Finding("engine_death", Severity.FAIL, words + _health_after(result, t_ns))
 
 
 def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests failed while /health kept answering 200 (before, at and HEALTHY_MARGIN_POLLS polls after the
     failure): the engine fails work but tells its orchestrator all is well."""
-    health = _usable_health(result)
+    health = usable_health(result)
     if not health:
         return None
     hidden = []
@@ -314,7 +319,7 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
     low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics, prompt_lengths, *SOAK_RULES,
+    pressure_in_metrics, prompt_lengths, *HEALTH_RULES, *SOAK_RULES,
 )
 
 

@@ -11,6 +11,7 @@ from ddsketch import DDSketch
 
 from loadrepro import __version__
 from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors, series
+from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.profile import Profile
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
 from loadrepro.redact import scrub
@@ -25,6 +26,7 @@ from loadrepro.run_report import (
     Health,
     Latency,
     Lengths,
+    Liveness,
     Percentiles,
     Pressure,
     RequestRow,
@@ -71,14 +73,15 @@ def _latency(result: RunResult) -> Latency:
     if result.tally is not None:  # not every record is in memory: the sketches saw them all
         t = result.tally
         return Latency(ttft_ms=_sketched(t.ttft_ms), itl_ms=_sketched(t.itl_ms), e2e_ms=_sketched(t.e2e_ms),
-                       queue_ms=_sketched(t.queue_ms))
+                       queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
     ok = [r for r in result.records if r.sent_ns is not None]
     ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok if r.first_token_ns is not None]
+    ttfc = [(r.first_content_ns - r.sent_ns) / 1e6 for r in ok if r.first_content_ns is not None]
     e2e = [(r.end_ns - r.sent_ns) / 1e6 for r in ok]
     queue = [(r.sent_ns - r.queued_ns) / 1e6 for r in ok]
     gaps = [np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6 for r in ok if len(r.chunk_ns) > 1]
     return Latency(ttft_ms=_percentiles(ttft), itl_ms=_percentiles(np.concatenate(gaps) if gaps else []),
-                   e2e_ms=_percentiles(e2e), queue_ms=_percentiles(queue))
+                   e2e_ms=_percentiles(e2e), queue_ms=_percentiles(queue), ttfc_ms=_percentiles(ttfc))
 
 
 def _health(result: RunResult) -> Health:
@@ -86,8 +89,20 @@ def _health(result: RunResult) -> Health:
     for sample in [*result.health, *([result.post_health] if result.post_health else [])]:
         if not transitions or transitions[-1].status != sample.status:
             transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
+    latency = [h.latency_ns / 1e6 for h in result.health]
+    slow = sum(1 for h in result.health if h.latency_ns > result.watch.health_timeout_s * 1e9)
     return Health(pre=result.health[0].status if result.health else None,
-                  post=result.post_health.status if result.post_health else None, transitions=transitions)
+                  post=result.post_health.status if result.post_health else None, transitions=transitions,
+                  path=result.watch.health_path, latency_ms=_percentiles(latency), slow=slow)
+
+
+def _liveness(result: RunResult) -> Liveness | None:
+    if not result.health:
+        return None
+    w = result.watch
+    restart = would_restart(usable_health(result), w)
+    return Liveness(timeout_s=w.liveness_timeout_s, period_s=w.liveness_period_s, failures=w.liveness_failures,
+                    would_restart_at_s=round(result.seconds(restart.t_ns), 3) if restart else None)
 
 
 def _first_failure(result: RunResult) -> FirstFailure | None:
@@ -169,6 +184,7 @@ def _rows(result: RunResult) -> list[RequestRow]:
     for r in sorted(result.records, key=lambda r: r.id):
         p = predicted.get((r.conversation, r.turn))
         ttft = (r.first_token_ns - r.sent_ns) / 1e6 if r.first_token_ns and r.sent_ns else None
+        ttfc = (r.first_content_ns - r.sent_ns) / 1e6 if r.first_content_ns and r.sent_ns else None
         e2e = (r.end_ns - r.sent_ns) / 1e6 if r.sent_ns else None
         rows.append(RequestRow(id=r.id, conversation=r.conversation, turn=r.turn, outcome=r.outcome.value,
                                status=r.status, ttft_ms=round(ttft, 3) if ttft is not None else None,
@@ -176,7 +192,8 @@ def _rows(result: RunResult) -> list[RequestRow]:
                                output_tokens=r.completion_tokens if r.completion_tokens is not None else (
                                    len(r.chunk_ns) if r.chunk_ns else None),
                                cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens,
-                               prediction=p.fit.value if p else None, limit=p.limit if p else ""))
+                               prediction=p.fit.value if p else None, limit=p.limit if p else "",
+                               ttfc_ms=round(ttfc, 3) if ttfc is not None else None))
     return rows
 
 
@@ -267,7 +284,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result),
-        workers=WorkersInfo(count=result.workers, backend=result.backend),
+        workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

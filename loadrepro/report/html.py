@@ -6,6 +6,7 @@ import base64
 from html import escape
 
 from loadrepro.judge.compare import Comparison
+from loadrepro.report.markdown import health_lines
 from loadrepro.run_report import Percentiles, RunReport
 
 _CSS = """
@@ -60,12 +61,14 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
              f"<h2>Latency</h2>{_figure(latency, 'Distributions over every request that was sent.')}",
              "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
              "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max"], [
-                 ["time to first token", *_ms(r.latency.ttft_ms)], ["inter-token", *_ms(r.latency.itl_ms)],
+                 ["time to first token", *_ms(r.latency.ttft_ms)],
+                 ["time to first content token", *_ms(r.latency.ttfc_ms)], ["inter-token", *_ms(r.latency.itl_ms)],
                  ["end to end", *_ms(r.latency.e2e_ms)], ["queued for a slot", *_ms(r.latency.queue_ms)]])
              + f"<p>{r.throughput.requests_per_s:,.2f} completed requests/s, "
                f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s; cached prompt tokens: "
                f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "
-               f"{r.cache.prompt_tokens:,}.</p>"]
+               f"{r.cache.prompt_tokens:,}.</p>"
+             + "".join(f"<p>{escape(line)}</p>" for line in health_lines(r))]
     if r.signatures:
         parts.append("<h2>Signatures</h2>" + _table(["signature", "class", "count", "first seen (s)", "sample"], [
             [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))

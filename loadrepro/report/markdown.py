@@ -77,11 +77,29 @@ def _outcomes(r: RunReport) -> list[str]:
     return lines
 
 
-def _health(r: RunReport) -> list[str]:
-    lines = ["## Health", "", "| t (s) | /health |", "|---:|---|"]
-    lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
-    lines += ["", f"Before the run: {r.health.pre}; after the run: {r.health.post}.", ""]
+def health_lines(r: RunReport) -> list[str]:
+    """How /health answered and what a liveness probe would have made of it (report.md and report.html)."""
+    h, lines = r.health, []
+    if h.latency_ms.max is not None:
+        lines.append(f"{h.path} answered in p50 {_ms(h.latency_ms.p50)} ms, p95 {_ms(h.latency_ms.p95)} ms, max "
+                     f"{_ms(h.latency_ms.max)} ms; {h.slow} polls slower than health_timeout_s "
+                     f"({r.profile['watch']['health_timeout_s']:g} s).")
+    live = r.liveness
+    if live is not None:
+        probe = (f"A liveness probe with timeout {live.timeout_s:g} s, period {live.period_s:g} s and "
+                 f"{live.failures} failures")
+        lines.append(f"{probe} would have restarted the engine at t = {live.would_restart_at_s:.1f} s."
+                     if live.would_restart_at_s is not None else f"{probe} would not have restarted the engine.")
     return lines
+
+
+def _health(r: RunReport) -> list[str]:
+    lines = ["## Health", "", f"| t (s) | {r.health.path} |", "|---:|---|"]
+    lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
+    lines += ["", f"Before the run: {r.health.pre}; after the run: {r.health.post}."]
+    for line in health_lines(r):
+        lines += ["", line]
+    return lines + [""]
 
 
 def _first_failure(r: RunReport) -> list[str]:
@@ -110,7 +128,8 @@ def _signatures(r: RunReport) -> list[str]:
 def _numbers(r: RunReport) -> list[str]:
     l, c = r.latency, r.cache
     lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max |", "|---|---:|---:|---:|---:|",
-             _row("time to first token", l.ttft_ms), _row("inter-token", l.itl_ms), _row("end to end", l.e2e_ms),
+             _row("time to first token", l.ttft_ms), _row("time to first content token", l.ttfc_ms),
+             _row("inter-token", l.itl_ms), _row("end to end", l.e2e_ms),
              _row("queued for a slot", l.queue_ms), "",
              f"{r.throughput.requests_per_s:,.2f} completed requests/s, "
              f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s."]

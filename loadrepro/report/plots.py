@@ -53,16 +53,21 @@ def _load_panel(ax, t: Timeline) -> None:
 
 
 def _health_panel(ax, t: Timeline) -> None:
+    """/health's answers as coloured stretches, and how long each poll took as a line over them."""
+    top = max(0.05, float(t.health_latency_s.max()) * 1.25) if len(t.health_latency_s) else 1.0
     if len(t.health_t):
         edges = np.append(t.health_t, max(t.duration_s, t.health_t[-1]))
         starts = [i for i in range(len(t.health_ok)) if i == 0 or t.health_ok[i] != t.health_ok[i - 1]]
         for i, j in zip(starts, starts[1:] + [len(t.health_ok)]):  # one span per stretch, not per poll
-            ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.8, linewidth=0)
+            ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.45, linewidth=0)
         changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
         for i in changes:
-            ax.text(t.health_t[i], 0.5, f" {t.health_status[i]}", va="center", fontsize=9)
-    ax.set_yticks([])
-    ax.set_ylabel("/health", rotation=0, ha="right", va="center", labelpad=14)
+            ax.text(t.health_t[i], top * 0.8, f" {t.health_status[i]}", va="center", fontsize=9)
+        ax.plot(t.health_t, t.health_latency_s, color="black", linewidth=1.0, marker=".", markersize=3,
+                label="/health answer (s)")
+        ax.legend(loc="upper right", frameon=False)
+    ax.set_ylim(0, top)
+    ax.set_ylabel("/health s")
 
 
 def _kv_panel(ax, t: Timeline) -> None:
@@ -86,7 +91,7 @@ def timeline_figure(timelines: list[Timeline], window_edges: list[float] | None 
     line; thin grey: the edges of a long run's windows."""
     rows = len(timelines) * 3
     fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows),
-                             gridspec_kw={"height_ratios": [3, 0.6, 2] * len(timelines)})
+                             gridspec_kw={"height_ratios": [3, 1.2, 2] * len(timelines)})
     for i, t in enumerate(timelines):
         load, health, kv = axes[3 * i:3 * i + 3]
         _load_panel(load, t)

@@ -45,6 +45,7 @@ class Timeline:
     health_t: np.ndarray
     health_ok: np.ndarray  # 1 where /health answered 200
     health_status: tuple[str, ...]
+    health_latency_s: np.ndarray  # how long each poll took to answer
     kv_t: np.ndarray
     kv_usage: np.ndarray  # 0..1, the engine's primary KV usage
     waiting: np.ndarray
@@ -98,7 +99,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         label=label, duration_s=max(s(end_ns), 1e-3), in_flight_t=in_flight_t, in_flight_n=in_flight_n,
         ends={k: np.array(v) for k, v in sorted(ends.items())},
         health_t=np.array([s(h.t_ns) for h in health]), health_ok=np.array([h.healthy for h in health], dtype=int),
-        health_status=tuple(str(h.status) for h in health), kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
+        health_status=tuple(str(h.status) for h in health),
+        health_latency_s=np.array([h.latency_ns / 1e9 for h in health]), kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
         ttft_ms=np.array([(r.first_token_ns - r.sent_ns) / 1e6 for r in sent if r.first_token_ns]),
         e2e_ms=np.array([(r.end_ns - r.sent_ns) / 1e6 for r in sent]),
         first_failure_s=min(failures) if failures else None,

@@ -17,7 +17,16 @@ from starlette.routing import Route
 
 from loadrepro.sim import metrics
 from loadrepro.sim.config import DeathMode
-from loadrepro.sim.protocol import ChatBody, CompletionBody, Shape, TokenizeBody, error_body, sse, validation_message
+from loadrepro.sim.protocol import (
+    ChatBody,
+    CompletionBody,
+    MessagesBody,
+    ResponsesBody,
+    TokenizeBody,
+    error_body,
+    validation_message,
+)
+from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, sse
 from loadrepro.sim.runtime import Fatal, RequestHandle, SimRuntime, Token
 from loadrepro.sim.scheduler import Finished, Rejection
 from loadrepro.sim.tokenizer import output_token, render_chat, token_ids, tokenize
@@ -29,8 +38,22 @@ class ConnectionCut(Exception):
     """Raised inside a stream to make the server drop the connection, as an engine that dies mid-stream does."""
 
 
-def _error(status: int, message: str, code: str | None = None, flat: bool = False) -> JSONResponse:
-    return JSONResponse(error_body(status, message, code, flat), status_code=status)
+def _error(status: int, message: str, code: str | None = None, flat: bool = False,
+           anthropic: bool = False) -> JSONResponse:
+    return JSONResponse(error_body(status, message, code, flat, anthropic), status_code=status)
+
+
+_BODIES: dict[str, type[ChatBody | CompletionBody | ResponsesBody | MessagesBody]] = {
+    "chat": ChatBody, "completions": CompletionBody, "responses": ResponsesBody, "messages": MessagesBody}
+
+
+def _shape(api: str, request_id: int, model: str) -> Shape:
+    match api:
+        case "responses":
+            return ResponsesShape(request_id, model)
+        case "messages":
+            return MessagesShape(request_id, model)
+    return ChatShape(api == "chat", request_id, model)
 
 
 class _BadRequest(Exception):
@@ -48,8 +71,9 @@ def create_app(runtime: SimRuntime) -> Starlette:
     config = runtime.config
     registry = metrics.metrics_registry(runtime.stats, config.model)
 
-    def fatal_response(message: str) -> JSONResponse:
-        return _error(config.death_status, message, flat=config.death_status == 400)
+    def fatal_response(message: str, api: str) -> JSONResponse:
+        return _error(config.death_status, message, flat=config.death_status == 400 and api != "messages",
+                      anthropic=api == "messages")
 
     async def health(_: Request) -> Response:
         if runtime.fatal is not None:
@@ -85,24 +109,26 @@ def create_app(runtime: SimRuntime) -> Starlette:
 
     async def stream(handle: RequestHandle, shape: Shape, include_usage: bool) -> AsyncIterator[str]:
         try:
+            for opened in shape.opening(handle.prompt_tokens):
+                yield sse(opened)
             async for event in handle.events():
                 match event:
                     case Token(index=index):
-                        yield sse(shape.token_chunk(output_token(handle.id, index), first=index == 0))
+                        text = output_token(handle.id, index)
+                        for part in shape.token(text, index == 0, index < config.reasoning_tokens):
+                            yield sse(part)
                     case Finished() as finished:
-                        yield sse(shape.final_chunk(finished))
-                        if include_usage:
-                            yield sse(shape.usage_chunk(finished))
-                        yield sse("[DONE]")
+                        for part in shape.closing(finished, include_usage):
+                            yield sse(part)
                     case Fatal(message=message):
                         if config.death_mode is DeathMode.CUT:
                             raise ConnectionCut(message)
-                        yield sse(error_body(config.death_status, message))
-                        yield sse("[DONE]")
+                        for part in shape.failure(config.death_status, message):
+                            yield sse(part)
         finally:
             runtime.abort(handle.id)
 
-    async def whole(handle: RequestHandle, shape: Shape) -> Response:
+    async def whole(handle: RequestHandle, shape: Shape, api: str) -> Response:
         text: list[str] = []
         try:
             async for event in handle.events():
@@ -110,53 +136,62 @@ def create_app(runtime: SimRuntime) -> Starlette:
                     case Token(index=index):
                         text.append(output_token(handle.id, index))
                     case Finished() as finished:
-                        return JSONResponse(shape.whole("".join(text), finished))
+                        cut = config.reasoning_tokens
+                        return JSONResponse(shape.whole("".join(text[cut:]), "".join(text[:cut]), finished))
                     case Fatal(message=message):
-                        return fatal_response(message)
+                        return fatal_response(message, api)
         finally:
             runtime.abort(handle.id)
         raise AssertionError("a request's events always end with Finished or Fatal")
 
-    async def generate(request: Request, chat: bool) -> Response:
-        try:
-            data = await _json_body(request)
-            body: ChatBody | CompletionBody = (ChatBody if chat else CompletionBody).model_validate(data)
-        except _BadRequest as exc:
-            return _error(400, str(exc))
-        except ValidationError as exc:
-            return _error(400, validation_message(exc))
-        if body.model and body.model != config.model:
-            return _error(404, f"The model `{body.model}` does not exist.", "model_not_found")
-        if body.n != 1:
-            return _error(400, "The simulated engine supports only n = 1.")
+    def prompt_of(body: ChatBody | CompletionBody | ResponsesBody | MessagesBody) -> str | None:
+        """The prompt text, or None when the body holds more than one prompt."""
         if isinstance(body, ChatBody):
-            text = render_chat([m.model_dump() for m in body.messages])
-        elif isinstance(body.prompt, list) and len(body.prompt) != 1:
+            return render_chat([m.model_dump() for m in body.messages])
+        if isinstance(body, CompletionBody):
+            if isinstance(body.prompt, list):
+                return body.prompt[0] if len(body.prompt) == 1 else None
+            return body.prompt
+        return body.prompt()
+
+    async def generate(request: Request, api: str) -> Response:
+        anthropic = api == "messages"
+        try:
+            body = _BODIES[api].model_validate(await _json_body(request))
+        except _BadRequest as exc:
+            return _error(400, str(exc), anthropic=anthropic)
+        except ValidationError as exc:
+            return _error(400, validation_message(exc), anthropic=anthropic)
+        if body.model and body.model != config.model:
+            return _error(404, f"The model `{body.model}` does not exist.", "model_not_found", anthropic=anthropic)
+        if getattr(body, "n", 1) != 1:
+            return _error(400, "The simulated engine supports only n = 1.")
+        text = prompt_of(body)
+        if text is None:
             return _error(400, "The simulated engine takes one prompt per request.")
-        else:
-            text = body.prompt if isinstance(body.prompt, str) else body.prompt[0]
         tokens = tokenize(text)
         max_tokens = body.requested_max_tokens()
         if max_tokens is None:
-            max_tokens = max(1, config.max_model_len - len(tokens)) if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
+            max_tokens = max(1, config.max_model_len - len(tokens)) if api != "completions" else \
+                COMPLETIONS_DEFAULT_MAX_TOKENS
         if max_tokens < 1:
-            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.")
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}.", anthropic=anthropic)
         submitted = runtime.submit(tokens, max_tokens, body.ignore_eos)
         match submitted:
             case Rejection(status=status, message=message, code=code):
-                return _error(status, message, code)
+                return _error(status, message, code, anthropic=anthropic)
             case Fatal(message=message):
-                return fatal_response(message)
-        shape = Shape.new(chat, submitted.id, config.model)
+                return fatal_response(message, api)
+        shape = _shape(api, submitted.id, config.model)
         if body.stream:
-            return StreamingResponse(stream(submitted, shape, body.include_usage), media_type="text/event-stream")
-        return await whole(submitted, shape)
+            include_usage = isinstance(body, (ChatBody, CompletionBody)) and body.include_usage
+            return StreamingResponse(stream(submitted, shape, include_usage), media_type="text/event-stream")
+        return await whole(submitted, shape, api)
 
-    async def chat_route(request: Request) -> Response:
-        return await generate(request, chat=True)
-
-    async def completions_route(request: Request) -> Response:
-        return await generate(request, chat=False)
+    def route(api: str):  # noqa: ANN202 - a Starlette endpoint
+        async def endpoint(request: Request) -> Response:
+            return await generate(request, api)
+        return endpoint
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -174,7 +209,9 @@ def create_app(runtime: SimRuntime) -> Starlette:
         Route("/metrics", render_metrics, methods=["GET"]),
         Route("/sim/config", sim_config, methods=["GET"]),
         Route("/tokenize", tokenize_route, methods=["POST"]),
-        Route("/v1/chat/completions", chat_route, methods=["POST"]),
-        Route("/v1/completions", completions_route, methods=["POST"]),
+        Route("/v1/chat/completions", route("chat"), methods=["POST"]),
+        Route("/v1/completions", route("completions"), methods=["POST"]),
+        Route("/v1/responses", route("responses"), methods=["POST"]),
+        Route("/v1/messages", route("messages"), methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

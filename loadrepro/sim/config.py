@@ -54,6 +54,7 @@ class SimConfig:
     natural_output_tokens: int = 48
     death_status: int = 500  # 400 is how TensorRT-LLM reports engine failures
     death_mode: DeathMode = DeathMode.ERROR_EVENT
+    reasoning_tokens: int = 0  # the first N output tokens of each answer are reasoning
 
     @property
     def prefill_tokens_per_step(self) -> int:

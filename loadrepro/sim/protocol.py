@@ -1,15 +1,13 @@
-"""OpenAI-compatible request bodies and response payloads of the simulated engine, shaped like vLLM's."""
+"""The request bodies the simulated engine takes, shaped like vLLM's: chat and completions, OpenAI Responses and
+Anthropic-style Messages; and its error bodies. The payloads it answers with are in shapes.py."""
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from loadrepro.sim.scheduler import Finished
+from loadrepro.sim.tokenizer import message_text, render_chat
 
 
 class ChatMessage(BaseModel):
@@ -53,6 +51,56 @@ class CompletionBody(_Generation):
         return self.max_tokens
 
 
+class ResponsesBody(BaseModel):
+    """OpenAI Responses: `input` is a string or a list of messages; `instructions` a system message."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    stream: bool = False
+    ignore_eos: bool = False
+
+    def prompt(self) -> str:
+        messages = [{"role": "system", "content": self.instructions}] if self.instructions else []
+        if isinstance(self.input, str):
+            messages.append({"role": "user", "content": self.input})
+        else:
+            messages += [{"role": m.get("role", "user"), "content": _input_text(m.get("content"))} for m in self.input]
+        return render_chat(messages)
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_output_tokens
+
+
+def _input_text(content: object) -> str:
+    """A Responses message's content: a string, or parts of which `input_text`/`output_text` ones count."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text"))
+    return message_text(content)
+
+
+class MessagesBody(BaseModel):
+    """Anthropic Messages: `system` apart from `messages`, `max_tokens` required."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    messages: list[ChatMessage]
+    system: str | list[dict[str, Any]] | None = None
+    max_tokens: int
+    stream: bool = False
+    ignore_eos: bool = False
+
+    def prompt(self) -> str:
+        system = [{"role": "system", "content": message_text(self.system)}] if self.system else []
+        return render_chat(system + [m.model_dump() for m in self.messages])
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens
+
+
 class TokenizeBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str | None = None
@@ -66,68 +114,15 @@ def validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def error_body(status: int, message: str, code: str | None = None, flat: bool = False) -> dict[str, Any]:
-    """vLLM's nested error object; `flat` gives TensorRT-LLM's `{"object": "error", ...}` shape."""
+def error_body(status: int, message: str, code: str | None = None, flat: bool = False,
+               anthropic: bool = False) -> dict[str, Any]:
+    """vLLM's nested error object; `flat` gives TensorRT-LLM's `{"object": "error", ...}` shape, `anthropic` the
+    Messages API's `{"type": "error", "error": {"type", "message"}}`."""
+    if anthropic:
+        kind = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error",
+                503: "overloaded_error"}.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
     kind = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}.get(
         status, "InternalServerError")
     inner = {"message": message, "type": kind, "param": None, "code": code or status}
     return {"object": "error", **inner} if flat else {"error": inner}
-
-
-def usage(finished: Finished) -> dict[str, Any]:
-    return {
-        "prompt_tokens": finished.prompt_tokens,
-        "completion_tokens": finished.completion_tokens,
-        "total_tokens": finished.prompt_tokens + finished.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": finished.cached_tokens},
-    }
-
-
-def sse(payload: dict[str, Any] | str) -> str:
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n"
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Builds the payloads of one response, chat or completions."""
-
-    chat: bool
-    request_id: int
-    model: str
-    created: int
-
-    @classmethod
-    def new(cls, chat: bool, request_id: int, model: str) -> Shape:
-        return cls(chat, request_id, model, int(time.time()))
-
-    def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
-        kind = ("chat.completion.chunk" if chunk else "chat.completion") if self.chat else "text_completion"
-        prefix = "chatcmpl" if self.chat else "cmpl"
-        return {"id": f"{prefix}-{self.request_id}", "object": kind, "created": self.created,
-                "model": self.model, "choices": choices}
-
-    def _choice(self, text: str | None, finish_reason: str | None, first: bool = False) -> dict[str, Any]:
-        if not self.chat:
-            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
-        delta: dict[str, Any] = {} if text is None else {"content": text}
-        if first:
-            delta = {"role": "assistant", **delta}
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-
-    def token_chunk(self, text: str, first: bool) -> dict[str, Any]:
-        return self._envelope([self._choice(text, None, first)], chunk=True)
-
-    def final_chunk(self, finished: Finished) -> dict[str, Any]:
-        return self._envelope([self._choice(None if self.chat else "", finished.finish_reason)], chunk=True)
-
-    def usage_chunk(self, finished: Finished) -> dict[str, Any]:
-        return {**self._envelope([], chunk=True), "usage": usage(finished)}
-
-    def whole(self, text: str, finished: Finished) -> dict[str, Any]:
-        if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                      "finish_reason": finished.finish_reason}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finished.finish_reason}
-        return {**self._envelope([choice], chunk=False), "usage": usage(finished)}

@@ -16,6 +16,7 @@ import numpy as np
 
 from loadrepro.errors import ProfileError
 from loadrepro.profile import WorkloadSpec
+from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.lengths import prefix_lengths
@@ -57,7 +58,7 @@ class _Framing:
 
 def _framing(api: str, assembler: Assembler) -> _Framing:
     c = assembler.calibration
-    if api == "chat":
+    if chat_form(api):
         return _Framing(True, c.chat_base, 2 * c.chat_per_message)
     return _Framing(False, c.text_base + c.estimate("### System\n\n\n### User\n\n\n### Assistant\n"),
                     c.estimate("\n\n### User\n\n\n### Assistant\n"))

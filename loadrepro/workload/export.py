@@ -1,4 +1,5 @@
-"""workload.jsonl.gz: the exact request payloads and their schedule, independent of faker's version."""
+"""workload.jsonl.gz: the exact request payloads (as the run's API takes them, without the model) and their schedule,
+independent of faker's version."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import gzip
 import orjson
 from pathlib import Path
 
+from loadrepro.workload.apis import wire_body
 from loadrepro.workload.model import Workload
 
 SCHEMA = "loadrepro.workload/1"
@@ -24,6 +26,7 @@ def write_workload(workload: Workload, path: Path) -> Path:
         for r in workload.requests:
             line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
                     "expected_prompt_tokens": r.expected_prompt_tokens,
-                    "shared_prefix_tokens": r.shared_prefix_tokens, "body": r.body}
+                    "shared_prefix_tokens": r.shared_prefix_tokens,
+                    "body": wire_body(workload.api, r.body, None)}
             out.write(orjson.dumps(line) + b"\n")
     return path

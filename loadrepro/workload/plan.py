@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from loadrepro.profile import Profile
+from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations
 from loadrepro.workload.corpus import RecordPool, record_pool
@@ -77,7 +78,7 @@ async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordP
     draft = build_workload(profile, pool, await calibrate(SimTokenCounter(), pool), trace)
     budget = ProbeBudget.for_workload(sum(r.expected_prompt_tokens for r in draft.requests))
     calibration, requests, tokens = await calibrate_by_probes(
-        counter, probe_pool(profile.workload.seed), profile.api == "chat", budget)
+        counter, probe_pool(profile.workload.seed), chat_form(profile.api), budget)
     return Plan(build_workload(profile, pool, calibration, trace), calibration, (), requests, tokens)
 
 

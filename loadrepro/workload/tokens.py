@@ -22,8 +22,9 @@ import httpx
 import numpy as np
 import orjson
 
-from loadrepro.errors import TargetError, UsageError
+from loadrepro.errors import TargetError, UsageError, auth_refusal
 from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.apis import PATHS, chat_form, openai_usage, wire_body
 from loadrepro.workload.corpus import KINDS, RecordPool
 
 Messages = list[dict[str, Any]]
@@ -143,14 +144,19 @@ class HttpTokenCounter:
 
     local = False
 
-    def __init__(self, client: httpx.AsyncClient | Poster, flavour: str, model: str) -> None:
+    def __init__(self, client: httpx.AsyncClient | Poster, flavour: str, model: str, api: str = "chat") -> None:
+        """`api`: the run's API, which probe requests for chat-form prompts go through (a gateway may serve no
+        other)."""
         self._client, self._flavour, self._model = as_poster(client), flavour, model
+        self._chat_api = api if chat_form(api) else "chat"
         self.probing = flavour == "probe"  # counting sends requests to the engine itself: see workload/probes.py
         self.source = {"vllm": "POST /tokenize (vLLM)", "sglang": "POST /v1/tokenize (SGLang)",
                        "llamacpp": "POST /tokenize (llama.cpp)", "probe": "usage.prompt_tokens of probes"}[flavour]
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = await self._client.answer(path, body)
+        if response.status in (401, 403):
+            raise auth_refusal(f"to count tokens with {path}", response.status, response.text)
         if response.status != 200:
             raise TargetError(f"counting tokens with {path} failed: HTTP {response.status} "
                               f"{response.text[:300]}")
@@ -161,9 +167,9 @@ class HttpTokenCounter:
                               f"({response.content_type or 'no content type'}: "
                               f"{response.text[:120]!r})") from exc
 
-    async def _probe(self, path: str, body: dict[str, Any]) -> int:
-        data = await self._post(path, {**body, "model": self._model, "max_tokens": 1, "stream": False})
-        return int(data["usage"]["prompt_tokens"])
+    async def _probe(self, api: str, body: dict[str, Any]) -> int:
+        data = await self._post(PATHS[api], wire_body(api, {**body, "max_tokens": 1, "stream": False}, self._model))
+        return int(openai_usage(api, data.get("usage"))["prompt_tokens"])
 
     async def count_text(self, text: str) -> int:
         match self._flavour:
@@ -174,7 +180,7 @@ class HttpTokenCounter:
             case "llamacpp":
                 return len((await self._post("/tokenize", {"content": text, "add_special": True}))["tokens"])
             case _:
-                return await self._probe("/v1/completions", {"prompt": text})
+                return await self._probe("completions", {"prompt": text})
 
     async def count_chat(self, messages: Messages) -> int:
         if self._flavour == "vllm":
@@ -182,11 +188,12 @@ class HttpTokenCounter:
         if self._flavour == "llamacpp":
             rendered = await self._post("/apply-template", {"messages": messages})
             return await self.count_text(rendered["prompt"])
-        return await self._probe("/v1/chat/completions", {"messages": messages})
+        return await self._probe(self._chat_api, {"messages": messages})
 
 
-async def detect_counter(client: httpx.AsyncClient | Poster, model: str) -> HttpTokenCounter:
-    """The best way this target offers to count tokens; `client` has the target's base URL."""
+async def detect_counter(client: httpx.AsyncClient | Poster, model: str, api: str = "chat") -> HttpTokenCounter:
+    """The best way this target offers to count tokens; `client` has the target's base URL. A target that refuses
+    for authentication is a TargetRefused, not a reason to count some other way."""
     client = as_poster(client)
     attempts = (("vllm", "/tokenize", {"model": model, "prompt": "hello world"}, "count"),
                 ("sglang", "/v1/tokenize", {"model": model, "prompt": "hello world"}, "count"),
@@ -194,11 +201,13 @@ async def detect_counter(client: httpx.AsyncClient | Poster, model: str) -> Http
     for flavour, path, body, key in attempts:
         try:
             response = await client.answer(path, body)
+            if response.status in (401, 403):
+                raise auth_refusal(f"to count tokens with {path}", response.status, response.text)
             if response.status == 200 and key in response.json():
-                return HttpTokenCounter(client, flavour, model)
+                return HttpTokenCounter(client, flavour, model, api)
         except (TargetError, ValueError, TypeError):
             continue
-    return HttpTokenCounter(client, "probe", model)
+    return HttpTokenCounter(client, "probe", model, api)
 
 
 @dataclass(frozen=True, slots=True)

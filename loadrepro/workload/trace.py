@@ -16,6 +16,7 @@ import numpy as np
 
 from loadrepro.errors import ProfileError
 from loadrepro.profile import WorkloadSpec
+from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
@@ -114,7 +115,7 @@ def build_trace(rows: list[TraceRow], spec: WorkloadSpec, api: str, assembler: A
     block = spec.trace_block_tokens
     blocks = _Blocks(assembler, spec.seed, block)
     start = min(r.timestamp_ms for r in rows)
-    overhead = c.chat_base - c.chat_per_message if api == "chat" else c.text_base
+    overhead = c.chat_base - c.chat_per_message if chat_form(api) else c.text_base
     conversations = []
     for j, (row, shared) in enumerate(zip(rows, _shared_blocks(rows))):
         whole = min(len(row.hash_ids), row.input_length // block)
@@ -125,10 +126,10 @@ def build_trace(rows: list[TraceRow], spec: WorkloadSpec, api: str, assembler: A
         elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
             parts.append(assembler.text(np.random.default_rng([spec.seed, _TAIL, j]), rest))
         text = "\n".join(parts)
-        body = {"messages": [{"role": "user", "content": text}]} if api == "chat" else {"prompt": text}
+        body = {"messages": [{"role": "user", "content": text}]} if chat_form(api) else {"prompt": text}
         body |= {"max_tokens": row.output_length, "ignore_eos": spec.ignore_eos, "stream": True,
                  "stream_options": {"include_usage": True}}
-        if api == "chat":
+        if chat_form(api):
             body["max_completion_tokens"] = row.output_length
         expected = row.input_length + overhead
         planned = PlannedRequest(j, 1, body, row.output_length, int(round(expected)),

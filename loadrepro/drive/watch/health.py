@@ -1,4 +1,8 @@
-"""Polls the target's health endpoint on a fixed interval for the whole run."""
+"""Polls the target's health endpoint on a fixed interval for the whole run, timing every poll.
+
+A slow answer is an answer: a busy engine answers /health late (vllm#24207, ray#54070), and a poll given up too
+soon would read a healthy engine as gone. A poll is unreachable only when nothing answers at all: refused, reset,
+or no answer within HEALTH_GIVE_UP x health_timeout_s."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Callable
 
 import httpx
 
+from loadrepro.profile import HEALTH_GIVE_UP
 from loadrepro.records import HealthSample
 
 POKE_MIN_GAP_NS = 100_000_000  # extra polls at most every 100 ms
@@ -15,10 +20,12 @@ POKE_MIN_GAP_NS = 100_000_000  # extra polls at most every 100 ms
 
 class HealthWatcher:
     def __init__(self, http: httpx.AsyncClient, path: str, interval_s: float,
-                 on_sample: Callable[[HealthSample], None], clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 on_sample: Callable[[HealthSample], None], clock: Callable[[], int] = time.perf_counter_ns,
+                 timeout_s: float = 5.0) -> None:
+        """`timeout_s`: [watch] health_timeout_s, beyond which an answer is slow."""
         self._http, self._path, self._interval_s = http, path, interval_s
         self._on_sample, self._clock = on_sample, clock
-        self._timeout_s = max(0.5, min(2.0, interval_s))
+        self.give_up_s = HEALTH_GIVE_UP * timeout_s
         self._poke = asyncio.Event()
         self._last_ns = 0
 
@@ -27,10 +34,10 @@ class HealthWatcher:
         if self._clock() - self._last_ns > POKE_MIN_GAP_NS:
             self._poke.set()
 
-    async def poll(self, timeout_s: float | None = None) -> HealthSample:
+    async def poll(self) -> HealthSample:
         started = self._last_ns = self._clock()
         try:
-            response = await self._http.get(self._path, timeout=timeout_s or self._timeout_s)
+            response = await self._http.get(self._path, timeout=self.give_up_s)
             status: int | str = response.status_code
         except httpx.HTTPError:
             status = "unreachable"

@@ -1,0 +1,101 @@
+"""/health as an orchestrator would read it: how slowly it answered, and whether a liveness probe with the
+deployment's timeout, period and failure threshold would have restarted the engine. Pure.
+
+A liveness probe fails when its answer is not 200 or comes later than its timeout; after `failures` failed probes
+in a row, Kubernetes (and Ray Serve, in its own words) restarts the container, healthy or not. Under load, engines
+answer /health late (vllm#24207, ray#54070): a load test is where a user learns that their probes would kill a
+healthy engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadrepro.judge.findings import Finding, Severity
+from loadrepro.profile import VerdictSpec, WatchSpec
+from loadrepro.records import HealthSample, Outcome, RunResult
+
+
+def usable_health(result: RunResult) -> list[HealthSample]:
+    """The run's health samples, if /health answered 200 before the run (else it says nothing of the engine)."""
+    return list(result.health) if result.health and result.health[0].healthy else []
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    t_ns: int  # when the probe's last failure would have been known
+    first_ns: int  # when the failing stretch began
+    probes: int  # polls of ours in that stretch
+
+
+def _failed(sample: HealthSample, timeout_ns: float) -> bool:
+    return not sample.healthy or sample.latency_ns > timeout_ns
+
+
+def would_restart(polls: list[HealthSample], watch: WatchSpec) -> Restart | None:
+    """The first moment a liveness probe would have restarted the engine: `liveness_failures` of our polls in a row
+    failed its test, spanning at least (failures - 1) probe periods, so that every probe in that span would have
+    failed too. Our polls come more often than an orchestrator's probes, never less."""
+    timeout_ns = watch.liveness_timeout_s * 1e9
+    span_ns = (watch.liveness_failures - 1) * watch.liveness_period_s * 1e9
+    first: HealthSample | None = None
+    count = 0
+    for poll in polls:
+        if not _failed(poll, timeout_ns):
+            first, count = None, 0
+            continue
+        first = first or poll
+        count += 1
+        if count >= watch.liveness_failures and poll.t_ns - first.t_ns >= span_ns:
+            return Restart(poll.t_ns + int(min(poll.latency_ns, timeout_ns)), first.t_ns, count)
+    return None
+
+
+def _described(watch: WatchSpec) -> str:
+    return (f"a liveness probe with timeout {watch.liveness_timeout_s:g} s, period {watch.liveness_period_s:g} s and "
+            f"{watch.liveness_failures} failures")
+
+
+def liveness(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A liveness probe with [watch] liveness_timeout_s, liveness_period_s and liveness_failures (Kubernetes'
+    defaults: 1 s, 10 s, 3) would have restarted the engine: that many of its probes in a row would have failed
+    (not 200, or slower than the timeout). A warning: the orchestrator's judgement, not the engine's failure; says
+    how many requests the engine completed after that moment."""
+    restart = would_restart(usable_health(result), result.watch)
+    if restart is None:
+        return None
+    served = sum(1 for r in result.records if r.outcome is Outcome.OK and r.end_ns > restart.t_ns)
+    after = f"; the engine completed {served} requests after that" if served else ""
+    return Finding("liveness", Severity.INFO,
+                   f"warning: {_described(result.watch)} would have restarted this engine at t = "
+                   f"{result.seconds(restart.t_ns):.1f} s (/health failing or slower than "
+                   f"{result.watch.liveness_timeout_s:g} s since {result.seconds(restart.first_ns):.1f} s){after}")
+
+
+def _slowest(polls: list[HealthSample]) -> HealthSample:
+    return max(polls, key=lambda h: h.latency_ns)
+
+
+def health_latency(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """/health answered slower than [watch] health_timeout_s (a warning: a slow answer is still an answer), or
+    slower than [verdict] max_health_latency_s when that is > 0 (a failure). Unanswered polls count at the time
+    they were given up."""
+    polls = list(result.health)
+    limit = spec.max_health_latency_s
+    over = [h for h in polls if limit > 0 and h.latency_ns > limit * 1e9]
+    if over:
+        worst = _slowest(over)
+        return Finding("health_latency", Severity.FAIL,
+                       f"/health answered slower than max_health_latency_s ({limit:g} s) {len(over)} times (slowest "
+                       f"{worst.latency_ns / 1e9:.2f} s at {result.seconds(worst.t_ns):.1f} s)")
+    timeout = result.watch.health_timeout_s
+    slow = [h for h in polls if h.latency_ns > timeout * 1e9]
+    if not slow:
+        return None
+    worst = _slowest(slow)
+    return Finding("health_latency", Severity.INFO,
+                   f"warning: /health answered slower than health_timeout_s ({timeout:g} s) {len(slow)} times "
+                   f"(slowest {worst.latency_ns / 1e9:.2f} s at {result.seconds(worst.t_ns):.1f} s)")
+
+
+HEALTH_RULES = (health_latency, liveness)

@@ -1,0 +1,116 @@
+"""A slow /health is an answer: servers whose /health answers late, always or only under load, pass with the
+latency reported; death is judged from slow answers as from fast ones; a liveness probe's judgement is reported
+as an orchestrator would make it. Each against a test server over real HTTP, through the real client."""
+
+from pathlib import Path
+
+import pytest
+
+import loadrepro
+from loadrepro.judge.death import DeathJudge
+from tests.stub_server import StubServer
+
+SMALL = ["workload.turns=1", "workload.prefix_tokens=200", "workload.max_tokens=8", "workload.warm_max_tokens=8",
+         "verdict.min_cache_hit=0", "model='stub'", "watch.health_interval_s=0.5", "load.stall_timeout_s=30"]
+
+
+def run(url: str, out: Path, *extra: str):
+    return loadrepro.run("healthy", base_url=url, out=out, overrides=[*SMALL, *extra])
+
+
+def fired(report) -> dict[str, str]:
+    return {r.name: r.detail for r in report.rules if r.fired}
+
+
+def test_a_health_endpoint_that_answers_in_two_and_a_half_seconds_is_healthy(tmp_path):
+    with StubServer("ok", tokens=10, token_delay_s=0.1, health_delay_s=2.5).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=12", "load.concurrency=12")
+    assert report.passed, report
+    assert report.health.pre == 200 and report.health.post == 200
+    assert report.health.latency_ms.p50 >= 2400 and report.health.slow == 0
+    assert report.requests.by_outcome == {"ok": 12}
+    assert "health_latency" not in fired(report)
+    assert "/health answered in p50 2,5" in (tmp_path / "report.md").read_text()
+
+
+def test_the_same_slow_health_endpoint_turning_503_is_engine_death(tmp_path):
+    with StubServer("ok", tokens=5, token_delay_s=0.1, health_delay_s=2.5, die_after=4).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=6", "load.concurrency=2", "load.duration_s=30",
+                     "load.max_rps=10")
+    rules = fired(report)
+    assert not report.passed and report.stop_reason == "engine_death", report
+    assert "(/health answered 503 2 times in a row while requests failed and the engine made no progress)" in \
+        rules["engine_death"], rules
+    assert report.duration_s < 25  # stopped at the death, not at the duration
+
+
+@pytest.mark.parametrize("busy_s,restarts", [(1.6, True), (0.3, False)])
+def test_liveness_fires_on_a_health_endpoint_slower_than_its_timeout_under_load(tmp_path, busy_s, restarts):
+    with StubServer("ok", tokens=40, token_delay_s=0.15, busy_health_delay_s=busy_s).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=12", "load.concurrency=12",
+                     "watch.liveness_period_s=0.5")
+    rules = fired(report)
+    assert report.passed and report.requests.by_outcome == {"ok": 12}, report  # slow /health, no death
+    assert ("liveness" in rules) is restarts, rules
+    assert report.liveness.timeout_s == 1.0 and report.liveness.failures == 3
+    if restarts:
+        assert "a liveness probe with timeout 1 s, period 0.5 s and 3 failures would have restarted this engine" \
+            in rules["liveness"]
+        assert report.liveness.would_restart_at_s is not None
+    else:
+        assert report.liveness.would_restart_at_s is None
+
+
+def test_max_health_latency_makes_slowness_a_failure(tmp_path):
+    with StubServer("ok", tokens=4, token_delay_s=0.05, health_delay_s=0.6).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=2", "load.concurrency=2",
+                     "verdict.max_health_latency_s=0.4")
+    assert not report.passed
+    assert fired(report)["health_latency"].startswith("/health answered slower than max_health_latency_s (0.4 s)")
+
+
+# The judge itself, event by event: h = /health 200, u = /health 503, f = a request failed, t = a token arrived.
+def feed(events: str, usable: bool = True) -> list[int]:
+    judge, progress, said = DeathJudge(usable=usable), 0, []
+    for i, event in enumerate(events, start=1):
+        t_ns = i * 1_000
+        if event == "t":
+            progress = t_ns
+        elif event == "f":
+            judge.request_failed(t_ns, None, progress)
+        elif judge.poll(t_ns, 200 if event == "h" else 503, progress) is not None:
+            said.append(i)
+    return said
+
+
+def test_two_unhealthy_polls_while_requests_fail_and_nothing_progresses_are_death():
+    assert feed("hfuu") == [4]
+    assert feed("hufu") == [4]
+    assert feed("hfuhu") == []  # one unhealthy poll is not death
+    assert feed("huuuu") == []  # nothing failed
+    assert feed("fhuu") == []  # a healthy poll forgets earlier failures
+    assert feed("fuuuuu") == [3]  # said once
+    assert feed("fuuuu", usable=False) == []  # /health was not 200 before the run
+
+
+def test_an_engine_that_keeps_making_progress_is_not_dead_whatever_its_health_says():
+    assert feed("hfutututu") == []
+    assert feed("hfutuuu") == [7]  # the tokens stopped: two unhealthy polls with nothing in between
+
+
+def test_every_request_failing_with_a_gateways_upstream_error_is_death():
+    judge = DeathJudge(usable=True)
+    assert judge.poll(1, 200, 0) is None
+    died = [judge.request_failed(10 + i, "gateway-upstream-connection", 0) for i in range(4)]
+    assert died[:3] == [None] * 3 and died[3].t_ns == 10
+    assert "every request since then failed with the gateway's `gateway-upstream-connection` (4 in a row)" in \
+        died[3].words
+
+
+def test_a_success_or_progress_between_gateway_errors_is_not_death():
+    judge = DeathJudge(usable=True)
+    for i in range(3):
+        assert judge.request_failed(10 + i, "gateway-upstream-connection", 0) is None
+    judge.request_ok()
+    assert all(judge.request_failed(20 + i, "gateway-upstream-connection", 0) is None for i in range(3))
+    assert judge.request_failed(30, "gateway-upstream-connection", 25) is None  # a token came after the first
