@@ -111,6 +111,23 @@ class LogMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class CanarySample:
+    """One canary ([watch] canary_interval_s): a salted one-token request outside the workload."""
+
+    t_ns: int  # sent
+    end_ns: int
+    outcome: str  # an Outcome's value
+    ttft_ns: int | None  # sent -> its token
+    detail: str
+    progress_ns: int  # the last moment the engine was seen making progress, when the canary ended
+    signature: str | None = None  # catalog name of its error text
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == Outcome.OK.value
+
+
+@dataclass(frozen=True, slots=True)
 class Note:
     """Something a watcher or the runner wants the report to say once (an endpoint missing, a stop reason)."""
 
@@ -119,8 +136,9 @@ class Note:
     text: str
 
 
-Sample = HealthSample | MetricsSample | LogMatch | Note
-_SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note}
+Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
+_SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note,
+                                  "canary": CanarySample}
 _KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
 
 
@@ -243,6 +261,7 @@ class RunResult:
     workers: int = 1  # processes that sent the load (drive/workers.py)
     backend: str = "in-process"  # in-process | processes | ray
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
+    canaries: tuple[CanarySample, ...] = ()
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

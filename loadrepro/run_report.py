@@ -117,6 +117,15 @@ class Health(_Model):
     slow: int = Field(0, description="Polls slower than [watch] health_timeout_s.")
 
 
+class CanaryInfo(_Model):
+    """The canaries of a run ([watch] canary_interval_s): salted one-token requests outside the workload."""
+
+    sent: int = Field(description="Canaries sent.")
+    ok: int = Field(description="Canaries that got their token and finished.")
+    ttft_ms: Percentiles = Field(description="Sent to their token, over those that got one.")
+    by_outcome: dict[str, int] = Field(description="Canaries by outcome.")
+
+
 class Liveness(_Model):
     """What a liveness probe with the deployment's settings ([watch] liveness_*) would have done to the engine."""
 
@@ -262,6 +271,7 @@ class RunReport(_Model):
     lengths: Lengths | None = None
     workers: WorkersInfo | None = None
     liveness: Liveness | None = None
+    canary: CanaryInfo | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -55,11 +55,20 @@ def describe_probe(probe: Probe) -> list[str]:
             ("cached_tokens", "not reported" if usage is None or usage.cached_tokens is None
              else f"{usage.cached_tokens} of {usage.prompt_tokens} on the second request"),
             ("KV limits", probe.limits or "not published"),
-            ("sent", f"{probe.requests} requests; the two one-token generations had {probe.generated_prompt_tokens} "
-                     "prompt tokens in all")]
+            ("APIs", _apis_cell(probe)),
+            ("sent", f"{probe.requests} requests; the {2 + len(probe.apis)} one-token generations had "
+                     f"{probe.generated_prompt_tokens} prompt tokens in all")]
     width = max(len(name) for name, _ in rows)
     return [f"{name:{width}}  {value}" for name, value in rows] + ["", "A run against this target:"] + [
         f"  - {line}" for line in probe.plan]
+
+
+def _apis_cell(probe: Probe) -> str:
+    if not probe.apis:
+        return "not checked (no model listed)"
+    answering = [f"{api}{' (reasoning first)' if c.reasoning else ''}" for api, c in probe.apis.items() if c.answers]
+    silent = [f"{api} ({c.detail.split(':')[0]})" for api, c in probe.apis.items() if not c.answers]
+    return f"{', '.join(answering) or 'none'} answer" + (f"; not {', '.join(silent)}" if silent else "")
 
 
 def _usage_cell(usage: Usage | None) -> str:

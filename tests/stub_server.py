@@ -59,7 +59,8 @@ class StubServer:
                  first_token_delay_s: float = 0.0, flip_after_polls: int = 2, ttft_growth_per_s: float = 0.0,
                  kv_leak_per_request: float | None = None, reasoning_field: str = "reasoning_content",
                  reasoning_s: float = 1.0, error_code: object = "429", health_delay_s: float = 0.0,
-                 busy_health_delay_s: float | None = None, die_after: int | None = None) -> None:
+                 busy_health_delay_s: float | None = None, die_after: int | None = None,
+                 wedge_after: int | None = None) -> None:
         """`ttft_growth_per_s`: a streamed request waits this much longer for its first token per second since the
         first streamed request (token-count probes are not streamed).
         `kv_leak_per_request`: serve vLLM-style /metrics whose KV usage keeps this share per finished request,
@@ -73,6 +74,9 @@ class StubServer:
         # /health takes `health_delay_s` to answer, or `busy_health_delay_s` while generation requests are in flight;
         # after `die_after` finished streams the engine is dead: /health 503 (as slowly), every request a 500.
         self.health_delay_s, self.busy_health_delay_s, self.die_after = health_delay_s, busy_health_delay_s, die_after
+        # After `wedge_after` finished streams, streams get their headers and then nothing, ever; /health stays 200.
+        self.wedge_after = wedge_after
+        self.last_token_sent_ns = 0
         self.ttft_growth_per_s, self.kv_leak_per_request = ttft_growth_per_s, kv_leak_per_request
         self._first_stream_at: float | None = None
         self.finished = 0
@@ -163,6 +167,8 @@ class StubServer:
             self._turn = self._turn or asyncio.Lock()
             async with self._turn:
                 return await self._tokens(request, response, b)
+        if self.wedge_after is not None and self.finished >= self.wedge_after:
+            await asyncio.sleep(3600)
         if b == "deadlock" and self.stats.requests > 1:
             await asyncio.sleep(3600)  # waits behind the first, which never finishes: nothing progresses
         return await self._tokens(request, response, "hang" if b == "deadlock" else b)
@@ -181,6 +187,7 @@ class StubServer:
             if i:
                 await asyncio.sleep(self.token_delay_s)
             await response.write(_chunk(f" t{i}"))
+            self.last_token_sent_ns = time.perf_counter_ns()
             if b == "reset" and i == 1:
                 request.transport.abort()
                 return response

@@ -1,8 +1,12 @@
 """The reproducer bundle replays without loadrepro: same failure on stock, a pass on patched, no secrets."""
 
+import gzip
+import json
 import subprocess
 import sys
 import zipfile
+
+import pytest
 
 from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.drive.engine import ManagedEngine
@@ -12,10 +16,11 @@ from loadrepro.sim.process import sim_engine_command
 KEY = "sk-planted-bundle-0123456789"
 
 
-def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path):
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path, api):
     run_dir = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(run_dir),
-                           "--quiet"], capture_output=True, text=True, timeout=180,
+                           "--quiet", "--set", f"api={api!r}"], capture_output=True, text=True, timeout=180,
                           env={"OPENAI_API_KEY": KEY, "PATH": "/usr/bin:/bin"})
     assert done.returncode == 1, done.stderr
     zip_path = make_bundle(run_dir, tmp_path / "bundle.zip")
@@ -28,6 +33,9 @@ def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path):
             assert KEY.encode() not in bundle.read(name)
         bundle.extractall(tmp_path / "unpacked")
     folder = next((tmp_path / "unpacked").iterdir())
+    with gzip.open(folder / "workload.jsonl.gz", "rt") as lines:
+        body = [json.loads(line) for line in lines][1]["body"]
+    assert ("input" in body) is (api == "responses") and ("messages" in body) is (api != "responses")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     bare_python = tmp_path / "bare" / "bin" / "python"
     assert subprocess.run([bare_python, "-c", "import loadrepro"], cwd=folder, capture_output=True).returncode != 0

@@ -58,6 +58,18 @@ def test_ab_on_the_simulated_engine_confirms_the_fix(tmp_path):
     assert backwards.returncode == 1 and "not reproduced on stock" in backwards.stdout
 
 
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_ab_through_the_responses_and_messages_apis_confirms_the_fix(tmp_path, api):
+    done = loadrepro("ab", "--profile", "quickstart", "--set", f"api={api!r}", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "compare.md").read_text().startswith("# loadrepro compare: fix confirmed")
+    stock, patched = report(tmp_path / "stock"), report(tmp_path / "patched")
+    assert stock["requests"]["by_outcome"] == {"ok": 12, "stream_error": 12}
+    assert patched["requests"]["by_outcome"] == {"ok": 24}
+    assert patched["cache"]["cached_tokens"] > 0  # the API's own usage, read as chat completions report it
+    assert patched["lengths"]["error_max"] < 0.01  # planned in chat form, counted the same through the API
+
+
 @pytest.mark.parametrize("scenario", ["draft-pool", "page-index", "blocks-exhausted"])
 def test_each_simulated_scenario_fails_on_stock_and_passes_on_patched(tmp_path, scenario):
     stock = loadrepro("run", "--profile", scenario, "--out", str(tmp_path / "stock"))

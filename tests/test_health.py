@@ -2,6 +2,7 @@
 latency reported; death is judged from slow answers as from fast ones; a liveness probe's judgement is reported
 as an orchestrator would make it. Each against a test server over real HTTP, through the real client."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,34 @@ def test_a_success_or_progress_between_gateway_errors_is_not_death():
     judge.request_ok()
     assert all(judge.request_failed(20 + i, "gateway-upstream-connection", 0) is None for i in range(3))
     assert judge.request_failed(30, "gateway-upstream-connection", 25) is None  # a token came after the first
+
+
+def _start_ns(run_dir: Path) -> int:
+    samples = (json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines())
+    return next(s["t_ns"] for s in samples if s["kind"] == "note" and s["source"] == "run")
+
+
+def test_canaries_make_an_engine_wedged_while_healthy_explicit_with_when_it_began(tmp_path):
+    with StubServer("ok", tokens=4, token_delay_s=0.05, wedge_after=3).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=4", "workload.turns=2", "load.concurrency=2",
+                     "load.stall_timeout_s=2", "watch.canary_interval_s=0.5", "watch.health_interval_s=0.2")
+        last_token_ns = stub.last_token_sent_ns
+    rules = fired(report)
+    assert not report.passed and report.requests.by_outcome.get("stalled"), report
+    wedged = rules["wedged_while_healthy"]
+    began_s = float(wedged.split("no token on any stream since ")[1].split(" s")[0])
+    assert abs(began_s - (last_token_ns - _start_ns(tmp_path)) / 1e9) < 0.1, wedged
+    assert report.canary.sent >= 2 and report.canary.by_outcome.get("stalled"), report.canary
+    assert report.health.transitions[-1].status == 200  # /health said 200 throughout
+
+
+def test_canaries_on_healthy_and_on_queueing_engines_are_answered(tmp_path):
+    for behaviour in ("ok", "queue"):
+        with StubServer(behaviour, tokens=6, token_delay_s=0.05).running() as stub:
+            report = run(stub.url, tmp_path / behaviour, "workload.conversations=4", "load.concurrency=4",
+                         "watch.canary_interval_s=0.3")
+        assert report.passed, report
+        assert "wedged_while_healthy" not in fired(report)
+        assert report.canary.sent >= 1 and report.canary.ok == report.canary.sent
+        assert report.canary.ttft_ms.p50 is not None
+        assert report.requests.total == 4  # canaries are not the workload's requests

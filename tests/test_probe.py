@@ -34,7 +34,8 @@ def test_the_simulated_engine_is_seen_whole():
     assert list(result.series) == ["KV usage", "waiting", "running", "preemptions", "prefix cache"]
     assert result.usage.streamed_usage and result.usage.cached_tokens >= 64  # the shared prefix's whole blocks
     assert result.limits.startswith("simulated engine /sim/config: 512 blocks x 32 tokens")
-    assert result.generated_prompt_tokens == 2 * result.usage.prompt_tokens > 0
+    assert result.generated_prompt_tokens == 2 * result.usage.prompt_tokens + sum(
+        c.prompt_tokens for c in result.apis.values()) > 0
     assert any(line.startswith("prefix reuse: judged from cached_tokens") for line in result.plan)
     text = "\n".join(describe_probe(result))
     assert "engine          simulated engine" in text and "A run against this target:" in text
@@ -78,3 +79,17 @@ def test_an_unreachable_target_exits_1_naming_it():
     done = subprocess.run([sys.executable, "-m", "loadrepro", "probe", "--base-url", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "could not be reached" in done.stderr
+
+
+def test_the_probe_lists_which_apis_answer_and_whether_streams_carry_reasoning():
+    with sim_in_thread(sim_config("healthy", reasoning_tokens=2)) as sim:
+        result = asyncio.run(probe(sim.url))
+    assert list(result.apis) == ["chat", "completions", "responses", "messages"]
+    assert all(c.answers for c in result.apis.values()), result.apis
+    assert [api for api, c in result.apis.items() if c.reasoning] == ["chat", "responses", "messages"]
+    assert "chat (reasoning first), completions, responses (reasoning first), messages (reasoning first) answer" in \
+        "\n".join(describe_probe(result))
+    with StubServer("ok").running() as stub:  # serves chat and completions only
+        bare = asyncio.run(probe(stub.url))
+    assert [api for api, c in bare.apis.items() if c.answers] == ["chat", "completions"]
+    assert bare.apis["messages"].detail.startswith("rejected") and not bare.apis["chat"].reasoning

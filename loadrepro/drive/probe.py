@@ -2,25 +2,30 @@
 tokens can be counted, its health and metrics endpoints, whether streams report usage and cached tokens, which
 engine it is (with the evidence), and so what a run will and will not be able to judge.
 
-The probe sends little, and nothing a run could benefit from: GETs, tokenize calls of two words, and two
-one-token generations whose shared prefix starts with a random salt, so that no run's prefix is ever cached by it.
+The probe sends little, and nothing a run could benefit from: GETs, tokenize calls of two words, two one-token
+generations whose shared prefix starts with a random salt, so that no run's prefix is ever cached by it, and one
+salted one-token request to each API (chat, completions, responses, messages) to see which answer.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 import httpx
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.control import control_client, get_json
 from loadrepro.drive.limits import discover
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.target import check_reachable
+from loadrepro.drive.watch.canary import salted_request
 from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
-from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING
+from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome
+from loadrepro.workload.apis import APIS, PATHS
 from loadrepro.workload.tokens import detect_counter
 
 SCHEMA = "loadrepro.probe/1"
@@ -50,6 +55,16 @@ class Usage(_Model):
     error: str = ""
 
 
+class ApiCheck(_Model):
+    """One salted one-token streamed request to one API."""
+
+    path: str
+    answers: bool  # the request completed
+    reasoning: bool  # its first token was not content (reasoning, or a tool call)
+    prompt_tokens: int | None = None  # as its usage counted them
+    detail: str = ""  # what went wrong, when it did not answer
+
+
 class Probe(_Model):
     schema_version: str = SCHEMA
     base_url: str
@@ -62,6 +77,7 @@ class Probe(_Model):
     metrics: Endpoint
     series: dict[str, str]  # canonical series loadrepro found -> the engine's family
     usage: Usage | None
+    apis: dict[str, ApiCheck] = {}  # chat, completions, responses, messages: which answer
     limits: str | None  # the KV limits the target publishes, in words
     requests: int  # what the probe sent, all of it
     generated_prompt_tokens: int
@@ -85,12 +101,14 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
         tokenize = None if counter is None or counter.probing else counter.source
         usage = await _usage(http, models[0]) if models else None
         limits = await discover(http)
+    apis = await _apis(base_url, models[0], api_key) if models else {}
     described = (f"{limits.source}: {limits.pool_blocks:,} blocks x {limits.tokens_per_block} tokens = "
                  f"{limits.pool_tokens:,} tokens" if limits is not None else None)
+    generated = 2 * usage.prompt_tokens if usage and usage.prompt_tokens else 0
     result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
-                   tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, limits=described,
-                   requests=sent.count, generated_prompt_tokens=2 * usage.prompt_tokens if usage and
-                   usage.prompt_tokens else 0, plan=[])
+                   tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, apis=apis,
+                   limits=described, requests=sent.count + len(apis),
+                   generated_prompt_tokens=generated + sum(c.prompt_tokens or 0 for c in apis.values()), plan=[])
     return result.model_copy(update={"plan": plan(result)})
 
 
@@ -182,6 +200,22 @@ async def _llamacpp_context(http: httpx.AsyncClient) -> int | None:
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
     return int(n_ctx) if n_ctx else None
+
+
+async def _apis(base_url: str, model: str, api_key: str | None) -> dict[str, ApiCheck]:
+    """One salted one-token streamed request to each API, through the load's own client: which answer, and whether
+    their streams begin with reasoning."""
+    checks = {}
+    for api in APIS:
+        config = ClientConfig(base_url, api, model, 1, 60.0, 30.0, api_key=api_key, max_retries=0)
+        async with Client(config) as client:
+            record = await client.send(0, salted_request(api, "probe"), time.perf_counter_ns(), time.time(),
+                                       lambda r: None)
+        answered = record.outcome is Outcome.OK
+        checks[api] = ApiCheck(path=PATHS[api], answers=answered, prompt_tokens=record.prompt_tokens,
+                               reasoning=answered and record.first_token_ns != record.first_content_ns,
+                               detail="" if answered else f"{record.outcome}: {' '.join(record.detail.split())[:160]}")
+    return checks
 
 
 def _prefix() -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loadrepro.records import (
+    CanarySample,
     HealthSample,
     Outcome,
     Tally,
@@ -31,6 +32,7 @@ class Recorder:
         self.metrics: list[MetricsSample] = []
         self.matches: list[LogMatch] = []
         self.notes: list[Note] = []
+        self.canaries: list[CanarySample] = []
         self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
         self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
 
@@ -60,6 +62,8 @@ class Recorder:
                 self.matches.append(sample)
             case Note():
                 self.notes.append(sample)
+            case CanarySample():
+                self.canaries.append(sample)
 
     def close(self) -> None:
         """Waits for the writers to finish their files."""

@@ -30,6 +30,7 @@ from loadrepro.redact import scrub
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
+    CanarySample,
     WAITING,
     HealthSample,
     MetricsSample,
@@ -40,6 +41,7 @@ from loadrepro.records import (
     Sample,
 )
 from loadrepro.drive.recorder import Recorder
+from loadrepro.drive.watch.canary import Canaries
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.drive.watch.logs import LogWatcher
@@ -118,6 +120,12 @@ class Runner:
             case HealthSample():
                 self.live.health = sample.status
                 self._judge_health(sample)
+            case CanarySample():  # a request to the engine like any other, for judging its death
+                if sample.ok:
+                    self._death.request_ok()
+                else:
+                    upstream = sample.signature if sample.signature in self._upstream else None
+                    self._judged(self._death.request_failed(sample.end_ns, upstream, sample.progress_ns))
             case MetricsSample(values=values):
                 if previous is not None and _moved(previous.values, values):
                     self.client.activity.last_ns = sample.t_ns
@@ -218,6 +226,10 @@ class Runner:
                         tg.create_task(self._watch("engine log", logs.run(stop_watching)))
                     if self.target.engine_exit:
                         tg.create_task(self._watch_engine(stop_watching))
+                    if watch.canary_interval_s > 0:
+                        canaries = Canaries(self.client.config, watch.canary_interval_s, self.client.activity,
+                                            self._on_sample, self._clock)
+                        tg.create_task(self._watch("canary", canaries.run(stop_watching)))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
                     self._load_task = tg.create_task(self._arrivals.run())
@@ -265,6 +277,7 @@ class Runner:
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
+            canaries=tuple(recorded.canaries),
             tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:

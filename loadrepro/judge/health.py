@@ -98,4 +98,31 @@ def health_latency(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    f"(slowest {worst.latency_ns / 1e9:.2f} s at {result.seconds(worst.t_ns):.1f} s)")
 
 
-HEALTH_RULES = (health_latency, liveness)
+def _healthy_through(polls: list[HealthSample], start_ns: int, end_ns: int) -> bool:
+    """/health answered 200 at the last poll before `start_ns` and at every poll until the first after `end_ns`."""
+    before = [h for h in polls if h.t_ns <= start_ns][-1:]
+    during = [h for h in polls if start_ns < h.t_ns <= end_ns]
+    after = [h for h in polls if h.t_ns > end_ns][:1]
+    seen = before + during + after
+    return bool(before) and bool(during or after) and all(h.healthy for h in seen)
+
+
+def wedged_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A canary ([watch] canary_interval_s) got no token (stalled or timed out) while /health answered 200 before,
+    during and after it: the engine is wedged while telling its orchestrator all is well. Names when the engine
+    last made progress. Threshold: one canary."""
+    polls = usable_health(result)
+    wedged = [c for c in result.canaries if c.outcome in (Outcome.STALLED.value, Outcome.TIMEOUT.value)
+              and _healthy_through(polls, c.t_ns, c.end_ns)]
+    if not wedged:
+        return None
+    first = wedged[0]
+    since = (f"no token on any stream since {result.seconds(first.progress_ns):.1f} s"
+             if first.progress_ns >= result.start_ns else "no token on any stream since the load started")
+    return Finding("wedged_while_healthy", Severity.FAIL,
+                   f"engine wedged while /health answered 200: {since}; the canary sent at "
+                   f"{result.seconds(first.t_ns):.1f} s got nothing in {(first.end_ns - first.t_ns) / 1e9:.1f} s "
+                   f"({len(wedged)} of {len(result.canaries)} canaries got nothing)")
+
+
+HEALTH_RULES = (health_latency, liveness, wedged_while_healthy)

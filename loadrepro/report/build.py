@@ -19,6 +19,7 @@ from loadrepro.run_report import (
     WindowRow,
     Cache,
     CalibrationInfo,
+    CanaryInfo,
     CapacityInfo,
     DiagnosisInfo,
     Environment,
@@ -94,6 +95,15 @@ def _health(result: RunResult) -> Health:
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
                   path=result.watch.health_path, latency_ms=_percentiles(latency), slow=slow)
+
+
+def _canary(result: RunResult) -> CanaryInfo | None:
+    if not result.canaries:
+        return None
+    c = result.canaries
+    return CanaryInfo(sent=len(c), ok=sum(x.ok for x in c),
+                      ttft_ms=_percentiles([x.ttft_ns / 1e6 for x in c if x.ttft_ns is not None]),
+                      by_outcome=dict(sorted(Counter(x.outcome for x in c).items())))
 
 
 def _liveness(result: RunResult) -> Liveness | None:
@@ -285,6 +295,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result),
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
+        canary=_canary(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

@@ -74,8 +74,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
     report = read_report(run_dir)
     name = f"loadrepro-{run_dir.resolve().name}"
     out = out or run_dir.resolve().parent / f"{name}.zip"
-    texts = {"README.md": _readme(report, name), "replay.json": json.dumps(_replay_settings(report), indent=2),
-             "replay.py": resources.files("loadrepro.standalone").joinpath("replay.py").read_text(encoding="utf-8")}
+    texts = {"README.md": _readme(report, name), "replay.json": json.dumps(_replay_settings(report), indent=2)}
     for copied in COPIED:
         if (run_dir / copied).exists():
             texts[copied] = (run_dir / copied).read_text(encoding="utf-8", errors="replace")
@@ -84,6 +83,9 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for file_name, text in texts.items():
             bundle.writestr(f"{name}/{file_name}", scrub_bundle_text(text, redact_host))
+        # loadrepro's own program, as it ships: it holds no secret, and scrubbing would rewrite its code
+        replay = resources.files("loadrepro.standalone").joinpath("replay.py").read_text(encoding="utf-8")
+        bundle.writestr(f"{name}/replay.py", replay)
         workload = run_dir / "workload.jsonl.gz"
         if workload.exists():
             bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)

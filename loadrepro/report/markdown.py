@@ -90,6 +90,11 @@ def health_lines(r: RunReport) -> list[str]:
                  f"{live.failures} failures")
         lines.append(f"{probe} would have restarted the engine at t = {live.would_restart_at_s:.1f} s."
                      if live.would_restart_at_s is not None else f"{probe} would not have restarted the engine.")
+    c = r.canary
+    if c is not None:
+        outcomes = ", ".join(f"{k} {v}" for k, v in c.by_outcome.items())
+        lines.append(f"Canaries: {c.sent} sent ({outcomes}); time to their token p50 {_ms(c.ttft_ms.p50)} ms, p95 "
+                     f"{_ms(c.ttft_ms.p95)} ms, max {_ms(c.ttft_ms.max)} ms.")
     return lines
 
 

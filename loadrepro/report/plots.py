@@ -52,9 +52,20 @@ def _load_panel(ax, t: Timeline) -> None:
     ax.legend(loc="upper left", ncols=4, frameon=False)
 
 
+def _canaries(ax, t: Timeline, top: float) -> None:
+    answered = ~np.isnan(t.canary_ttft_s)
+    ax.plot(t.canary_t[answered], t.canary_ttft_s[answered], color="#ef6c00", linewidth=1.0, marker="o",
+            markersize=3, label="canary's first token (s)")
+    if (~answered).any():
+        ax.plot(t.canary_t[~answered], np.full((~answered).sum(), top * 0.5), "x", color="#c62828", markersize=7,
+                label="canary got nothing")
+
+
 def _health_panel(ax, t: Timeline) -> None:
-    """/health's answers as coloured stretches, and how long each poll took as a line over them."""
-    top = max(0.05, float(t.health_latency_s.max()) * 1.25) if len(t.health_latency_s) else 1.0
+    """/health's answers as coloured stretches, how long each poll took as a line over them, and the canaries'
+    time to their token."""
+    latencies = np.concatenate([t.health_latency_s, t.canary_ttft_s[~np.isnan(t.canary_ttft_s)]])
+    top = max(0.05, float(latencies.max()) * 1.1) if len(latencies) else 1.0
     if len(t.health_t):
         edges = np.append(t.health_t, max(t.duration_s, t.health_t[-1]))
         starts = [i for i in range(len(t.health_ok)) if i == 0 or t.health_ok[i] != t.health_ok[i - 1]]
@@ -62,11 +73,14 @@ def _health_panel(ax, t: Timeline) -> None:
             ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.45, linewidth=0)
         changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
         for i in changes:
-            ax.text(t.health_t[i], top * 0.8, f" {t.health_status[i]}", va="center", fontsize=9)
+            ax.text(t.health_t[i], top * 1.4, f" {t.health_status[i]}", va="center", fontsize=9)
         ax.plot(t.health_t, t.health_latency_s, color="black", linewidth=1.0, marker=".", markersize=3,
                 label="/health answer (s)")
-        ax.legend(loc="upper right", frameon=False)
-    ax.set_ylim(0, top)
+    if len(t.canary_t):
+        _canaries(ax, t, top)
+    if len(t.health_t) or len(t.canary_t):  # above the lines: the axis reaches higher than they do
+        ax.legend(loc="upper right", frameon=False, ncols=3, fontsize=8)
+    ax.set_ylim(0, top * 1.8)
     ax.set_ylabel("/health s")
 
 

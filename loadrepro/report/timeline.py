@@ -15,6 +15,7 @@ from loadrepro.judge.classify import FAILED
 from loadrepro.records import (
     KV_USAGE,
     WAITING,
+    CanarySample,
     HealthSample,
     LogMatch,
     MetricsSample,
@@ -46,6 +47,8 @@ class Timeline:
     health_ok: np.ndarray  # 1 where /health answered 200
     health_status: tuple[str, ...]
     health_latency_s: np.ndarray  # how long each poll took to answer
+    canary_t: np.ndarray  # when each canary was sent
+    canary_ttft_s: np.ndarray  # its time to its token; NaN when it got none
     kv_t: np.ndarray
     kv_usage: np.ndarray  # 0..1, the engine's primary KV usage
     waiting: np.ndarray
@@ -76,7 +79,8 @@ def _peaks(t: np.ndarray, n: np.ndarray, duration_s: float) -> tuple[np.ndarray,
 
 
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
-                   health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch]) -> Timeline:
+                   health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch],
+                   canaries: list[CanarySample] | None = None) -> Timeline:
     def s(t_ns: int) -> float:
         return (t_ns - start_ns) / 1e9
 
@@ -100,7 +104,10 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         ends={k: np.array(v) for k, v in sorted(ends.items())},
         health_t=np.array([s(h.t_ns) for h in health]), health_ok=np.array([h.healthy for h in health], dtype=int),
         health_status=tuple(str(h.status) for h in health),
-        health_latency_s=np.array([h.latency_ns / 1e9 for h in health]), kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
+        health_latency_s=np.array([h.latency_ns / 1e9 for h in health]),
+        canary_t=np.array([s(c.t_ns) for c in canaries or ()]),
+        canary_ttft_s=np.array([c.ttft_ns / 1e9 if c.ttft_ns is not None else np.nan for c in canaries or ()]),
+        kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
         ttft_ms=np.array([(r.first_token_ns - r.sent_ns) / 1e6 for r in sent if r.first_token_ns]),
         e2e_ms=np.array([(r.end_ns - r.sent_ns) / 1e6 for r in sent]),
         first_failure_s=min(failures) if failures else None,
@@ -111,7 +118,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
 def timeline_of(result: RunResult) -> Timeline:
     health = list(result.health) + ([result.post_health] if result.post_health else [])
     return build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
-                          list(result.metrics), list(result.log_matches))
+                          list(result.metrics), list(result.log_matches), list(result.canaries))
 
 
 def timeline_from_run_dir(run_dir: Path, label: str, duration_s: float) -> Timeline | None:
@@ -124,7 +131,8 @@ def timeline_from_run_dir(run_dir: Path, label: str, duration_s: float) -> Timel
     health = [x for x in parsed if isinstance(x, HealthSample)]
     metrics = [x for x in parsed if isinstance(x, MetricsSample)]
     matches = [x for x in parsed if isinstance(x, LogMatch)]
+    canaries = [x for x in parsed if isinstance(x, CanarySample)]
     start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == "run"), None)
     if start is None:
         return None
-    return build_timeline(label, start, start + int(duration_s * 1e9), records, health, metrics, matches)
+    return build_timeline(label, start, start + int(duration_s * 1e9), records, health, metrics, matches, canaries)

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Replay a loadrepro bundle's exact requests against an OpenAI-compatible engine. Standard library only.
 
-    python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N]
+    python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N] [--api-key-env VAR]
 
 Reads workload.jsonl.gz and replay.json beside this file. Conversations run concurrently (at most --concurrency
 requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked
 before and after. Prints each request's outcome, the first failure and the post-run health; exits 1 when the
 engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200
-after the run), 0 otherwise. Clean 4xx rejections are not failures.
+after the run), 0 otherwise. Clean 4xx rejections are not failures. The API key, if the target wants one, is read
+from $OPENAI_API_KEY (or the variable --api-key-env names) and sent with every request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import os
 import re
 import sys
 import time
@@ -24,22 +26,25 @@ from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 FAILURES = ("server_error", "stream_error", "truncated", "protocol_error", "stalled", "timeout", "unreachable")
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
+         "messages": "/v1/messages"}
 
 
 class Target:
-    def __init__(self, base_url: str, stall_s: float, timeout_s: float) -> None:
+    def __init__(self, base_url: str, stall_s: float, timeout_s: float, api_key: str | None = None) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or not parts.hostname:
             sys.exit(f"--base-url must be an http:// URL, got {base_url!r}")
         self.host, self.port = parts.hostname, parts.port or 80
         self.prefix = parts.path.rstrip("/")
         self.stall_s, self.timeout_s = stall_s, timeout_s
+        self.auth = [f"Authorization: Bearer {api_key}"] if api_key else []
 
     async def open(self, method: str, path: str, body: bytes | None = None):
         """Send a request; (status, headers, reader, writer) once the response headers are in."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
         head = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close",
-                "Accept: text/event-stream, application/json"]
+                "Accept: text/event-stream, application/json", *self.auth]
         if body is not None:
             head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
@@ -108,10 +113,11 @@ async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern]) -
                     return classify_status(status, text, fatal), text[:2000]
                 if "text/event-stream" not in headers.get("content-type", ""):
                     data = json.loads(b"".join([p async for p in target.body(headers, reader)]))
-                    error = data.get("error") or (data.get("message") if data.get("object") == "error" else None)
+                    error = error_of(data)
                     if error:
-                        return "stream_error", json.dumps(error)[:2000]
-                    return ("ok", "") if data.get("choices") else ("protocol_error", "no choices")
+                        return "stream_error", error
+                    whole = data.get("choices") or data.get("object") == "response" or data.get("type") == "message"
+                    return ("ok", "") if whole else ("protocol_error", "no answer in the response")
                 return await read_stream(target, headers, reader)
             finally:
                 writer.close()
@@ -127,6 +133,33 @@ async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern]) -
         return ("truncated" if answered else "unreachable"), str(exc)
     except (json.JSONDecodeError, ValueError, KeyError) as exc:
         return "protocol_error", str(exc)
+
+
+def error_of(event: dict) -> str | None:
+    """An error object in any engine's or API's shape: {"error": ...}, {"object": "error"}, {"type": "error"}."""
+    if event.get("error"):
+        return json.dumps(event["error"])[:2000]
+    if event.get("object") == "error" or event.get("type") == "error":
+        return json.dumps(event)[:2000]
+    if event.get("type") == "response.failed":
+        return json.dumps((event.get("response") or {}).get("error") or event)[:2000]
+    return None
+
+
+def finish_of(event: dict) -> str | None:
+    """The finish reason an event carries: chat and completions choices, a Responses response's end, a Messages
+    stop_reason."""
+    for choice in event.get("choices") or []:
+        if choice.get("finish_reason"):
+            return choice["finish_reason"]
+    if event.get("type") in ("response.completed", "response.incomplete"):
+        return (event.get("response") or {}).get("status") or "completed"
+    if event.get("type") == "message_delta":
+        return (event.get("delta") or {}).get("stop_reason")
+    return None
+
+
+END_EVENTS = ("response.completed", "response.incomplete", "response.failed", "message_stop")
 
 
 async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReader) -> tuple[str, str]:
@@ -147,10 +180,11 @@ async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReade
                     return ("stream_error", error) if error else (("ok", "") if finish else
                                                                  ("truncated", "no finish reason"))
                 event = json.loads(data)
-                if "error" in event or event.get("object") == "error":
-                    error = json.dumps(event.get("error", event))[:2000]
-                for choice in event.get("choices") or []:
-                    finish = choice.get("finish_reason") or finish
+                error = error_of(event) or error
+                finish = finish_of(event) or finish
+                if event.get("type") in END_EVENTS:  # Responses and Messages streams end so, without [DONE]
+                    return ("stream_error", error) if error else (("ok", "") if finish else
+                                                                 ("truncated", "no finish reason"))
     except (asyncio.IncompleteReadError, OSError) as exc:
         return ("stream_error", error) if error else ("truncated", f"the stream was cut: {exc}")
     if error:
@@ -161,11 +195,12 @@ async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReade
 async def replay(args: argparse.Namespace) -> int:
     config = json.loads((HERE / "replay.json").read_text())
     fatal = [re.compile(p) for p in config["fatal_patterns"]]
-    target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"])
+    target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"],
+                    os.environ.get(args.api_key_env) or None)
     with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
         rows = [json.loads(line) for line in lines]
     requests = [r for r in rows if r.get("type") == "request"]
-    path = "/v1/chat/completions" if config["api"] == "chat" else "/v1/completions"
+    path = PATHS[config["api"]]
     model = args.model or config.get("model")
     status, data = await target.get("/v1/models")
     if not args.model and status == 200:
@@ -215,6 +250,7 @@ def main() -> None:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=config["concurrency"])
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the target's API key")
     sys.exit(asyncio.run(replay(parser.parse_args())))
 
 

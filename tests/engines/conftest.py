@@ -56,6 +56,11 @@ def gguf_26m(llama_server) -> Path:
 
 
 @pytest.fixture(scope="session")
+def litellm_proxy() -> str:
+    return _install("litellm.sh")
+
+
+@pytest.fixture(scope="session")
 def vllm_python() -> str:
     return _install("vllm.sh")
 

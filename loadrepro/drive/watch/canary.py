@@ -24,9 +24,9 @@ from loadrepro.workload.model import PlannedRequest
 CANARY_CONVERSATION = -1  # canaries' records are samples, never the workload's requests
 
 
-def canary_request(api: str) -> PlannedRequest:
-    """A one-token request whose text starts with a fresh salt."""
-    text = f"canary {secrets.token_hex(8)}: answer with one word."
+def salted_request(api: str, what: str = "canary") -> PlannedRequest:
+    """A one-token request whose text starts with a fresh salt (canaries, and the probe's checks of each API)."""
+    text = f"{what} {secrets.token_hex(8)}: answer with one word."
     body = {"messages": [{"role": "user", "content": text}]} if chat_form(api) else {"prompt": text}
     body |= {"max_tokens": 1, "stream": True, "stream_options": {"include_usage": True}}
     if api == "chat":
@@ -62,7 +62,7 @@ class Canaries:
 
     async def _one(self, client: Client) -> None:
         self.sent += 1
-        record = await client.send(-self.sent, canary_request(self._config.api), self._clock(), time.time(),
+        record = await client.send(-self.sent, salted_request(self._config.api), self._clock(), time.time(),
                                    lambda r: None)
         self._on_sample(_sample(record, self._activity.last_ns))
 
@@ -71,4 +71,4 @@ def _sample(record: RequestRecord, progress_ns: int) -> CanarySample:
     sent = record.sent_ns or record.queued_ns
     ttft = record.first_token_ns - sent if record.first_token_ns is not None else None
     detail = "" if record.outcome is Outcome.OK else record.detail[:500]
-    return CanarySample(sent, record.end_ns, record.outcome.value, ttft, detail, progress_ns)
+    return CanarySample(sent, record.end_ns, record.outcome.value, ttft, detail, progress_ns, record.signature)

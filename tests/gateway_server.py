@@ -1,0 +1,108 @@
+"""An authenticating gateway in front of an engine, for tests: every path wants `Authorization: Bearer KEY` (a
+refusal is LiteLLM's 401 body), requests are forwarded to the upstream as they stream, and an upstream that cannot
+be reached is answered the way LiteLLM answers it (HTTP 500, "...OpenAIException - Connection error."), while the
+gateway's own /health keeps answering 200, as gateways' health paths do.
+
+`kill_upstream_after`: after that many forwarded generation requests have finished, the gateway calls `on_kill`
+(the test kills the engine behind it, by PID).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import aiohttp
+from aiohttp import web
+
+UPSTREAM_DOWN = ("litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.\n\nLiteLLM: "
+                 "model group 'tiny' failed with the error above. No fallback was attempted.")
+
+
+class Gateway:
+    def __init__(self, upstream: str, key: str, kill_upstream_after: int | None = None,
+                 on_kill: Callable[[], None] | None = None) -> None:
+        self.upstream, self.key = upstream.rstrip("/"), key
+        self.kill_upstream_after, self.on_kill = kill_upstream_after, on_kill
+        self.refused = 0  # requests without the key
+        self.forwarded = 0  # generation requests that finished
+        self.paths: list[str] = []  # every path asked, keyed or not
+        self.url = ""
+        self._session: aiohttp.ClientSession | None = None
+
+    def _authorised(self, request: web.Request) -> bool:
+        return request.headers.get("authorization") == f"Bearer {self.key}"
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.paths.append(request.path)
+        if not self._authorised(request):
+            self.refused += 1
+            return web.json_response({"error": {"message": "Authentication Error, No api key passed in.",
+                                                "type": "auth_error", "param": "None", "code": "401"}}, status=401)
+        if request.path == "/health":
+            return web.json_response({"status": "healthy"})
+        try:
+            return await self._forward(request)
+        except aiohttp.ClientConnectionError:
+            return web.json_response({"error": {"message": UPSTREAM_DOWN, "type": "internal_server_error",
+                                                "param": None, "code": "500"}}, status=500)
+        finally:
+            if request.path.startswith("/v1/") and request.method == "POST":
+                self._finished()
+
+    def _finished(self) -> None:
+        self.forwarded += 1
+        if self.kill_upstream_after is not None and self.forwarded == self.kill_upstream_after and self.on_kill:
+            self.on_kill()
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        assert self._session is not None
+        body = await request.read()
+        headers = {"content-type": request.headers.get("content-type", "application/json")}
+        async with self._session.request(request.method, self.upstream + request.path_qs, data=body or None,
+                                         headers=headers) as upstream:
+            response = web.StreamResponse(status=upstream.status,
+                                          headers={"content-type": upstream.headers.get("content-type", "")})
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Gateway]:
+        loop = asyncio.new_event_loop()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        started = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            self._session = loop.run_until_complete(_session())
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.SockSite(runner, sock).start())
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.run_until_complete(self._session.close())
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        started.wait(10)
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            sock.close()
+
+
+async def _session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))

@@ -1,0 +1,63 @@
+"""Through an authenticating gateway: every request carries the key (lengths counted right), a refusal for
+authentication is an error that says so, and the engine dying behind a gateway whose /health stays 200 is judged
+as the engine's death and stops the run. The gateway is the test's own (tests/gateway_server.py); the engine
+behind it a simulated one in its own process, killed by PID."""
+
+import os
+import signal
+import pytest
+
+import loadrepro
+from loadrepro.drive.engine import ManagedEngine
+from loadrepro.errors import TargetRefused
+from loadrepro.profile import SimSpec
+from loadrepro.sim.process import sim_engine_command
+from tests.gateway_server import Gateway
+
+KEY = "sk-gateway-test-0123456789"
+SMALL = ["workload.conversations=4", "workload.turns=2", "workload.prefix_tokens=400", "workload.max_tokens=16",
+         "verdict.min_cache_hit=0", "watch.metrics_path=''", "watch.health_interval_s=0.5"]
+
+
+@pytest.fixture
+def engine(tmp_path):
+    managed = ManagedEngine(sim_engine_command(SimSpec(scenario="healthy", step_s=0.01)), tmp_path / "engine.log")
+    managed.start(30)
+    yield managed
+    managed.stop()
+
+
+def test_every_request_through_a_keyed_gateway_carries_the_key(tmp_path, engine, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with Gateway(engine.url, KEY).running() as gateway:
+        report = loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run", overrides=SMALL)
+    assert report.passed, report
+    assert gateway.refused == 0 and "/tokenize" in gateway.paths and "/health" in gateway.paths
+    assert report.calibration.source == "POST /tokenize (vLLM)"
+    assert report.lengths.error_max < 0.05  # counted in the engine's own tokens, through the gateway
+    assert KEY not in (tmp_path / "run" / "report.json").read_text()
+
+
+@pytest.mark.parametrize("model,what", [("", "listing its models"), ("'loadrepro-sim'", "to count tokens")])
+def test_a_gateway_refusing_for_authentication_is_an_error_naming_the_cause(tmp_path, engine, monkeypatch, model,
+                                                                            what):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with Gateway(engine.url, KEY).running() as gateway:
+        with pytest.raises(TargetRefused) as refused:
+            loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run", overrides=[*SMALL, f"model={model}"])
+    assert f"refused {what}" in str(refused.value) and "for authentication (HTTP 401" in str(refused.value)
+    assert "OPENAI_API_KEY" in str(refused.value)
+
+
+def test_the_engine_dying_behind_a_gateway_is_its_death_and_stops_the_run(tmp_path, engine, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    kill = lambda: os.kill(engine.pid, signal.SIGKILL)  # noqa: E731 - the engine this test started
+    with Gateway(engine.url, KEY, kill_upstream_after=6, on_kill=kill).running() as gateway:
+        report = loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run",
+                               overrides=[*SMALL, "load.duration_s=60", "load.concurrency=2", "load.max_rps=20"])
+    rules = {r.name: r.detail for r in report.rules if r.fired}
+    assert report.stop_reason == "engine_death" and report.duration_s < 20, report
+    assert "every request since then failed with the gateway's `gateway-upstream-connection` (4 in a row) and " \
+           "none succeeded; /health answered 200 meanwhile, so it belongs to the gateway" in rules["engine_death"]
+    assert report.health.transitions[-1].status == 200 and gateway.forwarded >= 10
+
