@@ -58,6 +58,6 @@ def test_the_engine_dying_behind_a_gateway_is_its_death_and_stops_the_run(tmp_pa
     rules = {r.name: r.detail for r in report.rules if r.fired}
     assert report.stop_reason == "engine_death" and report.duration_s < 20, report
     assert "every request since then failed with the gateway's `gateway-upstream-connection` (4 in a row) and " \
-           "none succeeded; /health answered 200 meanwhile, so it belongs to the gateway" in rules["engine_death"]
+           "none succeeded; /health still answers 200, so it belongs to the gateway" in rules["engine_death"]
     assert report.health.transitions[-1].status == 200 and gateway.forwarded >= 10
 

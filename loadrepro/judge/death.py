@@ -38,7 +38,7 @@ class DeathJudge:
     upstream: str | None = None  # the gateway signature every failure since `upstream_start_ns` carried
     upstream_count: int = 0
     upstream_start_ns: int = 0
-    healthy_polls: int = 0  # /health 200 polls during the upstream streak
+    last_status: int | str | None = None  # of the latest /health poll
     dead: bool = False
 
     def request_ok(self) -> None:
@@ -52,21 +52,18 @@ class DeathJudge:
             return None
         if upstream != self.upstream or progress_ns > self.upstream_start_ns:
             self.upstream, self.upstream_count, self.upstream_start_ns = upstream, 0, t_ns
-            self.healthy_polls = 0
         self.upstream_count += 1
         if self.dead or self.upstream_count < UPSTREAM_FAILURES:
             return None
         self.dead = True
-        health = (f"; /health answered 200 meanwhile, so it belongs to the gateway, not to the engine behind it"
-                  if self.healthy_polls else "")
+        health = ("; /health still answers 200, so it belongs to the gateway, not to the engine behind it"
+                  if self.last_status == 200 else "")
         return Death(self.upstream_start_ns, f"every request since then failed with the gateway's `{upstream}` "
                                              f"({self.upstream_count} in a row) and none succeeded{health}")
 
     def poll(self, t_ns: int, status: int | str, progress_ns: int) -> Death | None:
         """Take one /health poll started at `t_ns`; a Death exactly once, at the poll that shows the engine dead."""
-        previous, self.last_poll_ns = self.last_poll_ns, t_ns
-        if status == 200:
-            self.healthy_polls += 1
+        previous, self.last_poll_ns, self.last_status = self.last_poll_ns, t_ns, status
         if not self.usable or self.dead:
             return None
         if status == 200 or progress_ns > previous:  # answering, or working whatever it answers

@@ -76,6 +76,22 @@ def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_p
     save_example("vllm-prefix-overrun-report.md", (tmp_path / "report.md").read_text(), tmp_path)
 
 
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_the_responses_and_messages_apis_are_read_like_chat(vllm, tmp_path, api):
+    """vLLM serves /v1/responses and /v1/messages: the same workload through each completes, its lengths and
+    cached tokens read from each API's own usage."""
+    done = loadrepro("run", "--profile", "vllm-prefix-overrun", "--base-url", vllm.url, "--out", str(tmp_path),
+                     "--set", f"api={api!r}", "--set", "workload.conversations=3", "--set", "workload.max_tokens=64",
+                     "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = report(tmp_path)
+    assert data["requests"]["by_outcome"] == {"ok": 6} and data["latency"]["ttft_ms"]["p50"] is not None
+    assert data["lengths"]["requests"] == 6 and data["lengths"]["error_max"] <= 0.02, data["lengths"]
+    later = [r for r in data["request_table"] if r["turn"] == 2]
+    assert all(r["cached_tokens"] >= 0.8 * r["shared_prefix_tokens"] for r in later), later
+    assert all(0 < r["output_tokens"] <= 64 for r in later)  # Messages has no ignore_eos: it may stop early
+
+
 def test_a_prompt_over_max_model_len_is_rejected_with_vllms_text(vllm, tmp_path):
     done = loadrepro("run", "--profile", "vllm-prefix-overrun", "--base-url", vllm.url, "--out", str(tmp_path),
                      "--set", "workload.conversations=1", "--set", "workload.turns=1",
