@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 
 from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.control import control_client

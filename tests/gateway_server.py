@@ -9,14 +9,13 @@ gateway's own /health keeps answering 200, as gateways' health paths do.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
-import threading
 from collections.abc import Callable, Iterator
 
 import aiohttp
 from aiohttp import web
+
+from tests.stub_server import serving
 
 UPSTREAM_DOWN = ("litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.\n\nLiteLLM: "
                  "model group 'tiny' failed with the error above. No fallback was attempted.")
@@ -72,37 +71,18 @@ class Gateway:
             await response.write_eof()
             return response
 
+    async def _open(self, app: web.Application) -> None:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+
+    async def _close(self, app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
     @contextlib.contextmanager
     def running(self) -> Iterator[Gateway]:
-        loop = asyncio.new_event_loop()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.handle)
-        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        started = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            self._session = loop.run_until_complete(_session())
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.SockSite(runner, sock).start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.run_until_complete(self._session.close())
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        started.wait(10)
-        try:
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        with serving(app) as self.url:
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            sock.close()
-
-
-async def _session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))

@@ -245,32 +245,39 @@ class StubServer:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[StubServer]:
-        loop = asyncio.new_event_loop()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         app = web.Application()
         app.add_routes([web.get("/health", self.health), web.get("/v1/models", self.models),
                         web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
         if self.kv_leak_per_request is not None:
             app.add_routes([web.get("/metrics", self.metrics)])
-        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        started = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.SockSite(runner, sock).start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        started.wait(10)
-        try:
+        with serving(app) as self.url:
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            sock.close()
+
+
+@contextlib.contextmanager
+def serving(app: web.Application) -> Iterator[str]:
+    """An aiohttp application on an ephemeral loopback port, on a thread with its own event loop, for the block;
+    yields its URL."""
+    loop = asyncio.new_event_loop()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.SockSite(runner, sock).start())
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        sock.close()

@@ -6,11 +6,13 @@ import time
 
 import pytest
 
+import loadrepro
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.records import Outcome
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from loadrepro.workload.model import PlannedRequest
+from tests.examples import save_example
 from tests.stub_server import StubServer
 
 BODY = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}],
@@ -70,3 +72,17 @@ def test_an_error_code_in_a_stream_reads_alike_as_a_string_or_a_number(code, out
     with StubServer("coded_error", error_code=code).running() as server:
         record = send(server.url)
     assert record.outcome is outcome and "upstream said no" in record.detail, record
+
+
+def test_a_run_through_the_messages_api_against_a_thinking_engine_times_both_firsts(tmp_path):
+    report = loadrepro.run("healthy", out=tmp_path, overrides=[
+        "api='messages'", "sim.reasoning_tokens=8", "sim.step_s=0.01", "workload.conversations=3",
+        "workload.max_tokens=24", "watch.canary_interval_s=0.5"])
+    assert report.passed, report
+    assert report.latency.ttfc_ms.p50 > report.latency.ttft_ms.p50
+    rows = [r for r in report.request_table if r.turn > 1]  # the one-token warm-ups write only reasoning
+    assert all(r.ttfc_ms > r.ttft_ms for r in rows), rows  # the gap's size is the test server's, above
+    assert all(r.ttfc_ms is None for r in report.request_table if r.turn == 1)
+    text = (tmp_path / "report.md").read_text()
+    assert "| time to first content token |" in text and "Canaries:" in text
+    save_example("reasoning-messages-report.md", text, tmp_path)

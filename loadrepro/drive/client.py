@@ -1,4 +1,5 @@
-"""One request to an OpenAI-compatible target -> one RequestRecord, with SSE timing. Never raises on target faults.
+"""One request to a target's generation API (chat, completions, Responses, Messages) -> one RequestRecord, with SSE
+timing. Never raises on target faults.
 
 The hot path is aiohttp's client, read chunk by chunk: measured in benchmarks/client_overhead.py, httpx (even on
 the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
@@ -24,7 +25,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -35,7 +36,7 @@ from loadrepro.drive.target import credentials
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
-from loadrepro.workload.apis import PATHS, wire_body
+from loadrepro.workload.apis import PATHS, count_of, wire_body
 from loadrepro.workload.model import PlannedRequest
 
 DETAIL_LIMIT = 4096
@@ -118,11 +119,6 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return 1.0  # an HTTP date: wait a little rather than parse it
-
-
-def _count(value: Any) -> int | None:
-    """A token count from usage: an int, or None for anything else the target put there."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
@@ -340,8 +336,8 @@ class Client:
             sent_ns=a.sent_ns, first_byte_ns=a.first_byte_ns, first_token_ns=a.first_token_ns, end_ns=self._clock(),
             first_content_ns=a.first_content_ns,
             chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")), cached_tokens=_count(details.get("cached_tokens")),
+            prompt_tokens=count_of(usage.get("prompt_tokens")),
+            completion_tokens=count_of(usage.get("completion_tokens")), cached_tokens=count_of(details.get("cached_tokens")),
             expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
             signature=signature.name if signature else None,

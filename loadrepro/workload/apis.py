@@ -47,7 +47,8 @@ def wire_body(api: str, body: dict[str, Any], model: str | None) -> dict[str, An
     raise ValueError(f"unknown api {api!r}")
 
 
-def _int(value: Any) -> int | None:
+def count_of(value: Any) -> int | None:
+    """A token count from a usage object: an int, or None for anything else a target put there."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -61,17 +62,17 @@ def openai_usage(api: str, usage: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if api == "responses":
         details = usage.get("input_tokens_details")
-        cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-        prompt = _int(usage.get("input_tokens"))
+        cached = count_of(details.get("cached_tokens")) if isinstance(details, dict) else None
+        prompt = count_of(usage.get("input_tokens"))
     else:
         # Anthropic counts cache reads and writes apart from input_tokens; together they are the prompt.
-        cached = _int(usage.get("cache_read_input_tokens"))
-        parts = [_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
+        cached = count_of(usage.get("cache_read_input_tokens"))
+        parts = [count_of(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
                                               "cache_creation_input_tokens")]
         prompt = sum(p or 0 for p in parts) if parts[0] is not None else None
     if prompt is not None:
         out["prompt_tokens"] = prompt
-    if (completion := _int(usage.get("output_tokens"))) is not None:
+    if (completion := count_of(usage.get("output_tokens"))) is not None:
         out["completion_tokens"] = completion
     if cached is not None:
         out["prompt_tokens_details"] = {"cached_tokens": cached}

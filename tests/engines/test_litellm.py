@@ -17,6 +17,7 @@ import pytest
 
 from loadrepro.drive.engine import ManagedEngine
 from tests.engines.conftest import ROOT, SCRIPTS
+from tests.examples import save_example
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine installs the proxy first
 KEY = "sk-loadrepro-gateway-test-0123"
@@ -99,3 +100,4 @@ def test_llamacpp_killed_behind_the_gateway_is_death_and_stops_the_run(gateway, 
     assert all(t["status"] == 200 for t in data["health"]["transitions"])  # the gateway's /health never knew
     assert after_kill_s < 60, after_kill_s  # its own retries take ~5 s per request; the run stops soon after
     print(f"stopped {after_kill_s:.1f} s after the kill; {data['reasons'][0]}")
+    save_example("litellm-upstream-death-report.md", (tmp_path / "report.md").read_text(), tmp_path)
