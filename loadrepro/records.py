@@ -80,9 +80,9 @@ class RequestRecord:
 
 @dataclass(frozen=True, slots=True)
 class HealthSample:
-    t_ns: int
+    t_ns: int  # when the answer came (or the poll was given up): when the status was known
     status: int | str  # an HTTP status code, or "unreachable"
-    latency_ns: int
+    latency_ns: int  # how long the poll took: it was sent at t_ns - latency_ns
 
     @property
     def healthy(self) -> bool:

@@ -24,8 +24,12 @@ def usable_health(result: RunResult) -> list[HealthSample]:
 @dataclass(frozen=True, slots=True)
 class Restart:
     t_ns: int  # when the probe's last failure would have been known
-    first_ns: int  # when the failing stretch began
+    first_ns: int  # when the failing stretch began (its first poll was sent)
     probes: int  # polls of ours in that stretch
+
+
+def _sent(poll: HealthSample) -> int:
+    return poll.t_ns - poll.latency_ns
 
 
 def _failed(sample: HealthSample, timeout_ns: float) -> bool:
@@ -46,8 +50,8 @@ def would_restart(polls: list[HealthSample], watch: WatchSpec) -> Restart | None
             continue
         first = first or poll
         count += 1
-        if count >= watch.liveness_failures and poll.t_ns - first.t_ns >= span_ns:
-            return Restart(poll.t_ns + int(min(poll.latency_ns, timeout_ns)), first.t_ns, count)
+        if count >= watch.liveness_failures and _sent(poll) - _sent(first) >= span_ns:
+            return Restart(_sent(poll) + int(min(poll.latency_ns, timeout_ns)), _sent(first), count)
     return None
 
 

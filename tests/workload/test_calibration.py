@@ -3,13 +3,16 @@
 import asyncio
 
 import httpx
+import pytest
 
 from loadrepro.profile import load_profile
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.probes import MAX_PROBES, MAX_SHARE, ProbeBudget, calibrate_by_probes, probe_pool
+from loadrepro.workload.apis import PATHS
 from loadrepro.workload.tokens import HttpTokenCounter, detect_counter
+from tests.gateway_server import Gateway
 
 
 async def plan_over_http(url: str, profile, flavour: str | None = None):
@@ -69,3 +72,20 @@ def test_a_budget_too_small_for_any_probe_sends_none():
 
     calibration, requests, tokens = asyncio.run(calibrate_by_probes(Refuses(), pool, True, ProbeBudget(64, 5)))
     assert (requests, tokens) == (0, 0) and calibration.tokens_per_char > 0
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_probes_count_through_the_runs_own_api_as_through_chat(api):
+    """A gateway may serve only /v1/messages or /v1/responses: probe requests for chat prompts go through the run's
+    API and read its usage, counting what chat counts."""
+    messages = [{"role": "system", "content": "You keep accounts."}, {"role": "user", "content": "Sum the ledger."},
+                {"role": "assistant", "content": "It sums to 42."}, {"role": "user", "content": "And last month?"}]
+
+    async def count(url: str, via: str) -> int:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers={"authorization": "Bearer k"}) as client:
+            return await HttpTokenCounter(client, "probe", "loadrepro-sim", via).count_chat(messages)
+
+    with sim_in_thread(sim_config("healthy")) as sim, Gateway(sim.url, "k").running() as gateway:
+        through_api = asyncio.run(count(gateway.url, api))
+        assert gateway.paths == [PATHS[api]]  # through the run's API, not chat's
+        assert asyncio.run(count(gateway.url, "chat")) == through_api > 0

@@ -41,7 +41,9 @@ class HealthWatcher:
             status: int | str = response.status_code
         except httpx.HTTPError:
             status = "unreachable"
-        sample = HealthSample(started, status, self._clock() - started)
+        answered = self._clock()
+        # Stamped when the answer came: that is when the status was known, however long it took to come.
+        sample = HealthSample(answered, status, answered - started)
         self._on_sample(sample)
         return sample
 
