@@ -211,7 +211,7 @@ def compare_reports(
     _echo(render_comparison(comparison))
     if out is not None:
         dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
-        timelines = [timeline_from_run_dir(d, r.label, r.duration_s) for d, r in zip(dirs, reports)]
+        timelines = [timeline_from_run_dir(d, r) for d, r in zip(dirs, reports)]
         for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
             _echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)

@@ -7,6 +7,7 @@ TOML, or as a plain string when it is not valid TOML.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
@@ -203,14 +204,17 @@ def builtin_profiles() -> dict[str, Path]:
 
 
 def _resolve(path_or_name: str) -> Path:
+    """A name with a path separator or ending in .toml is a file; any other is a built-in profile, whatever the
+    current folder holds (run folders are often named after their profile)."""
     path = Path(path_or_name)
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or "/" in path_or_name or (os.sep != "/" and os.sep in path_or_name):
         if not path.is_file():
             raise ProfileError(f"profile file not found: {path}")
         return path
     known = builtin_profiles()
     if path_or_name not in known:
-        raise ProfileError(f"no built-in profile named {path_or_name!r}; known: {', '.join(known) or 'none'}")
+        here = f" (a file of that name is here: give ./{path_or_name})" if path.is_file() else ""
+        raise ProfileError(f"no built-in profile named {path_or_name!r}{here}; known: {', '.join(known) or 'none'}")
     return known[path_or_name]
 
 

@@ -178,6 +178,7 @@ class Tally:
     window_s: float
     start_ns: int = 0
     requests: int = 0
+    conversations: int = 0  # conversations started: requests of a first turn
     dropped: int = 0  # records not kept in memory
     by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
     retries: int = 0
@@ -202,6 +203,7 @@ class Tally:
 
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
+        self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
         self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects
         self.prompt_tokens += r.prompt_tokens or 0

@@ -66,6 +66,8 @@ class Requests(_Model):
     total: int
     by_outcome: dict[str, int]
     reconnects: int = 0  # requests resent at once because a pooled connection was closed: not outcomes
+    conversations: int = Field(0, description="Conversations that ran (their first turns were sent): a soak "
+                               "repeats the planned ones.")
 
 
 class WorkersInfo(_Model):

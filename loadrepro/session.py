@@ -31,7 +31,7 @@ from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.run_report import RunReport
-from loadrepro.report.timeline import timeline_of
+from loadrepro.report.timeline import for_report, timeline_of
 from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.signatures import compile_catalog
@@ -315,5 +315,5 @@ async def run_ab(options: RunOptions, stock: tuple[str | None, str | None], patc
             raise KeyboardInterrupt  # its report is written; the other side is not started
     stock, patched = sessions
     comparison = compare(stock.report, patched.report, options.profile.verdict)
-    timelines = [timeline_of(stock.result), timeline_of(patched.result)]
+    timelines = [for_report(timeline_of(s.result), s.report) for s in (stock, patched)]
     return AbSession(stock, patched, comparison, write_comparison(comparison, root, timelines))

@@ -246,7 +246,8 @@ class StubServer:
     @contextlib.contextmanager
     def running(self) -> Iterator[StubServer]:
         app = web.Application()
-        app.add_routes([web.get("/health", self.health), web.get("/v1/models", self.models),
+        app.add_routes([web.get("/health", self.health), web.get("/health/liveliness", self.health),
+                        web.get("/v1/models", self.models),
                         web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
         if self.kv_leak_per_request is not None:
             app.add_routes([web.get("/metrics", self.metrics)])

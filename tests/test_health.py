@@ -146,3 +146,13 @@ def test_canaries_on_healthy_and_on_queueing_engines_are_answered(tmp_path):
         assert report.canary.sent >= 1 and report.canary.ok == report.canary.sent
         assert report.canary.ttft_ms.p50 is not None
         assert report.requests.total == 4  # canaries are not the workload's requests
+
+
+def test_the_reports_name_the_health_path_that_was_polled(tmp_path):
+    with StubServer("ok", tokens=4).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=2", "load.concurrency=2",
+                     "watch.health_path='/health/liveliness'")
+    assert report.health.path == "/health/liveliness"
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| t (s) | /health/liveliness |" in markdown and "/health/liveliness answered in p50" in markdown
+    assert "; /health/liveliness (green 200, red otherwise)" in (tmp_path / "report.html").read_text()

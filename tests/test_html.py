@@ -48,8 +48,9 @@ def test_report_html_parses_and_is_self_contained(stock_run):
 
 def test_timeline_marks_the_health_transition_and_first_failure_at_the_right_time(stock_run):
     html = (stock_run / "report.html").read_text()
-    figure = re.search(r'<figure id=timeline data-health="([^"]*)" data-first-failure-s="([^"]*)"', html)
-    assert figure and html[figure.end():].startswith(">" + "<img alt=\"timeline\" src=\"data:image/png;base64,")
+    figure = re.search(r'<figure id=timeline data-health="([^"]*)" data-first-failure-s="([^"]*)" '
+                       r'data-windows="" data-reference-window-s="">', html)
+    assert figure and html[figure.end():].startswith("<img alt=\"timeline\" src=\"data:image/png;base64,")
     samples = list(read_jsonl(stock_run / "samples.jsonl"))
     start = next(s["t_ns"] for s in samples if s["kind"] == "note" and s["source"] == "run")
     failed = [r for r in read_jsonl(stock_run / "requests.jsonl") if r["outcome"] not in ("ok", "rejected")]

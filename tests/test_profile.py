@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from loadrepro.errors import ProfileError
@@ -63,3 +66,22 @@ def test_unknown_names_and_missing_files_are_clear():
         load_profile("missing/file.toml")
     with pytest.raises(ProfileError, match="--set wants KEY=VALUE"):
         load_profile("quickstart", ["workload.seed"])
+
+
+def test_a_folder_named_after_a_profile_does_not_shadow_it(tmp_path, monkeypatch):
+    """Run folders are named after their profile: `soak/` in the current folder is not the `soak` profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "soak").mkdir()
+    assert load_profile("soak").name == "soak"
+    listed = subprocess.run([sys.executable, "-m", "loadrepro", "profiles"], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == len(builtin_profiles())
+
+
+def test_only_a_path_or_a_toml_name_is_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").write_text('description = "my own profile"\n')
+    with pytest.raises(ProfileError, match=r"a file of that name is here: give \./mine"):
+        load_profile("mine")
+    assert load_profile("./mine").description == "my own profile"

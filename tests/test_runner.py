@@ -188,3 +188,17 @@ async def test_a_log_followed_from_its_end_counts_old_lines_but_matches_only_new
         handle.write("[E] Available blocks exhausted\n")
     watcher.read_new()
     assert [(m.line_number, m.signature) for m in seen] == [(4, "trtllm-blocks-exhausted")]
+
+
+def test_an_engine_log_that_cannot_be_read_is_said_once_and_one_that_never_appears_is_said(tmp_path):
+    import loadrepro
+
+    small = ["workload.conversations=2", "workload.turns=1", "workload.prefix_tokens=200", "workload.max_tokens=4"]
+    unreadable = loadrepro.run("healthy", out=tmp_path / "dir", overrides=[*small, f"watch.engine_log='{tmp_path}'"])
+    said = [n for n in unreadable.notes if n.startswith("engine log:")]
+    assert len(said) == 1 and "IsADirectoryError" in said[0], unreadable.notes
+    assert (tmp_path / "dir" / "report.md").read_text().count("the engine log watcher stopped") == 1
+    missing = loadrepro.run("healthy", out=tmp_path / "missing",
+                            overrides=[*small, f"watch.engine_log='{tmp_path / 'none.log'}'"])
+    assert f"engine log: {tmp_path / 'none.log'} never appeared, so no error signature was read from it" in \
+        missing.notes

@@ -44,6 +44,8 @@ def test_an_engine_whose_ttft_grows_fails_the_degradation_rule_naming_the_window
     data = json.loads((tmp_path / "report.json").read_text())
     assert [w["index"] for w in data["windows"]] == [1, 2, 3, 4]
     assert "## Windows" in (tmp_path / "report.md").read_text()
+    page = (tmp_path / "report.html").read_text()  # the timeline's latency panel, as the page describes it
+    assert 'data-reference-window-s="1.5-3"' in page and 'data-windows="0-1.5:' in page
 
 
 def test_an_engine_that_leaks_kv_when_quiet_fails_the_leak_rule(tmp_path):
@@ -63,6 +65,11 @@ def test_a_steady_engine_passes_its_soak_with_windows(tmp_path):
     assert len(data["windows"]) == 4 and all(w["requests"] > 0 for w in data["windows"])
     assert all(w["kv_usage_quiet"] == 0 for w in data["windows"])
     assert not {"degradation", "kv_leak", "errors_after_recovery"} & set(fired(tmp_path))
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    started = sum(1 for line in lines if json.loads(line)["turn"] == 1)
+    assert data["requests"]["conversations"] == started > 3  # the three planned conversations, over and over
+    assert (f"a plan of 6 requests in 3 conversations, repeated for 6 s: {len(lines):,} requests in {started:,} "
+            "conversations ran") in (tmp_path / "report.md").read_text()
 
 
 def test_max_rps_caps_starts_in_every_one_second_window(tmp_path):

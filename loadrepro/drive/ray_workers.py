@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import contextlib
+import logging
+import os
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
@@ -104,6 +109,25 @@ def _shifted(record: RequestRecord, offset_ns: int) -> RequestRecord:
                                end_ns=record.end_ns - offset_ns, chunk_ns=tuple(t - offset_ns for t in record.chunk_ns))
 
 
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[None]:
+    """File descriptor 2 into a temporary file for the block; what it held is written out if the block raises."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode("utf-8", "replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 class RayArrivals:
     """Arrivals spread over Ray actors, with the interface of drive.arrivals.Arrivals (see WorkerArrivals)."""
 
@@ -130,8 +154,13 @@ class RayArrivals:
         """Joins the cluster, or starts a local instance; True when this run started it."""
         if self._ray.is_initialized():
             return False
-        self._ray.init(address=self._address or None, include_dashboard=False, log_to_driver=False,
-                       configure_logging=False)
+        # Ray's own start-up words (its SIGTERM handler, which it cannot set off the main thread; its token
+        # authentication, written by its C++ core straight to file descriptor 2) are noise in a CI log: they are
+        # shown only when joining or starting Ray fails.
+        logging.getLogger("ray").setLevel(logging.ERROR)
+        with _held_stderr():
+            self._ray.init(address=self._address or None, include_dashboard=False, log_to_driver=False,
+                           configure_logging=False)
         return self._address is None
 
     async def prepare(self) -> None:

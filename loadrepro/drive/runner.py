@@ -208,8 +208,10 @@ class Runner:
                     watch.health_timeout_s) if watch.health_path else None
                 await self._check_health_before(health)
                 logs = self._logs = self._log_watcher()
-                if logs:  # counted before the load starts, so that no line the load causes is taken as old
-                    await self._watch("engine log", logs.start())
+                # Counted before the load starts, so that no line the load causes is taken as old; a log that
+                # cannot be read is said once, and not followed.
+                if logs and not await self._watch("engine log", logs.start()):
+                    logs = None
                 await self._arrivals.prepare()  # workers start before time zero, not in the load's first second
                 self.live.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
@@ -249,6 +251,8 @@ class Runner:
                     self._note_ray(self._arrivals)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch("metrics", metrics.scrape())
+                if logs and not logs.found:
+                    self._note("engine log", f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()
                 post = await health.poll() if health else None
                 if resent := reconnects_of(http):
@@ -280,13 +284,15 @@ class Runner:
             canaries=tuple(recorded.canaries),
             tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
 
-    async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> None:
-        """Runs a watcher; one that fails is a note in the report, and the load goes on without it."""
+    async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
+        """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""
         try:
             await watcher
         except Exception as exc:  # noqa: BLE001 - loadrepro's watcher failing is no reason to cancel the load
             self._note(name, f"the {name} watcher stopped, so the report has nothing more from it: "
                              f"{type(exc).__name__}: {exc}")
+            return False
+        return True
 
     async def _check_health_before(self, health: HealthWatcher | None) -> None:
         if health is None:

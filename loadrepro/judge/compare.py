@@ -143,5 +143,11 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec) -> Comparis
         conclusion, detail = Conclusion.FIX_CONFIRMED, (
             f"stock failed ({stock.reasons[0] if stock.reasons else 'see its report'}); patched passed with "
             f"{_completed(patched)} completed")
+    rows = [r for r in _rows(stock, patched) + regression_rows if not (_empty(r.stock) and _empty(r.patched))]
     return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
-                      rows=_rows(stock, patched) + regression_rows)
+                      rows=rows)
+
+
+def _empty(cell: str) -> bool:
+    """A cell with no value in it ("-", "- / -"): a row empty on both sides says nothing, so it is left out."""
+    return not cell.replace("-", "").replace("/", "").strip()

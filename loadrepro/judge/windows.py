@@ -25,6 +25,7 @@ from loadrepro.records import (
     WindowTally,
 )
 
+REFERENCE_WINDOW = 1  # the degradation rule's reference: the first steady window (the first holds the ramp-up)
 TTFT_FLOOR_MS = 50.0  # TTFT growth below this is noise on a busy machine, whatever the ratio
 MIN_SAMPLES = 5  # a window with fewer first tokens says nothing about its TTFT
 
@@ -141,7 +142,7 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     found = windows(result, spec.window_s)
     if len(found) < 3:
         return None
-    first, last = found[1], found[-1]
+    first, last = found[REFERENCE_WINDOW], found[-1]
     parts = []
     if _enough(first) and _enough(last) and first.ttft_p95_ms is not None and last.ttft_p95_ms is not None:
         grown = last.ttft_p95_ms - first.ttft_p95_ms

@@ -224,6 +224,7 @@ def _kept(rows: list[RequestRow]) -> list[RequestRow]:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Totals:
     requests: int
+    conversations: int
     by_outcome: dict[str, int]
     reconnects: int
     output_tokens: int
@@ -235,9 +236,11 @@ def _totals(result: RunResult, rows: list[RequestRow]) -> _Totals:
     """Counts over every request: from the tally when not all records were kept, else from the records."""
     if result.tally is not None:
         t = result.tally
-        return _Totals(t.requests, t.by_outcome, t.reconnects, t.output_tokens, t.prompt_tokens, t.cached_tokens)
+        return _Totals(t.requests, t.conversations, t.by_outcome, t.reconnects, t.output_tokens, t.prompt_tokens,
+                       t.cached_tokens)
     cached = [r.cached_tokens for r in result.records if r.cached_tokens is not None]
-    return _Totals(len(result.records), dict(Counter(r.outcome.value for r in result.records)),
+    return _Totals(len(result.records), sum(r.turn == 1 for r in result.records),
+                   dict(Counter(r.outcome.value for r in result.records)),
                    sum(r.reconnects for r in result.records), sum(row.output_tokens or 0 for row in rows),
                    sum(r.prompt_tokens or 0 for r in result.records), sum(cached) if cached else None)
 
@@ -277,7 +280,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         started_at=result.started_at, duration_s=round(duration, 3), command=scrub(command),
         stop_reason=result.stop_reason, interrupted=result.interrupted,
         requests=Requests(total=totals.requests, by_outcome=dict(sorted(totals.by_outcome.items())),
-                          reconnects=totals.reconnects),
+                          reconnects=totals.reconnects, conversations=totals.conversations),
         health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
                           detail=f.summary if f else "") for name, f in findings],

@@ -6,6 +6,7 @@ import base64
 from html import escape
 
 from loadrepro.judge.compare import Comparison
+from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.markdown import health_lines
 from loadrepro.run_report import Percentiles, RunReport
 
@@ -44,7 +45,12 @@ def _timeline_data(r: RunReport) -> str:
     """The timeline's marks as attributes too, so scripts and tests can read what the picture shows."""
     health = ";".join(f"{t.t_s:.3f}:{t.status}" for t in r.health.transitions)
     failure = f"{r.first_failure.t_s:.3f}" if r.first_failure else ""
-    return f' id=timeline data-health="{escape(health)}" data-first-failure-s="{failure}"'
+    windows = ";".join(f"{w.start_s:g}-{w.end_s:g}:{w.ttft_p50_ms}:{w.ttft_p95_ms}:{w.failed}/{w.requests}"
+                       for w in r.windows)
+    reference = r.windows[REFERENCE_WINDOW] if len(r.windows) > REFERENCE_WINDOW else None
+    marked = f"{reference.start_s:g}-{reference.end_s:g}" if reference else ""
+    return (f' id=timeline data-health="{escape(health)}" data-first-failure-s="{failure}" '
+            f'data-windows="{escape(windows)}" data-reference-window-s="{marked}"')
 
 
 def _ms(p: Percentiles) -> list[str]:
@@ -96,13 +102,15 @@ def _head(r: RunReport) -> str:
             f"{escape(r.stop_reason)}; loadrepro {escape(r.environment.loadrepro_version)}.</p>")
 
 
-TIMELINE_CAPTION = ("Requests in flight (blue) with a tick where each request ended (coloured by outcome); /health "
-                    "(green 200, red otherwise); the engine's KV usage and waiting requests. Dashed red line: the "
-                    "first failure; dotted black line: the first fatal engine log line.")
+def timeline_caption(health_path: str = "/health") -> str:
+    return (f"Requests in flight (blue) with a tick where each request ended (coloured by outcome); {health_path} "
+            "(green 200, red otherwise) with how long each poll took and the canaries' time to their token; the "
+            "engine's KV usage and waiting requests. Dashed red line: the first failure; dotted black line: the "
+            "first fatal engine log line.")
 
 
 def render_html(report: RunReport, timeline: str, lanes: str, latency: str) -> str:
-    figure = _figure(timeline, TIMELINE_CAPTION, _timeline_data(report))
+    figure = _figure(timeline, timeline_caption(report.health.path), _timeline_data(report))
     body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes, latency)
     return _page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
@@ -111,5 +119,5 @@ def render_comparison_html(comparison: Comparison, timeline: str) -> str:
     table = _table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
-            f"<h2>Timelines</h2>{_figure(timeline, TIMELINE_CAPTION + ' Both runs share the time axis.')}")
+            f"<h2>Timelines</h2>{_figure(timeline, timeline_caption('the health path') + ' Both runs share the time axis.')}")
     return _page(f"loadrepro compare: {comparison.conclusion}", body)

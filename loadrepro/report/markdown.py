@@ -44,8 +44,12 @@ def _target(r: RunReport) -> list[str]:
 def _workload(r: RunReport) -> list[str]:
     w, p = r.workload, r.profile
     load = p["load"]
+    planned = f"{w.requests} requests in {w.conversations} conversations"
+    if load.get("duration_s"):  # a soak cycles through the plan until its duration
+        ran = f"{r.requests.total:,} requests in {r.requests.conversations:,} conversations"
+        planned = f"a plan of {planned}, repeated for {load['duration_s']:g} s: {ran} ran"
     return ["## Workload", "", f"Profile `{p['name']}`: {p['description']}", "",
-            f"- {w.kind}: {w.requests} requests in {w.conversations} conversations ({p['api']} API), "
+            f"- {w.kind}: {planned} ({p['api']} API), "
             f"prompts p50 {w.prompt_tokens.p50:,} / p95 {w.prompt_tokens.p95:,} / max {w.prompt_tokens.max:,} tokens",
             f"- seed {w.seed}, faker {w.faker_version}, lengths counted with {w.calibration_source}",
             f"- concurrency {load['concurrency']}, arrival {load['arrival']}, request timeout "

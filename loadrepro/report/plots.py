@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from loadrepro.judge.windows import REFERENCE_WINDOW  # noqa: E402
 from loadrepro.report.timeline import Timeline  # noqa: E402
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
@@ -49,7 +50,8 @@ def _load_panel(ax, t: Timeline) -> None:
                 label=f"{outcome} ({len(ends)})")
     ax.set_ylim(0, top * 1.2)
     ax.set_ylabel("requests")
-    ax.legend(loc="upper left", ncols=4, frameon=False)
+    # Above the panel, between its title and the tick band, so that it covers none of the ticks.
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=6, frameon=False, borderaxespad=0.2)
 
 
 def _canaries(ax, t: Timeline, top: float) -> None:
@@ -73,52 +75,97 @@ def _health_panel(ax, t: Timeline) -> None:
             ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.45, linewidth=0)
         changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
         for i in changes:
-            ax.text(t.health_t[i], top * 1.4, f" {t.health_status[i]}", va="center", fontsize=9)
+            ax.text(max(t.health_t[i], 0.0), top * 1.4, f" {t.health_status[i]}", va="center", fontsize=9,
+                    clip_on=True, in_layout=False)  # the pre-run poll comes before time zero
         ax.plot(t.health_t, t.health_latency_s, color="black", linewidth=1.0, marker=".", markersize=3,
-                label="/health answer (s)")
+                label=f"{t.health_path} answer (s)")
     if len(t.canary_t):
         _canaries(ax, t, top)
     if len(t.health_t) or len(t.canary_t):  # above the lines: the axis reaches higher than they do
         ax.legend(loc="upper right", frameon=False, ncols=3, fontsize=8)
     ax.set_ylim(0, top * 1.8)
-    ax.set_ylabel("/health s")
+    ax.set_ylabel(f"{t.health_path} s")
 
 
 def _kv_panel(ax, t: Timeline) -> None:
+    """What the engine publishes of KV usage (left axis) and of its waiting and running requests (right axis):
+    llama.cpp publishes no KV usage, but it does say what waits and what runs."""
+    counts = [(t.waiting_t, t.waiting, "waiting", "#ef6c00"), (t.running_t, t.running, "running", "#1565c0")]
+    counts = [c for c in counts if len(c[0])]
+    if not len(t.kv_t) and not counts:
+        ax.text(0.5, 0.5, "no engine metrics", transform=ax.transAxes, ha="center", va="center", color="gray")
+        ax.set_ylabel("KV %")
+        return
     if len(t.kv_t):
         ax.step(t.kv_t, t.kv_usage * 100, where="post", color="#6a1b9a", linewidth=1.4, label="KV usage %")
         ax.set_ylim(0, 105)
-        twin = ax.twinx()
-        twin.step(t.kv_t, t.waiting, where="post", color="#ef6c00", linewidth=1.2, label="waiting")
-        twin.set_ylabel("waiting")
-        twin.set_ylim(0, max(1.0, float(t.waiting.max()) * 1.2 if len(t.waiting) else 1.0))
         ax.legend(loc="upper left", frameon=False)
-        twin.legend(loc="upper right", frameon=False)
+        ax.set_ylabel("KV %")
     else:
-        ax.text(0.5, 0.5, "no engine metrics", transform=ax.transAxes, ha="center", va="center", color="gray")
-    ax.set_ylabel("KV %")
+        ax.set_yticks([])
+        ax.text(0.01, 0.5, "no KV usage published", transform=ax.transAxes, va="center", color="gray")
+    if counts:
+        twin = ax.twinx()
+        for times, values, name, colour in counts:
+            twin.step(times, values, where="post", color=colour, linewidth=1.2, label=name)
+        twin.set_ylabel("requests")
+        twin.set_ylim(0, max(1.0, max(float(v.max()) for _, v, _, _ in counts) * 1.2))
+        twin.legend(loc="upper right", frameon=False, ncols=2)
 
 
-def timeline_figure(timelines: list[Timeline], window_edges: list[float] | None = None) -> Figure:
-    """Requests in flight with completions and failures, /health, KV usage and waiting: one shared time axis
-    for every run given (so stock and patched line up). Dashed red: first failure; dotted black: first fatal log
-    line; thin grey: the edges of a long run's windows."""
-    rows = len(timelines) * 3
-    fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows),
-                             gridspec_kw={"height_ratios": [3, 1.2, 2] * len(timelines)})
+def _windows_panel(ax, t: Timeline) -> None:
+    """A long run's latency and errors window by window, as soak users read them: TTFT p50 and p95 (left axis)
+    and the error rate (right axis) of the requests sent in each window, with the degradation rule's reference
+    window shaded."""
+    if not t.windows:
+        ax.text(0.5, 0.5, "too short for windows", transform=ax.transAxes, ha="center", va="center", color="gray")
+        ax.set_yticks([])
+        return
+    edges = [w.start_s for w in t.windows] + [t.windows[-1].end_s]
+    for name, values, colour in (("TTFT p50", [w.ttft_p50_ms for w in t.windows], "#1565c0"),
+                                 ("TTFT p95", [w.ttft_p95_ms for w in t.windows], "#6a1b9a")):
+        ys = [np.nan if v is None else v for v in values]
+        ax.stairs(ys, edges, color=colour, linewidth=1.4, label=f"{name} (ms)", baseline=None)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("TTFT ms")
+    if len(t.windows) > REFERENCE_WINDOW:
+        ref = t.windows[REFERENCE_WINDOW]
+        ax.axvspan(ref.start_s, ref.end_s, color="#fff59d", alpha=0.6, linewidth=0, zorder=0,
+                   label="degradation's reference")
+    twin = ax.twinx()
+    twin.stairs([100 * w.failed / w.requests if w.requests else np.nan for w in t.windows], edges,
+                color="#c62828", linewidth=1.2, label="errors %", baseline=None)
+    twin.set_ylim(0, 105)
+    twin.set_ylabel("errors %")
+    ax.legend(loc="upper left", frameon=False, ncols=3, fontsize=8)
+    twin.legend(loc="upper right", frameon=False, fontsize=8)
+
+
+def timeline_figure(timelines: list[Timeline]) -> Figure:
+    """Requests in flight with completions and failures, /health, KV usage and waiting, and for a long run its
+    latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
+    Dashed red: first failure; dotted black: first fatal log line; thin grey: the edges of a long run's windows."""
+    windowed = any(t.windows for t in timelines)
+    ratios = [3, 1.2, 2] + ([2] if windowed else [])
+    rows = len(timelines) * len(ratios)
+    # Constrained layout makes room for the legends above the panels; tight_layout could not, and said so.
+    fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows), layout="constrained",
+                             gridspec_kw={"height_ratios": ratios * len(timelines)})
     for i, t in enumerate(timelines):
-        load, health, kv = axes[3 * i:3 * i + 3]
+        panels = axes[len(ratios) * i:len(ratios) * (i + 1)]
+        load, health, kv = panels[:3]
         _load_panel(load, t)
-        load.set_title(f"{t.label}: requests in flight and when each ended", loc="left")
+        load.set_title(f"{t.label}: requests in flight and when each ended", loc="left", pad=24)
         _health_panel(health, t)
         _kv_panel(kv, t)
-        for ax in (load, health, kv):
+        if windowed:
+            _windows_panel(panels[3], t)
+        for ax in panels:
             _marks(ax, t)
-            for edge in window_edges or ():
-                ax.axvline(edge, color="0.75", linewidth=0.6, zorder=0)
+            for w in t.windows[1:]:
+                ax.axvline(w.start_s, color="0.75", linewidth=0.6, zorder=0)
     axes[-1].set_xlim(0, max(t.duration_s for t in timelines) * 1.02)
     axes[-1].set_xlabel("seconds since the load started")
-    fig.tight_layout()
     return fig
 
 
@@ -132,7 +179,7 @@ def lanes_figure(t: Timeline) -> Figure:
                 va="center")
         return fig
     count = max((lane.conversation for lane in lanes), default=0) + 1
-    fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)))
+    fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)), layout="constrained")
     by_outcome: dict[str, list] = {}
     for lane in lanes:
         by_outcome.setdefault(lane.outcome, []).append(lane)
@@ -146,19 +193,17 @@ def lanes_figure(t: Timeline) -> Figure:
     ax.set_title(f"{t.label}: each turn from sent to end{shown}", loc="left")
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=6, frameon=False)
     _marks(ax, t)
-    fig.tight_layout()
     return fig
 
 
 def latency_figure(t: Timeline) -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2), layout="constrained")
     for ax, values, name in ((left, t.ttft_ms, "time to first token"), (right, t.e2e_ms, "end to end")):
         if len(values):
             ax.hist(values, bins=min(50, max(5, len(values) // 4)), color="#1565c0")
         ax.set_title(f"{t.label}: {name} (ms), {len(values)} requests", loc="left")
         ax.set_xlabel("ms")
     left.set_ylabel("requests")
-    fig.tight_layout()
     return fig
 
 

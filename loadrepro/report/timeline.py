@@ -6,14 +6,17 @@ draw runs it did not make).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from loadrepro.judge.classify import FAILED
+from loadrepro.run_report import RunReport, WindowRow
 from loadrepro.records import (
     KV_USAGE,
+    RUNNING,
     WAITING,
     CanarySample,
     HealthSample,
@@ -51,13 +54,18 @@ class Timeline:
     canary_ttft_s: np.ndarray  # its time to its token; NaN when it got none
     kv_t: np.ndarray
     kv_usage: np.ndarray  # 0..1, the engine's primary KV usage
+    waiting_t: np.ndarray  # each series on its own times: an engine may publish some and not others
     waiting: np.ndarray
+    running_t: np.ndarray
+    running: np.ndarray
     lanes: tuple[Lane, ...]
     ttft_ms: np.ndarray
     e2e_ms: np.ndarray
     first_failure_s: float | None
     first_fatal_s: float | None
     first_fatal_text: str
+    health_path: str = "/health"  # the path that was polled ([watch] health_path)
+    windows: tuple[WindowRow, ...] = ()  # a long run's windows, as its report has them
 
 
 def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +88,7 @@ def _peaks(t: np.ndarray, n: np.ndarray, duration_s: float) -> tuple[np.ndarray,
 
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
                    health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch],
-                   canaries: list[CanarySample] | None = None) -> Timeline:
+                   canaries: list[CanarySample] | None = None, health_path: str = "/health") -> Timeline:
     def s(t_ns: int) -> float:
         return (t_ns - start_ns) / 1e9
 
@@ -94,8 +102,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         ends.setdefault(r.outcome.value, []).append(s(r.end_ns))
     kv_t, kv = _series(metrics, start_ns, KV_USAGE)
     wait_t, waiting = _series(metrics, start_ns, WAITING)
-    if len(wait_t) != len(kv_t):
-        waiting = np.interp(kv_t, wait_t, waiting) if len(wait_t) else np.zeros(len(kv_t))
+    running_t, running = _series(metrics, start_ns, RUNNING)
     failures = [s(r.end_ns) for r in records if r.outcome in FAILED]
     fatal = [m for m in matches if m.klass == "F"]
     lanes = tuple(Lane(r.conversation, r.turn, s(r.sent_ns), s(r.end_ns), r.outcome.value) for r in sent)
@@ -107,22 +114,29 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         health_latency_s=np.array([h.latency_ns / 1e9 for h in health]),
         canary_t=np.array([s(c.t_ns) for c in canaries or ()]),
         canary_ttft_s=np.array([c.ttft_ns / 1e9 if c.ttft_ns is not None else np.nan for c in canaries or ()]),
-        kv_t=kv_t, kv_usage=kv, waiting=waiting, lanes=lanes,
+        kv_t=kv_t, kv_usage=kv, waiting_t=wait_t, waiting=waiting, running_t=running_t, running=running,
+        lanes=lanes,
         ttft_ms=np.array([(r.first_token_ns - r.sent_ns) / 1e6 for r in sent if r.first_token_ns]),
         e2e_ms=np.array([(r.end_ns - r.sent_ns) / 1e6 for r in sent]),
         first_failure_s=min(failures) if failures else None,
         first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
-        first_fatal_text=fatal[0].line if fatal else "")
+        first_fatal_text=fatal[0].line if fatal else "", health_path=health_path)
 
 
 def timeline_of(result: RunResult) -> Timeline:
     health = list(result.health) + ([result.post_health] if result.post_health else [])
     return build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
-                          list(result.metrics), list(result.log_matches), list(result.canaries))
+                          list(result.metrics), list(result.log_matches), list(result.canaries),
+                          result.watch.health_path)
 
 
-def timeline_from_run_dir(run_dir: Path, label: str, duration_s: float) -> Timeline | None:
-    """Rebuild a timeline from the files a run left; None when they are missing."""
+def for_report(timeline: Timeline, report: RunReport) -> Timeline:
+    """The timeline with what its run's report adds: its windows and the health path it polled."""
+    return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path)
+
+
+def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
+    """Rebuild a timeline from the files a run left (and its report); None when they are missing."""
     requests, samples = run_dir / "requests.jsonl", run_dir / "samples.jsonl"
     if not requests.exists() or not samples.exists():
         return None
@@ -135,4 +149,5 @@ def timeline_from_run_dir(run_dir: Path, label: str, duration_s: float) -> Timel
     start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == "run"), None)
     if start is None:
         return None
-    return build_timeline(label, start, start + int(duration_s * 1e9), records, health, metrics, matches, canaries)
+    end = start + int(report.duration_s * 1e9)
+    return for_report(build_timeline(report.label, start, end, records, health, metrics, matches, canaries), report)

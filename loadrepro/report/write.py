@@ -12,7 +12,7 @@ from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_comparison, render_markdown
 from loadrepro.run_report import RunReport
 from loadrepro.redact import scrub
-from loadrepro.report.timeline import Timeline
+from loadrepro.report.timeline import Timeline, for_report
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 
@@ -39,8 +39,8 @@ def _write(path: Path, content: str | bytes) -> Path:
 def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path]:
     from loadrepro.report import plots  # matplotlib: imported by the runs that draw (a shrink's trials do not)
 
-    edges = [w.start_s for w in report.windows[1:]]
-    figures = {"timeline": plots.timeline_figure([timeline], edges), "lanes": plots.lanes_figure(timeline),
+    timeline = for_report(timeline, report)
+    figures = {"timeline": plots.timeline_figure([timeline]), "lanes": plots.lanes_figure(timeline),
                "latency": plots.latency_figure(timeline)}
     try:  # each picture drawn once: the PNG file for report.md is the picture inside report.html
         pngs = {name: plots.png(fig) for name, fig in figures.items()}

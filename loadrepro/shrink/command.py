@@ -77,7 +77,7 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     shutil.move(str(shrunk.best.run_dir), run)
     shutil.rmtree(out / "trials", ignore_errors=True)
     report = read_report(run)
-    write_reports(report, run, timeline_from_run_dir(run, report.label, report.duration_s))  # trials had no plots
+    write_reports(report, run, timeline_from_run_dir(run, report))  # the trials drew no pictures
     profile = write_profile(shrunk.profile, out / "profile.toml")
     bundle = make_bundle(run, out / "bundle.zip")
     markdown = out / "shrink.md"

@@ -42,6 +42,11 @@ class LogWatcher:
         self.context: tuple[str, ...] = ()  # the lines before the first fatal match
         self.fatal_seen = False
 
+    @property
+    def found(self) -> bool:
+        """Whether the log has been found (and followed) at all."""
+        return self._offset is not None
+
     def read_new(self) -> None:
         """Take in what the log gained since the last call (nothing before `start`, for a log followed from its
         end)."""

@@ -1,0 +1,36 @@
+"""compare's table: rows that say something on at least one side."""
+
+from loadrepro.judge.classify import classify
+from loadrepro.judge.compare import compare
+from loadrepro.judge.verdict import decide
+from loadrepro.profile import VerdictSpec, load_profile
+from loadrepro.records import Outcome
+from loadrepro.report.build import build_report
+from loadrepro.run_report import Environment, RunReport
+from loadrepro.workload.summary import WorkloadSummary
+from tests.builders import health, record, result
+
+SUMMARY = WorkloadSummary("conversations", "chat", 7, "40.63.0", "simulated engine tokenizer (local)", 2, 0, 4,
+                          4000, 4225, 4225, 24000, 8000, 600, 100000, ())
+
+
+def report(label: str, tokens: int, failing: bool) -> RunReport:
+    records = [record(1, tokens=tokens), record(2, conversation=1, tokens=tokens)]
+    if failing:
+        records.append(record(3, Outcome.SERVER_ERROR, end_s=2.0, conversation=2, status=500, detail="boom"))
+    run = result(records, health(200, 200, 200))
+    profile = load_profile("quickstart")
+    findings = classify(run, profile.verdict)
+    built = build_report(run, profile, findings, decide(findings), SUMMARY, "loadrepro ab",
+                         Environment(loadrepro_version="0.1.0", python="3.11.7", platform="Linux"))
+    return built.model_copy(update={"label": label})
+
+
+def test_a_row_with_no_value_on_either_side_is_left_out():
+    short = compare(report("stock", 2, True), report("patched", 2, False), VerdictSpec())
+    assert short.fix_confirmed
+    tests = [row.test for row in short.rows]
+    assert "their decode tokens/s (p50)" not in tests  # two-token answers have no decode rate on either side
+    assert all(row.stock.strip("-/ ") or row.patched.strip("-/ ") for row in short.rows)
+    long = compare(report("stock", 20, True), report("patched", 20, False), VerdictSpec())
+    assert "their decode tokens/s (p50)" in [row.test for row in long.rows]

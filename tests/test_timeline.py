@@ -1,0 +1,74 @@
+"""What the timeline shows of an engine's own metrics: whatever it publishes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from loadrepro.report.plots import _kv_panel  # noqa: E402
+from loadrepro.report.timeline import timeline_of  # noqa: E402
+from tests.builders import metrics, record, result  # noqa: E402
+
+
+def panel_of(samples) -> tuple[list[str], list[str]]:
+    """The lines drawn in the engine-metrics panel (both axes) and its texts."""
+    fig, ax = plt.subplots()
+    _kv_panel(ax, timeline_of(result([record(1)], metrics=samples)))
+    lines = [line.get_label() for a in fig.axes for line in a.get_lines()]
+    texts = [text.get_text() for a in fig.axes for text in a.texts]
+    plt.close(fig)
+    return lines, texts
+
+
+def test_an_engine_without_kv_usage_still_shows_what_waits_and_runs():
+    llamacpp = [metrics(t, llamacpp__requests_processing=2, llamacpp__requests_deferred=1) for t in (0.5, 1.0)]
+    lines, texts = panel_of(llamacpp)
+    assert set(lines) == {"waiting", "running"} and "no engine metrics" not in texts
+    assert "no KV usage published" in texts
+
+
+def test_kv_usage_with_its_counts_and_nothing_at_all():
+    vllm = [metrics(t, vllm__kv_cache_usage_perc=0.4, vllm__num_requests_waiting=2,
+                    vllm__num_requests_running=3) for t in (0.5, 1.0)]
+    assert set(panel_of(vllm)[0]) == {"KV usage %", "waiting", "running"}
+    assert panel_of([]) == ([], ["no engine metrics"])
+
+
+def test_the_legend_sits_above_the_tick_band_and_layout_needs_no_warning():
+    import warnings
+
+    from loadrepro.report.plots import png, timeline_figure
+    from tests.builders import health
+
+    records = [record(i, end_s=0.5 + 0.1 * i, conversation=i) for i in range(8)]
+    run = result(records, health(200, 200, 200, start_s=-3.0))  # the pre-run poll, seconds before time zero
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Tight layout not applied" and its like fail the test
+        fig = timeline_figure([timeline_of(run)])
+        png(fig)
+    load = fig.axes[0]
+    legend = load.get_legend().get_window_extent()
+    assert legend.y0 >= load.get_window_extent().y1 - 1  # above the panel, off its end ticks
+    plt.close(fig)
+
+
+def test_a_long_runs_timeline_has_its_latency_and_errors_window_by_window():
+    from loadrepro.report.plots import timeline_figure
+    from loadrepro.report.timeline import for_report
+    from loadrepro.run_report import WindowRow
+    from tests.test_reports import fixed_report
+
+    windowed = [{"index": i + 1, "start_s": i * 1.0, "end_s": (i + 1) * 1.0, "requests": 4, "outcomes": {"ok": 4},
+                 "failed": i % 2, "ttft_p50_ms": 100.0 + i, "ttft_p95_ms": 150.0 + i, "itl_p50_ms": None,
+                 "itl_p95_ms": None, "kv_usage_max": None, "kv_usage_quiet": None, "waiting_max": None,
+                 "preemptions": None} for i in range(4)]
+    report = fixed_report().model_copy(update={"windows": [WindowRow(**w) for w in windowed]})
+    timeline = for_report(timeline_of(result([record(1)], duration_s=4.0)), report)
+    fig = timeline_figure([timeline])
+    labels = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+    assert {"TTFT p50 (ms)", "TTFT p95 (ms)", "errors %", "degradation's reference"} <= labels
+    short = timeline_figure([timeline_of(result([record(1)]))])
+    assert len(short.axes) < len(fig.axes)  # no windows, no panel for them
+    plt.close(fig)
+    plt.close(short)
