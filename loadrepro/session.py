@@ -104,7 +104,8 @@ async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Tar
         yield _Target(options.base_url, False, None)
         return
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
-    engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health")
+    engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health",
+                           api_key=os.environ.get(options.api_key_env) or None)
     try:
         url = await engine.astart(options.engine_start_timeout_s)
         what = "engine" if options.engine_cmd else (

@@ -61,3 +61,12 @@ def test_the_engine_dying_behind_a_gateway_is_its_death_and_stops_the_run(tmp_pa
            "none succeeded; /health still answers 200, so it belongs to the gateway" in rules["engine_death"]
     assert report.health.transitions[-1].status == 200 and gateway.forwarded >= 10
 
+
+
+def test_a_managed_engine_that_wants_a_key_is_asked_with_it_whether_it_is_up(tmp_path, engine):
+    with Gateway(engine.url, KEY).running() as gateway:
+        keyed = ManagedEngine("unused {port}", tmp_path / "log", api_key=KEY)
+        bare = ManagedEngine("unused {port}", tmp_path / "log")
+        keyed.url = bare.url = gateway.url  # the gateway stands in for an engine loadrepro started
+        assert keyed._healthy() and not bare._healthy()
+    assert gateway.refused == 1

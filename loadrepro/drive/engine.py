@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from loadrepro.drive.target import credentials
 from loadrepro.errors import TargetError, UsageError
 
 _PR_SET_PDEATHSIG = 1
@@ -82,11 +83,14 @@ class EngineEnd:
 
 
 class ManagedEngine:
-    def __init__(self, command: str, log: Path, host: str = "127.0.0.1", health_path: str = "/health") -> None:
+    def __init__(self, command: str, log: Path, host: str = "127.0.0.1", health_path: str = "/health",
+                 api_key: str | None = None) -> None:
+        """`api_key`: what the engine (a gateway, say) wants on every request, its health checks included."""
         self.template, self.log, self.host, self.health_path = command, log, host, health_path
         self.port = free_port(host)
         self.command = command.replace("{port}", str(self.port)).replace("{host}", host)
         self.url = f"http://{host}:{self.port}"
+        self._auth = credentials(self.url, api_key)[1]
         self._process: subprocess.Popen[bytes] | None = None
         self.ended: EngineEnd | None = None
 
@@ -133,7 +137,7 @@ class ManagedEngine:
 
     def _healthy(self) -> bool:
         try:
-            return httpx.get(self.url + self.health_path, timeout=2.0).status_code == 200
+            return httpx.get(self.url + self.health_path, headers=self._auth, timeout=2.0).status_code == 200
         except httpx.HTTPError:
             return False
 
