@@ -110,7 +110,7 @@ def run(
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
-        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer, os.environ.get(api_key_env) or None))
+        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer, os.environ.get(api_key_env) or None, _say))
         _echo(f"profile    {resolved.name}: {resolved.description}")
         _echo(format_summary(result.summary))
         if result.written:

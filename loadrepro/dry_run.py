@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from loadrepro.drive.control import control_client
-from loadrepro.profile import Profile
+from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.target import discover_model
+from loadrepro.drive.transport import Transport
+from loadrepro.profile import Profile
 from loadrepro.workload.export import write_workload
-from loadrepro.workload.plan import Plan, plan_workload
+from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import WorkloadSummary, summarize
-from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +23,15 @@ class DryRun:
 
 
 async def dry_run(profile: Profile, base_url: str | None, model: str | None, out: Path | None,
-                  tokenizer: Path | None = None, api_key: str | None = None) -> DryRun:
-    """With a local tokenizer, plan offline in its tokens; without a base URL the target is the embedded simulated
-    engine, whose tokenizer runs in process; else ask the target to count."""
-    if tokenizer is not None:
-        plan = await plan_workload(profile, LocalTokenizerCounter(tokenizer))
-    elif base_url is None:
-        plan = await plan_workload(profile, SimTokenCounter())
+                  tokenizer: Path | None = None, api_key: str | None = None, say=print) -> DryRun:
+    """Planned as a run plans (drive/planning.py): in a local tokenizer's tokens, in the simulated engine's when
+    there is no base URL (it would be the target), else in the target's, with the same fallbacks."""
+    if base_url is None:
+        plan, _ = await plan_on_target(profile, None, model or profile.model, tokenizer, say)
     else:
-        async with control_client(base_url, 60, api_key) as client:
-            name = model or profile.model or await discover_model(client)
-            plan = await plan_workload(profile, await detect_counter(client, name, profile.api))
+        async with Transport(base_url, api_key) as http:
+            name = model or profile.model or await discover_model(http)
+            plan, _ = await plan_on_target(profile, http, name, tokenizer, say)
     written = None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

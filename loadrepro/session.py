@@ -14,8 +14,8 @@ from pathlib import Path
 
 
 from loadrepro.checkpoints import Checkpoints
-from loadrepro.drive.control import control_client
-from loadrepro.drive.counting import CountingPoster
+from loadrepro.drive.planning import plan_on_target
+from loadrepro.drive.transport import Transport
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.judge.classify import classify
 from loadrepro.drive.client import Client, ClientConfig
@@ -39,9 +39,8 @@ from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.drive.target import check_reachable, discover_model
 from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.workload.export import write_workload
-from loadrepro.workload.plan import Plan, plan_workload
+from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize
-from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 
 REPORTS_ROOT = Path("reports")
 OVERRUN_TURN_OVERHEAD = 40  # reply and template tokens a later turn adds beside its tool result
@@ -160,27 +159,6 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) 
     return profile.model_copy(update={"workload": workload})
 
 
-async def _plan(profile: Profile, url: str, model: str, local: bool, tokenizer: Path | None,
-                api_key: str | None, say) -> tuple[Plan, list[str]]:
-    """Plan in the target's tokens; if it cannot count them, plan in the simulated engine's and say so."""
-    if tokenizer is not None:
-        return await plan_workload(profile, LocalTokenizerCounter(tokenizer)), []
-    if local:
-        return await plan_workload(profile, SimTokenCounter()), []
-    try:
-        async with CountingPoster(url, 30.0, api_key) as poster:
-            counter = await detect_counter(poster, model, profile.api)
-            if counter.probing:
-                say("workload: the target has no tokenize endpoint; counting with salted probe requests, one at a "
-                    "time, within 5% of the workload's prompt tokens")
-            return await plan_workload(profile, counter), []
-    except TargetError as exc:
-        note = (f"workload: token lengths are estimates in the simulated engine's tokens, because the target "
-                f"could not count them: {exc}")
-        say(note)
-        return await plan_workload(profile, SimTokenCounter()), [note]
-
-
 async def run_session(options: RunOptions, say=print) -> Session:
     """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
     traceback is kept in the run directory."""
@@ -198,15 +176,15 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     profile = options.profile
     api_key = os.environ.get(options.api_key_env) or None
     async with _target(options, run_dir, say) as target:
-        async with control_client(target.url, 30, api_key) as http:
+        async with Transport(target.url, api_key) as http:
             await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
             if options.size_to_overrun:
                 profile = _overrun(profile, limits, options.size_to_overrun, say)
             write_profile(profile, run_dir / "profile.toml")
-            plan, notes = await _plan(profile, target.url, model, target.counter_is_local, options.tokenizer, api_key,
-                                      say)
+            plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
+                                               options.tokenizer, say)
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,

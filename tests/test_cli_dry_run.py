@@ -38,3 +38,21 @@ def test_profiles_lists_the_builtins():
     result = loadrepro("profiles")
     assert result.returncode == 0
     assert "dsa-prefix-shared" in result.stdout and "quickstart" in result.stdout
+
+
+def test_a_dry_run_counts_as_the_run_does_with_the_same_fallback(tmp_path):
+    """A target whose counts do not grow with the text (this one answers every probe with 5 prompt tokens): the run
+    plans with estimates and says so, and so does its dry run, instead of failing where the run would go on."""
+    from tests.stub_server import StubServer
+
+    with StubServer("ok").running() as stub:
+        dry = loadrepro("run", "--profile", "healthy", "--dry-run", "--base-url", stub.url, "--set", "model='stub'",
+                        "--out", str(tmp_path / "dry"))
+        run = loadrepro("run", "--profile", "healthy", "--base-url", stub.url, "--set", "model='stub'",
+                        "--set", "verdict.min_cache_hit=0", "--out", str(tmp_path / "run"), "--quiet")
+    for done in (dry, run):
+        assert "token lengths are estimates in the simulated engine's tokens" in done.stderr, done.stderr
+    assert dry.returncode == 0 and run.returncode == 0, dry.stderr + run.stderr
+    with gzip.open(tmp_path / "dry" / "workload.jsonl.gz", "rt") as dry_lines, \
+            gzip.open(tmp_path / "run" / "workload.jsonl.gz", "rt") as run_lines:
+        assert dry_lines.read() == run_lines.read()  # the same payloads

@@ -78,7 +78,7 @@ def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directo
     async def broken(*args, **kwargs):
         raise RuntimeError("a bug while planning")
 
-    monkeypatch.setattr(session, "_plan", broken)
+    monkeypatch.setattr(session, "plan_on_target", broken)
     options = session.RunOptions(load_profile("healthy"), None, None, "run", tmp_path, quiet=True)
     with pytest.raises(InternalError, match="a bug while planning") as raised:
         asyncio.run(session.run_session(options, say=lambda text: None))

@@ -5,10 +5,8 @@ The hot path is aiohttp's client, read chunk by chunk: measured in benchmarks/cl
 the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per streamed chunk, and at 256 streams
 that shows as TTFT error; orjson parses each chunk at a fifth of json's cost.
 
-Connections: a request that fails before any response byte on a connection taken from the pool is sent again at
-once on a new connection and counted in `reconnects`: servers and proxies close kept-alive connections all the
-time (uvicorn's keep-alive timeout, cpp-httplib's per-connection cap, load balancers), and aiohttp does not resend
-a POST itself. The same failure on a new connection, or after response bytes, is an outcome.
+Connections, credentials and the resend of a request that met a pooled connection the server had closed are the
+transport's (drive/transport.py); what reaches this client is what the target did.
 
 Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
 a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
@@ -26,13 +24,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import orjson
 
 from loadrepro.drive.sse import SseEvents, SseLines
-from loadrepro.drive.target import credentials
+from loadrepro.drive.transport import Transport
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
@@ -41,9 +38,7 @@ from loadrepro.workload.model import PlannedRequest
 
 DETAIL_LIMIT = 4096
 
-# Failures of a connection itself (not a timeout, not a refused connect): on a pooled connection before any
-# response byte they mean the server or a proxy had closed it, not that the engine failed.
-CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
+_JSON = {"content-type": "application/json"}
 _YIELD_EVERY_NS = 2_000_000  # a stream that never waits for bytes lets the others run at least this often
 
 
@@ -138,27 +133,17 @@ class Client:
         self.config = config
         self._clock = clock
         self.activity = activity or Activity()
-        base, auth = credentials(config.base_url, config.api_key)
-        self._headers = {"content-type": "application/json", **auth}
-        self._url = base.rstrip("/") + PATHS[config.api]
+        self._path = PATHS[config.api]
         self._read = READERS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
-        self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None  # new connections only, for resending
+        self._transport = Transport(config.base_url, config.api_key, limit=config.concurrency + 8, timeout_s=None)
 
     async def __aenter__(self) -> Client:
-        limit = self.config.concurrency + 8
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), timeout=self._timeout,
-                                              auto_decompress=True, trace_configs=[reuse_tracing()])
-        self._fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit, force_close=True),
-                                            timeout=self._timeout, auto_decompress=True)
+        await self._transport.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for session in (self._session, self._fresh):
-            if session is not None:
-                await session.close()
+        await self._transport.__aexit__(*exc)
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
@@ -169,15 +154,12 @@ class Client:
         while True:
             attempt = Attempt()
             try:
-                result = await self._attempt(content, planned, attempt, cancel_after_chunks, fresh=reconnects > 0)
+                outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
-                                       "cancelled by loadrepro", retries, reconnects))
+                                       "cancelled by loadrepro", retries, reconnects + attempt.reconnects))
                 raise
-            if result is None:  # a stale pooled connection: the target never saw the request
-                reconnects += 1
-                continue
-            outcome, detail = result
+            reconnects += attempt.reconnects
             if outcome is not Outcome.THROTTLED or retries >= self.config.max_retries:
                 break
             retries += 1
@@ -193,11 +175,9 @@ class Client:
         on_record(record)
         return record
 
-    async def _attempt(self, content: bytes, planned: PlannedRequest, a: Attempt, cancel_after_chunks: int | None,
-                       fresh: bool) -> tuple[Outcome, str] | None:
-        """One attempt; None when a pooled connection turned out closed before any response byte."""
-        assert self._session is not None and self._fresh is not None, "use the Client as an async context manager"
-        session = self._fresh if fresh else self._session
+    async def _attempt(self, content: bytes, planned: PlannedRequest, a: Attempt,
+                       cancel_after_chunks: int | None) -> tuple[Outcome, str]:
+        """One attempt (the transport may have sent it twice, see drive/transport.py)."""
         deadline = asyncio.timeout(self.config.request_timeout_s)
         try:
             async with deadline:
@@ -205,8 +185,7 @@ class Client:
                     watchdog = _Watchdog(self, a, silence)
                     try:
                         a.sent_ns = a.last_byte_ns = self._clock()
-                        async with session.post(self._url, data=content, headers=self._headers,
-                                                trace_request_ctx=a) as response:
+                        async with self._transport.open("POST", self._path, content, _JSON, trace=a) as response:
                             a.first_byte_ns = a.last_byte_ns = self._clock()
                             a.status = response.status
                             if response.status != 200:
@@ -221,8 +200,6 @@ class Client:
                 return self._silence_outcome(a)
             if deadline.expired():
                 return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
-            if a.reused and not fresh and a.status is None and isinstance(exc, CONNECTION_FAILURES):
-                return None
             return outcome_for_exception(exc, a.status is not None)
 
     def _silence_outcome(self, a: Attempt) -> tuple[Outcome, str]:
@@ -343,18 +320,6 @@ class Client:
             signature=signature.name if signature else None,
             signature_class=signature.klass.value if signature else None, reconnects=reconnects)
 
-
-
-def reuse_tracing() -> aiohttp.TraceConfig:
-    """Marks a request's `trace_request_ctx` (any object with a `reused` attribute) when aiohttp hands it a pooled
-    connection: only such a request can meet a connection the server had already closed."""
-    tracing = aiohttp.TraceConfig()
-    tracing.on_connection_reuseconn.append(_mark_reused)
-    return tracing
-
-
-async def _mark_reused(session: aiohttp.ClientSession, context: Any, params: Any) -> None:
-    context.trace_request_ctx.reused = True
 
 
 class _Watchdog:

@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import urllib.request
 
-from loadrepro.drive.target import credentials
+from loadrepro.drive.transport import credentials
 from loadrepro.errors import TargetError, UsageError
 
 _PR_SET_PDEATHSIG = 1
@@ -82,6 +82,10 @@ class EngineEnd:
     how: str  # "exited with code 1", "stopped by SIGTERM", "killed by SIGKILL after the grace period", ...
 
 
+# Startup polls go straight to the loopback engine, whatever proxy the environment names.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class ManagedEngine:
     def __init__(self, command: str, log: Path, host: str = "127.0.0.1", health_path: str = "/health",
                  api_key: str | None = None) -> None:
@@ -136,9 +140,11 @@ class ManagedEngine:
                           f"last lines of {self.log}:\n{log_tail(self.log)}")
 
     def _healthy(self) -> bool:
+        request = urllib.request.Request(self.url + self.health_path, headers=self._auth)
         try:
-            return httpx.get(self.url + self.health_path, headers=self._auth, timeout=2.0).status_code == 200
-        except httpx.HTTPError:
+            with _NO_PROXY.open(request, timeout=2.0) as response:
+                return response.status == 200
+        except (OSError, ValueError):  # refused, reset, timed out, or a status other than 2xx (HTTPError)
             return False
 
     def exit_code(self) -> int | None:

@@ -7,7 +7,6 @@ labels (block_size, num_gpu_blocks) with /v1/models' max_model_len, and TensorRT
 
 from __future__ import annotations
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadrepro.capacity import (
@@ -18,7 +17,7 @@ from loadrepro.capacity import (
     index_width,
     parse_size,
 )
-from loadrepro.drive.control import get_json
+from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.errors import ProfileError
 from loadrepro.profile import EngineSpec
 
@@ -56,21 +55,18 @@ def from_profile(spec: EngineSpec) -> EngineLimits | None:
                         cap.draft_pool_tokens, index)
 
 
-async def discover(http: httpx.AsyncClient) -> EngineLimits | None:
-    sim = await get_json(http, "/sim/config", timeout=5)
+async def discover(http: Transport) -> EngineLimits | None:
+    sim = await get_json(http, "/sim/config", 5)
     if isinstance(sim, dict) and "primary_blocks" in sim:
         draft = sim["draft_blocks"] * sim["block_size"] if sim.get("draft_blocks") else None
         return EngineLimits("simulated engine /sim/config", sim["block_size"], sim["primary_blocks"],
                             sim["max_model_len"], sim["beam_width"], draft, sim.get("page_index_entries"))
-    models = await get_json(http, "/v1/models", timeout=5)
+    models = await get_json(http, "/v1/models", 5)
     max_len = None
     if isinstance(models, dict) and models.get("data"):
         max_len = models["data"][0].get("max_model_len")
-    try:
-        response = await http.get("/metrics", timeout=5)
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200 or max_len is None:
+    response = await http.get("/metrics", 5)
+    if isinstance(response, NoAnswer) or response.status != 200 or max_len is None:
         return None
     if response.text.lstrip().startswith("["):  # TensorRT-LLM's iteration stats
         try:

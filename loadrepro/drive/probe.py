@@ -13,19 +13,17 @@ import secrets
 import time
 from typing import Any
 
-import httpx
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.control import control_client, get_json
+from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.drive.limits import discover
-from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.target import check_reachable
 from loadrepro.drive.watch.canary import salted_request
 from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
-from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome
+from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord
 from loadrepro.workload.apis import APIS, PATHS
+from loadrepro.workload.model import PlannedRequest
 from loadrepro.workload.tokens import detect_counter
 
 SCHEMA = "loadrepro.probe/1"
@@ -53,6 +51,7 @@ class Usage(_Model):
     prompt_tokens: int | None
     cached_tokens: int | None  # on the second request, whose prefix the first one left in the cache
     error: str = ""
+    requests: int = 0  # the one-token requests this took
 
 
 class ApiCheck(_Model):
@@ -87,8 +86,7 @@ class Probe(_Model):
 async def probe(base_url: str, health_path: str = "/health", metrics_path: str = "/metrics",
                 api_key: str | None = None) -> Probe:
     """Probe the target at `base_url` (TargetUnreachable if nothing answers)."""
-    async with control_client(base_url, 10.0, api_key) as http:
-        sent = _Counter(http)
+    async with Transport(base_url, api_key, timeout_s=10.0) as http:
         await check_reachable(http, health_path)
         models, max_len, owner = await _models(http)
         health = await _get(http, health_path)
@@ -99,39 +97,27 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
             max_len = await _llamacpp_context(http)
         counter = await detect_counter(http, models[0] if models else "") if models else None
         tokenize = None if counter is None or counter.probing else counter.source
-        usage = await _usage(http, models[0]) if models else None
         limits = await discover(http)
+    usage = await _usage(base_url, models[0], api_key) if models else None
     apis = await _apis(base_url, models[0], api_key) if models else {}
     described = (f"{limits.source}: {limits.pool_blocks:,} blocks x {limits.tokens_per_block} tokens = "
                  f"{limits.pool_tokens:,} tokens" if limits is not None else None)
     generated = 2 * usage.prompt_tokens if usage and usage.prompt_tokens else 0
     result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
                    tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, apis=apis,
-                   limits=described, requests=sent.count + len(apis),
+                   limits=described, requests=http.sent + (usage.requests if usage else 0) + len(apis),
                    generated_prompt_tokens=generated + sum(c.prompt_tokens or 0 for c in apis.values()), plan=[])
     return result.model_copy(update={"plan": plan(result)})
 
 
-class _Counter:
-    """Counts every request the probe sends, so that the output can say how little that was."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self.count = 0
-        http.event_hooks["request"].append(self._one)
-
-    async def _one(self, _: httpx.Request) -> None:
-        self.count += 1
+async def _get(http: Transport, path: str) -> Endpoint:
+    response = await http.get(path)
+    if isinstance(response, NoAnswer):
+        return Endpoint(path=path, status=None, detail=response.reason[:200])
+    return Endpoint(path=path, status=response.status, detail=response.text.strip()[:120])
 
 
-async def _get(http: httpx.AsyncClient, path: str) -> Endpoint:
-    try:
-        response = await http.get(path)
-    except httpx.HTTPError as exc:
-        return Endpoint(path=path, status=None, detail=f"{type(exc).__name__}: {exc}"[:200])
-    return Endpoint(path=path, status=response.status_code, detail=response.text.strip()[:120])
-
-
-async def _models(http: httpx.AsyncClient) -> tuple[list[str], int | None, str | None]:
+async def _models(http: Transport) -> tuple[list[str], int | None, str | None]:
     listed = await get_json(http, "/v1/models")
     cards = listed.get("data") if isinstance(listed, dict) else None
     if not isinstance(cards, list) or not cards:
@@ -142,13 +128,12 @@ async def _models(http: httpx.AsyncClient) -> tuple[list[str], int | None, str |
             first.get("owned_by"))
 
 
-async def _metrics(http: httpx.AsyncClient, path: str) -> tuple[Endpoint, str]:
-    try:
-        response = await http.get(path)
-    except httpx.HTTPError as exc:
-        return Endpoint(path=path, status=None, detail=f"{type(exc).__name__}"), ""
-    if response.status_code != 200:
-        return Endpoint(path=path, status=response.status_code, detail="no metrics"), ""
+async def _metrics(http: Transport, path: str) -> tuple[Endpoint, str]:
+    response = await http.get(path)
+    if isinstance(response, NoAnswer):
+        return Endpoint(path=path, status=None, detail=response.reason.split(":")[0]), ""
+    if response.status != 200:
+        return Endpoint(path=path, status=response.status, detail="no metrics"), ""
     text = response.text
     shape = "JSON (TensorRT-LLM iteration stats)" if text.lstrip().startswith("[") else "Prometheus text"
     return Endpoint(path=path, status=200, detail=shape), text
@@ -172,7 +157,7 @@ def _series(text: str) -> dict[str, str]:
     return {SERIES_NAMES[k]: v for k, v in sorted(found.items(), key=lambda kv: list(SERIES_NAMES).index(kv[0]))}
 
 
-async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> tuple[str, list[str]]:
+async def _flavour(http: Transport, owner: str | None, metrics: str) -> tuple[str, list[str]]:
     votes: list[tuple[str, str]] = []
     if isinstance(await get_json(http, "/sim/config"), dict):
         votes.append(("simulated engine", "GET /sim/config answers"))
@@ -195,7 +180,7 @@ async def _flavour(http: httpx.AsyncClient, owner: str | None, metrics: str) -> 
     return flavour, [f"{why} ({name})" if name != flavour else why for name, why in votes]
 
 
-async def _llamacpp_context(http: httpx.AsyncClient) -> int | None:
+async def _llamacpp_context(http: Transport) -> int | None:
     props = await get_json(http, "/props")
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
@@ -225,55 +210,41 @@ def _prefix() -> str:
     return f"probe {salt}. {words}."
 
 
-async def _usage(http: httpx.AsyncClient, model: str) -> Usage:
-    """Two one-token streamed requests sharing a salted prefix: does the stream carry usage, and does the second
-    report the first's prefix as cached?"""
-    prefix = _prefix()
-    for api in ("/v1/chat/completions", "/v1/completions"):
-        first = await _stream(http, api, model, prefix + " First question: which item weighs most?")
-        if isinstance(first, str) and first.startswith("HTTP 4"):
-            continue  # no chat template, or chat not served: try completions
-        if isinstance(first, str):
-            return Usage(api=api, streamed_usage=False, prompt_tokens=None, cached_tokens=None, error=first)
-        second = await _stream(http, api, model, prefix + " Second question: which item weighs least?")
-        usage = second if isinstance(second, dict) else first
-        details = (usage or {}).get("prompt_tokens_details") or {}
-        return Usage(api=api, streamed_usage=first is not None, prompt_tokens=(first or {}).get("prompt_tokens"),
-                     cached_tokens=details.get("cached_tokens") if isinstance(second, dict) else None,
-                     error=second if isinstance(second, str) else "")
+async def _usage(base_url: str, model: str, api_key: str | None) -> Usage:
+    """Two one-token streamed requests sharing a salted prefix, through the load's own client: does the stream
+    carry usage, and does the second report the first's prefix as cached?"""
+    prefix, sent = _prefix(), 0
+    for api in ("chat", "completions"):
+        config = ClientConfig(base_url, api, model, 1, 60.0, 30.0, api_key=api_key, max_retries=0)
+        async with Client(config) as client:
+            sent += 1
+            first = await _one_token(client, api, prefix + " First question: which item weighs most?")
+            if first.status is not None and 400 <= first.status < 500:
+                continue  # no chat template, or chat not served: try completions
+            if first.outcome is not Outcome.OK:
+                return Usage(api=PATHS[api], streamed_usage=False, prompt_tokens=None, cached_tokens=None,
+                             error=_said(first), requests=sent)
+            sent += 1
+            second = await _one_token(client, api, prefix + " Second question: which item weighs least?")
+        answered = second.outcome is Outcome.OK
+        return Usage(api=PATHS[api], streamed_usage=first.prompt_tokens is not None, prompt_tokens=first.prompt_tokens,
+                     cached_tokens=second.cached_tokens if answered else None,
+                     error="" if answered else _said(second), requests=sent)
     return Usage(api="none", streamed_usage=False, prompt_tokens=None, cached_tokens=None,
-                 error="both chat and completions refused a one-token request")
+                 error="both chat and completions refused a one-token request", requests=sent)
 
 
-async def _stream(http: httpx.AsyncClient, api: str, model: str, text: str) -> dict[str, Any] | str | None:
-    """The stream's usage object, None when the stream carried none, or what went wrong."""
-    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": True, "temperature": 0,
+async def _one_token(client: Client, api: str, text: str) -> RequestRecord:
+    body: dict[str, Any] = {"max_tokens": 1, "stream": True, "temperature": 0,
                             "stream_options": {"include_usage": True}}
-    body |= {"messages": [{"role": "user", "content": text}]} if "chat" in api else {"prompt": text}
-    usage = None
-    lines, events = SseLines(), SseEvents()
-    try:
-        async with http.stream("POST", api, json=body, timeout=60.0) as response:
-            if response.status_code != 200:
-                await response.aread()
-                return f"HTTP {response.status_code}: {response.text[:200]}"
-            async for chunk in response.aiter_bytes():
-                for line in lines.feed(chunk):
-                    data = events.feed(line)
-                    if data and data != b"[DONE]":
-                        usage = _usage_of(data) or usage
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return usage
+    body |= {"messages": [{"role": "user", "content": text}]} if api == "chat" else {"prompt": text}
+    return await client.send(0, PlannedRequest(0, 1, body, 1, 0, 0), time.perf_counter_ns(), time.time(),
+                             lambda r: None)
 
 
-def _usage_of(data: bytes) -> dict[str, Any] | None:
-    try:
-        event = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    usage = event.get("usage") if isinstance(event, dict) else None
-    return usage if isinstance(usage, dict) and "prompt_tokens" in usage else None
+def _said(record: RequestRecord) -> str:
+    status = f"HTTP {record.status}: " if record.status and record.status != 200 else ""
+    return f"{status}{record.outcome}: {' '.join(record.detail.split())[:200]}"
 
 
 def plan(p: Probe) -> list[str]:

@@ -22,7 +22,7 @@ from loadrepro.drive.ray_workers import RayArrivals
 from loadrepro.drive.workers import WorkerArrivals
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
-from loadrepro.drive.control import control_client, reconnects_of
+from loadrepro.drive.transport import Transport
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.profile import Profile
@@ -202,7 +202,7 @@ class Runner:
         stop_watching = asyncio.Event()
         loop = asyncio.get_running_loop()
         try:
-            async with control_client(self.target.base_url, 5.0, self.client.config.api_key) as http:
+            async with Transport(self.target.base_url, self.client.config.api_key, timeout_s=5.0) as http:
                 health = self._health = HealthWatcher(
                     http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock,
                     watch.health_timeout_s) if watch.health_path else None
@@ -255,7 +255,7 @@ class Runner:
                     self._note("engine log", f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()
                 post = await health.poll() if health else None
-                if resent := reconnects_of(http):
+                if resent := http.reconnects:
                     self._note("control", f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
         finally:

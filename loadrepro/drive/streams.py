@@ -37,7 +37,8 @@ class Attempt:
     error_code: int | None = None
     done: bool = False  # the API's end-of-stream mark: [DONE], response.completed, message_stop
     retry_after_s: float | None = None
-    reused: bool = False  # the connection came from the pool
+    reused: bool = False  # the connection came from the pool (the transport's tracing says so)
+    reconnects: int = 0  # times the transport sent it again because a pooled connection was closed
     last_byte_ns: int = 0
     silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 import numpy as np
 import orjson
 
@@ -121,33 +120,15 @@ class Poster(Protocol):
     async def answer(self, path: str, body: dict[str, Any]) -> Answer: ...
 
 
-class HttpxPoster:
-    """A Poster over an httpx client (the probe's and the tests'); runs use drive.control's cheaper one."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
-
-    async def answer(self, path: str, body: dict[str, Any]) -> Answer:
-        try:
-            response = await self._client.post(path, json=body)
-        except httpx.HTTPError as exc:
-            raise TargetError(f"counting tokens with {path} failed: {exc}") from exc
-        return Answer(response.status_code, response.content, response.headers.get("content-type", ""))
-
-
-def as_poster(client: httpx.AsyncClient | Poster) -> Poster:
-    return HttpxPoster(client) if isinstance(client, httpx.AsyncClient) else client
-
-
 class HttpTokenCounter:
     """Counts with the target's tokenize endpoint, falling back to one-token probe requests for what it lacks."""
 
     local = False
 
-    def __init__(self, client: httpx.AsyncClient | Poster, flavour: str, model: str, api: str = "chat") -> None:
+    def __init__(self, client: Poster, flavour: str, model: str, api: str = "chat") -> None:
         """`api`: the run's API, which probe requests for chat-form prompts go through (a gateway may serve no
         other)."""
-        self._client, self._flavour, self._model = as_poster(client), flavour, model
+        self._client, self._flavour, self._model = client, flavour, model
         self._chat_api = api if chat_form(api) else "chat"
         self.probing = flavour == "probe"  # counting sends requests to the engine itself: see workload/probes.py
         self.source = {"vllm": "POST /tokenize (vLLM)", "sglang": "POST /v1/tokenize (SGLang)",
@@ -191,10 +172,9 @@ class HttpTokenCounter:
         return await self._probe(self._chat_api, {"messages": messages})
 
 
-async def detect_counter(client: httpx.AsyncClient | Poster, model: str, api: str = "chat") -> HttpTokenCounter:
+async def detect_counter(client: Poster, model: str, api: str = "chat") -> HttpTokenCounter:
     """The best way this target offers to count tokens; `client` has the target's base URL. A target that refuses
     for authentication is a TargetRefused, not a reason to count some other way."""
-    client = as_poster(client)
     attempts = (("vllm", "/tokenize", {"model": model, "prompt": "hello world"}, "count"),
                 ("sglang", "/v1/tokenize", {"model": model, "prompt": "hello world"}, "count"),
                 ("llamacpp", "/tokenize", {"content": "hello world"}, "tokens"))

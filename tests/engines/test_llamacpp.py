@@ -8,11 +8,11 @@ import json
 import shlex
 from pathlib import Path
 
-import httpx
 import pytest
 
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.probe import probe
+from loadrepro.drive.transport import Transport
 from loadrepro.profile import load_profile
 from loadrepro.summary_lines import describe_probe
 from loadrepro.workload.plan import TOLERANCE, plan_workload
@@ -59,7 +59,7 @@ def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp
                                           "workload.prefix_tokens=3000", "model='tiny'"])
     try:
         async def go():
-            async with httpx.AsyncClient(base_url=engine.url, timeout=60) as http:
+            async with Transport(engine.url, timeout_s=60) as http:
                 counter = await detect_counter(http, "tiny")
                 plan = await plan_workload(profile, counter)
                 return counter, plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]

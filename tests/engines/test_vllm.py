@@ -14,16 +14,20 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.probe import probe
+from loadrepro.drive.transport import Transport
 from loadrepro.profile import load_profile
 from loadrepro.records import read_jsonl
 from loadrepro.summary_lines import describe_probe
 from loadrepro.workload.plan import TOLERANCE, plan_workload
-from loadrepro.workload.tokens import HttpTokenCounter, LocalTokenizerCounter, detect_counter
+from loadrepro.workload.tokens import (
+    HttpTokenCounter,
+    LocalTokenizerCounter,
+    detect_counter,
+)
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro
 from tests.examples import save_example
 
@@ -106,7 +110,7 @@ def test_calibrated_lengths_hit_their_targets_in_vllms_tokens(vllm):
     profile = load_profile("vllm-prefix-overrun", ["workload.turns=3"])
 
     async def go():
-        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+        async with Transport(vllm.url, timeout_s=60) as http:
             counter = await detect_counter(http, "tiny")
             plan = await plan_workload(profile, counter)
             counted = [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
@@ -124,7 +128,7 @@ def test_probe_calibration_without_tokenize_is_bounded_and_close_in_vllms_tokens
     profile = load_profile("vllm-prefix-overrun", ["workload.turns=3"])
 
     async def go():
-        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+        async with Transport(vllm.url, timeout_s=60) as http:
             plan = await plan_workload(profile, HttpTokenCounter(http, "probe", "tiny"))
             exact = await detect_counter(http, "tiny")
             counted = [await exact.count_chat(r.body["messages"]) for r in plan.workload.requests]
@@ -189,7 +193,7 @@ def test_offline_planning_with_the_models_own_tokenizer_matches_vllms_counts(vll
 
     async def go():
         plan = await plan_workload(profile, LocalTokenizerCounter(vllm_model))
-        async with httpx.AsyncClient(base_url=vllm.url, timeout=60) as http:
+        async with Transport(vllm.url, timeout_s=60) as http:
             counter = await detect_counter(http, "tiny")
             return plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
 

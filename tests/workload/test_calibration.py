@@ -2,21 +2,27 @@
 
 import asyncio
 
-import httpx
 import pytest
 
+from loadrepro.drive.transport import Transport
 from loadrepro.profile import load_profile
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
-from loadrepro.workload.plan import plan_workload
-from loadrepro.workload.probes import MAX_PROBES, MAX_SHARE, ProbeBudget, calibrate_by_probes, probe_pool
 from loadrepro.workload.apis import PATHS
+from loadrepro.workload.plan import plan_workload
+from loadrepro.workload.probes import (
+    MAX_PROBES,
+    MAX_SHARE,
+    ProbeBudget,
+    calibrate_by_probes,
+    probe_pool,
+)
 from loadrepro.workload.tokens import HttpTokenCounter, detect_counter
 from tests.gateway_server import Gateway
 
 
 async def plan_over_http(url: str, profile, flavour: str | None = None):
-    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with Transport(url, timeout_s=60) as client:
         counter = await detect_counter(client, "loadrepro-sim") if flavour is None else \
             HttpTokenCounter(client, flavour, "loadrepro-sim")
         plan = await plan_workload(profile, counter)
@@ -82,7 +88,7 @@ def test_probes_count_through_the_runs_own_api_as_through_chat(api):
                 {"role": "assistant", "content": "It sums to 42."}, {"role": "user", "content": "And last month?"}]
 
     async def count(url: str, via: str) -> int:
-        async with httpx.AsyncClient(base_url=url, timeout=30, headers={"authorization": "Bearer k"}) as client:
+        async with Transport(url, "k") as client:
             return await HttpTokenCounter(client, "probe", "loadrepro-sim", via).count_chat(messages)
 
     with sim_in_thread(sim_config("healthy")) as sim, Gateway(sim.url, "k").running() as gateway:

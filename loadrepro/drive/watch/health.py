@@ -10,8 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import httpx
-
+from loadrepro.drive.transport import NoAnswer, Transport
 from loadrepro.profile import HEALTH_GIVE_UP
 from loadrepro.records import HealthSample
 
@@ -19,7 +18,7 @@ POKE_MIN_GAP_NS = 100_000_000  # extra polls at most every 100 ms
 
 
 class HealthWatcher:
-    def __init__(self, http: httpx.AsyncClient, path: str, interval_s: float,
+    def __init__(self, http: Transport, path: str, interval_s: float,
                  on_sample: Callable[[HealthSample], None], clock: Callable[[], int] = time.perf_counter_ns,
                  timeout_s: float = 5.0) -> None:
         """`timeout_s`: [watch] health_timeout_s, beyond which an answer is slow."""
@@ -36,11 +35,8 @@ class HealthWatcher:
 
     async def poll(self) -> HealthSample:
         started = self._last_ns = self._clock()
-        try:
-            response = await self._http.get(self._path, timeout=self.give_up_s)
-            status: int | str = response.status_code
-        except httpx.HTTPError:
-            status = "unreachable"
+        response = await self._http.get(self._path, self.give_up_s)
+        status: int | str = "unreachable" if isinstance(response, NoAnswer) else response.status
         answered = self._clock()
         # Stamped when the answer came: that is when the status was known, however long it took to come.
         sample = HealthSample(answered, status, answered - started)

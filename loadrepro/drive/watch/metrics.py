@@ -8,9 +8,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadrepro.drive.transport import NoAnswer, Transport
 from loadrepro.drive.pause import pause
 from loadrepro.records import (
     CACHE_HITS,
@@ -106,7 +106,7 @@ def parse_kept(text: str) -> dict[str, float]:
 
 
 class MetricsWatcher:
-    def __init__(self, http: httpx.AsyncClient, path: str, interval_s: float,
+    def __init__(self, http: Transport, path: str, interval_s: float,
                  on_sample: Callable[[MetricsSample | Note], None],
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self._http, self._path, self._interval_s = http, path, interval_s
@@ -115,12 +115,11 @@ class MetricsWatcher:
     async def scrape(self) -> bool:
         """One scrape; False once the endpoint proved unusable (noted once)."""
         started = self._clock()
-        try:
-            response = await self._http.get(self._path, timeout=SCRAPE_TIMEOUT_S)  # a busy engine answers late
-        except httpx.HTTPError:
+        response = await self._http.get(self._path, SCRAPE_TIMEOUT_S)  # a busy engine answers late
+        if isinstance(response, NoAnswer):
             return True  # the engine may be busy or gone; /health tells which
-        if response.status_code != 200:
-            return self._unusable(f"{self._path} answered HTTP {response.status_code}; metrics are not watched")
+        if response.status != 200:
+            return self._unusable(f"{self._path} answered HTTP {response.status}; metrics are not watched")
         try:
             values = parse_kept(response.text)
         except (ValueError, TypeError, IndexError) as exc:
