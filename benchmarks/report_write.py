@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from loadrepro.judge.classify import classify
+from loadrepro.judge.verdict import decide
 from loadrepro.profile import load_profile
 from loadrepro.records import HealthSample, MetricsSample, Outcome, RequestRecord, RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
-from loadrepro.judge.verdict import decide
 from loadrepro.workload.summary import WorkloadSummary
 
 S = 1_000_000_000

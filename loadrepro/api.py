@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison
-from loadrepro.profile import Profile
+from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
-from loadrepro.profile import with_overrides
 from loadrepro.run_report import RunReport
 from loadrepro.session import RunOptions, run_ab, run_session
 

@@ -54,12 +54,6 @@ def blocks_needed(max_batch: int, max_seq_len: int, tokens_per_block: int, beam_
     return max_batch * math.ceil(max_seq_len / tokens_per_block) * beam_width
 
 
-class Verdict(StrEnum):
-    FITS = "fits"
-    MUST_WAIT = "fits only with waiting"
-    NEVER = "can never fit"
-
-
 @dataclass(frozen=True, slots=True)
 class KvConfig:
     """What the capacity model needs; pool sizes in bytes (derived from blocks or GPU memory by the caller)."""
@@ -93,7 +87,7 @@ class Capacity:
     full_sequences_fit: int  # max_seq_len sequences (x beam) the pool holds at once
     index_width: int  # page-index entries from the clamped length
     index_needed: int  # entries max_seq_len needs (what the one-line fix sizes the table to)
-    verdict: Verdict
+    verdict: Fit
     why: str
 
 
@@ -109,23 +103,29 @@ def capacity(kv: KvConfig) -> Capacity:
     if draft_tokens is not None:
         fit = min(fit, draft_tokens // kv.max_seq_len)
     if fit == 0:
-        verdict, why = Verdict.NEVER, (f"one {kv.max_seq_len}-token sequence needs {per_sequence} blocks; the pool "
+        verdict, why = Fit.NEVER_FITS, (f"one {kv.max_seq_len}-token sequence needs {per_sequence} blocks; the pool "
                                        f"holds {pool_blocks}" + (f" and the draft pool {draft_tokens} tokens"
                                                                  if draft_tokens is not None else ""))
     elif fit < kv.max_batch:
-        verdict, why = Verdict.MUST_WAIT, (f"{fit} of {kv.max_batch} full-length sequences fit at once; the rest "
+        verdict, why = Fit.MUST_WAIT, (f"{fit} of {kv.max_batch} full-length sequences fit at once; the rest "
                                            "must wait (or be preempted)")
     else:
-        verdict, why = Verdict.FITS, f"all {kv.max_batch} full-length sequences fit at once ({fit} would)"
+        verdict, why = Fit.FITS, f"all {kv.max_batch} full-length sequences fit at once ({fit} would)"
     return Capacity(kv.bytes_per_token, pool_tokens, pool_blocks, draft_tokens, clamped, need, fit,
                     index_width(clamped, kv.tokens_per_block), index_width(kv.max_seq_len, kv.tokens_per_block),
                     verdict, why)
 
 
 class Fit(StrEnum):
+    """Whether something fits the KV pools: a request (predict), or an engine's whole configuration (capacity)."""
+
     FITS = "fits"
     MUST_WAIT = "must_wait"
     NEVER_FITS = "never_fits"
+
+    @property
+    def words(self) -> str:
+        return {"fits": "fits", "must_wait": "fits only with waiting", "never_fits": "can never fit"}[self.value]
 
 
 @dataclass(frozen=True, slots=True)

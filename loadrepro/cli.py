@@ -70,7 +70,8 @@ def run(
     profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible target; without it the embedded simulated engine is started.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model name; default: the profile's, else the first listed.")] = None,
     label: Annotated[str | None, typer.Option(help="Names the run (default: the sim policy, or 'run').")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (created if needed).")] = None,
@@ -148,7 +149,8 @@ def ab(
     engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for each engine's /health.")] = 600.0,
     size_to_overrun: Annotated[float | None, typer.Option(
         help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model name; default: the profile's, else the first listed.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
@@ -330,7 +332,8 @@ def shrink_command(
     max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = 60,
     time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = 600.0,
     confirm: Annotated[int, typer.Option(min=0, help="Run the minimal workload K more times.")] = 0,
-    model: Annotated[str | None, typer.Option(help="Model name; default: the profile's, else the first listed.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model name; default: the profile's, else the first listed.")] = None,
     out: Annotated[Path | None, typer.Option(help="The shrink directory (new or empty).")] = None,
 ) -> None:
     """Search for the smallest workload that still fails the same way (same fatal signature, else engine death,
@@ -424,7 +427,8 @@ def _with_ray_value(argv: list[str]) -> list[str]:
 
 def _run_app() -> int | None:
     try:
-        return app(args=_with_ray_value(sys.argv[1:]), standalone_mode=False)  # standalone mode would turn Ctrl-C into exit 1, "the target failed"
+        # standalone mode would turn Ctrl-C into exit 1, "the target failed"
+        return app(args=_with_ray_value(sys.argv[1:]), standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("loadrepro: interrupted", err=True)
         return 130

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.target import discover_model
 from loadrepro.drive.transport import Transport

@@ -40,7 +40,8 @@ class TargetRefused(LoadreproError):
 
 
 def auth_refusal(what: str, status: int, text: str) -> TargetRefused:
-    return TargetRefused(f"the target refused {what} for authentication (HTTP {status}: {' '.join(text.split())[:200]}): "
+    said = " ".join(text.split())[:200]
+    return TargetRefused(f"the target refused {what} for authentication (HTTP {status}: {said}): "
                          "give it the API key in $OPENAI_API_KEY, or name the variable that holds it with "
                          "--api-key-env")
 

@@ -17,7 +17,8 @@ _PLAIN_EVERY_S = 5.0
 def _line(state: LiveState) -> str:
     elapsed = (time.perf_counter_ns() - state.started_ns) / 1e9
     done = sum(state.outcomes.values())
-    parts = [f"{elapsed:6.1f}s", f"in flight {state.in_flight}", f"done {done}" + (f"/{state.total}" if state.total else "")]
+    total = f"/{state.total}" if state.total else ""
+    parts = [f"{elapsed:6.1f}s", f"in flight {state.in_flight}", f"done {done}{total}"]
     if state.outcomes:
         parts.append(" ".join(f"{k}={v}" for k, v in sorted(state.outcomes.items())))
     parts.append(f"health {state.health if state.health is not None else '-'}")

@@ -67,11 +67,6 @@ class RequestRecord:
     signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
     first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
 
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["kind"] = "request"
-        return data
-
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RequestRecord:
         data = {k: v for k, v in data.items() if k != "kind"}
@@ -140,10 +135,6 @@ Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
 _SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note,
                                   "canary": CanarySample}
 _KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
-
-
-def sample_to_json(sample: Sample) -> dict[str, Any]:
-    return {"kind": _KIND_OF[type(sample)], **dataclasses.asdict(sample)}
 
 
 def sample_from_json(data: dict[str, Any]) -> Sample:

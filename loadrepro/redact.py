@@ -10,7 +10,8 @@ import os
 import re
 
 REDACTED = "<redacted>"
-_SECRET_NAME = r"[A-Za-z0-9_]*(?:TOKEN(?!S)|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|CREDENTIALS?)" \
+_SECRET_NAME = r"[A-Za-z0-9_]*(?:TOKEN(?!S)|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH" \
+               r"|CREDENTIALS?)" \
                r"[A-Za-z0-9_]*"
 _PATTERNS = (
     # NAME=value words whose name looks secret, as an engine command's environment words are written

@@ -12,32 +12,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-
-from loadrepro.checkpoints import Checkpoints
-from loadrepro.drive.planning import plan_on_target
-from loadrepro.drive.transport import Transport
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
-from loadrepro.judge.classify import classify
+from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.drive.engine import ManagedEngine
+from loadrepro.drive.limits import discover, from_profile
+from loadrepro.drive.planning import plan_on_target
+from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.drive.target import check_reachable, discover_model
+from loadrepro.drive.transport import Transport
+from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
+from loadrepro.interrupts import INTERRUPTS
+from loadrepro.judge.classify import classify
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
-from loadrepro.drive.engine import ManagedEngine
-from loadrepro.interrupts import INTERRUPTS
-from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
-from loadrepro.drive.limits import discover, from_profile
+from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.profile import LoadSpec, Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
-from loadrepro.run_report import RunReport
 from loadrepro.report.timeline import for_report, timeline_of
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.run_report import RunReport
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import as_typed, sim_engine_command
-from loadrepro.drive.target import check_reachable, discover_model
-from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize

@@ -36,7 +36,7 @@ def describe_capacity(kv: KvConfig, cap: Capacity, as_json: bool = False) -> lis
               f"full-length fit      {cap.full_sequences_fit:,} sequences at once",
               f"page-index width     {cap.index_width} entries from the clamped length; max_seq_len needs "
               f"{cap.index_needed}",
-              f"verdict              {cap.verdict}: {cap.why}"]
+              f"verdict              {cap.verdict.words}: {cap.why}"]
     return lines
 
 

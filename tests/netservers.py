@@ -72,7 +72,7 @@ class RawServer:
             while True:
                 try:
                     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._idle_limit())
-                except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     self.counters.closed_by_policy += self.policy == "idle_close"
                     return
                 if self.policy == "idle_close" and time.monotonic() - idle_since >= self.idle_s:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle", "no_finish",
-              "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue", "deadlock", "odd_framing", "pings", "always_sse",
+BEHAVIOURS = ("ok", "reject_followups", "reset", "hang", "hang_headers", "malformed", "error_event", "throttle",
+              "no_finish", "server_error", "fatal_400", "reject_400", "plain_json", "health_flip", "nonstream", "queue",
+              "deadlock", "odd_framing", "pings", "always_sse",
               "reasoning", "tool_calls", "coded_error")
 
 

@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 
-from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
+from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.sim.process import sim_engine_command
 
 KEY = "sk-planted-bundle-0123456789"

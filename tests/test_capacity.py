@@ -6,7 +6,6 @@ from loadrepro.capacity import (
     EngineLimits,
     Fit,
     KvConfig,
-    Verdict,
     blocks_needed,
     bytes_per_token,
     capacity,
@@ -16,8 +15,8 @@ from loadrepro.capacity import (
     prefix_for_overrun,
     split_pool,
 )
-from loadrepro.errors import UsageError
 from loadrepro.drive.limits import from_profile
+from loadrepro.errors import UsageError
 from loadrepro.profile import EngineSpec
 
 
@@ -29,13 +28,13 @@ def test_seed_001_page_index_arithmetic():
     assert index_width(2048, 32) == 68  # ceil(2049 / 32) = 65, up to a multiple of 4
     assert blocks_needed(1, 8192, 32) == 256  # what an 8192-token sequence needs
     assert cap.index_width == 68 and cap.index_needed == 260  # sized from max_seq_len: the one-line fix
-    assert cap.verdict is Verdict.NEVER
+    assert cap.verdict is Fit.NEVER_FITS
 
 
 def test_blocks_needed_runbook_formula():
     assert blocks_needed(max_batch=8, max_seq_len=4096, tokens_per_block=64, beam_width=4) == 8 * 64 * 4
     cap = capacity(KvConfig(2048, 64, 8 * 64 * 4 * 64 * 2048 // 2, max_seq_len=4096, max_batch=8, beam_width=4))
-    assert cap.verdict is Verdict.MUST_WAIT and cap.full_sequences_fit == 4
+    assert cap.verdict is Fit.MUST_WAIT and cap.full_sequences_fit == 4
 
 
 def test_seed_003_dsa_split():

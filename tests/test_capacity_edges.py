@@ -6,7 +6,6 @@ from loadrepro.capacity import (
     EngineLimits,
     Fit,
     KvConfig,
-    Verdict,
     bytes_per_token,
     capacity,
     parse_size,
@@ -50,14 +49,14 @@ def test_capacity_fits_exactly_and_says_so():
     cap = capacity(kv)
     assert (cap.pool_tokens, cap.pool_blocks, cap.blocks_needed, cap.full_sequences_fit) == (1600, 100, 100, 2)
     assert cap.clamped_seq_len == 800 and cap.draft_pool_tokens is None
-    assert (cap.verdict, cap.why) == (Verdict.FITS, "all 2 full-length sequences fit at once (2 would)")
+    assert (cap.verdict, cap.why) == (Fit.FITS, "all 2 full-length sequences fit at once (2 would)")
 
 
 def test_capacity_must_wait_one_block_short():
     kv = KvConfig(bytes_per_token=1000, tokens_per_block=16, pool_bytes=1_599_999, max_seq_len=800, max_batch=2)
     cap = capacity(kv)
     assert (cap.pool_tokens, cap.pool_blocks, cap.full_sequences_fit) == (1599, 99, 1)
-    assert (cap.verdict, cap.why) == (Verdict.MUST_WAIT, "1 of 2 full-length sequences fit at once; the rest must "
+    assert (cap.verdict, cap.why) == (Fit.MUST_WAIT, "1 of 2 full-length sequences fit at once; the rest must "
                                                          "wait (or be preempted)")
 
 
@@ -67,7 +66,7 @@ def test_capacity_never_names_both_pools_and_clamps_to_the_smaller():
     cap = capacity(kv)
     assert cap.draft_pool_tokens == 700 and cap.clamped_seq_len == 700 and cap.full_sequences_fit == 0
     assert cap.index_width == 44 and cap.index_needed == 52  # ceil(701/16)=44, ceil(801/16)=51 -> 52
-    assert (cap.verdict, cap.why) == (Verdict.NEVER, "one 800-token sequence needs 50 blocks; the pool holds 100 "
+    assert (cap.verdict, cap.why) == (Fit.NEVER_FITS, "one 800-token sequence needs 50 blocks; the pool holds 100 "
                                                      "and the draft pool 700 tokens")
     beams = capacity(KvConfig(1000, 16, 1_600_000, 800, beam_width=2))
     assert beams.full_sequences_fit == 1 and beams.blocks_needed == 100

@@ -16,9 +16,9 @@ from loadrepro.judge.classify import (
     throttling,
     truncated_streams,
 )
+from loadrepro.judge.verdict import decide
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
-from loadrepro.judge.verdict import decide
 from tests.builders import health, log_match, metrics, note, record, result
 
 SPEC = VerdictSpec()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.judge.diagnose import diagnose
 from loadrepro.errors import UsageError
+from loadrepro.judge.diagnose import diagnose
 from loadrepro.report.diagnosis import to_markdown
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -5,6 +5,7 @@ behind it a simulated one in its own process, killed by PID."""
 
 import os
 import signal
+
 import pytest
 
 import loadrepro

@@ -2,8 +2,17 @@
 
 import time
 
-from loadrepro.records import HealthSample, JsonlWriter, LogMatch, MetricsSample, Note, Outcome, RequestRecord, \
-    read_jsonl, sample_from_json
+from loadrepro.records import (
+    HealthSample,
+    JsonlWriter,
+    LogMatch,
+    MetricsSample,
+    Note,
+    Outcome,
+    RequestRecord,
+    read_jsonl,
+    sample_from_json,
+)
 
 
 def record(i: int, chunks: int) -> RequestRecord:

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from loadrepro.judge.classify import engine_death
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
+from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.judge.classify import engine_death
 from loadrepro.profile import VerdictSpec, load_profile
 from loadrepro.records import Outcome, RequestRecord, read_jsonl
-from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter

@@ -30,7 +30,8 @@ REAL = [
      "max sequence length (8192)"),
     ("vllm-context-length", "This model's maximum context length is 16384 tokens. However, your prompt contains at "
      "least 16385 input tokens", "maximum context of 16384 tokens"),
-    ("vllm-longer-than-max-model-len", "The decoder prompt (length 9000) is longer than the maximum model length of 8192",
+    ("vllm-longer-than-max-model-len",
+     "The decoder prompt (length 9000) is longer than the maximum model length of 8192",
      "is shorter than the maximum model length"),
     ("vllm-preempted", "Sequence group 7 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough "
      "KV cache space", "is preempted by nobody"),

@@ -66,7 +66,8 @@ def test_the_simulated_engine_streams_reasoning_first_in_every_api(api, stream):
         assert record.first_content_ns == record.first_token_ns
 
 
-@pytest.mark.parametrize("code,outcome", [("429", Outcome.THROTTLED), ("503", Outcome.THROTTLED), (429, Outcome.THROTTLED),
+@pytest.mark.parametrize("code,outcome", [("429", Outcome.THROTTLED), ("503", Outcome.THROTTLED),
+                                          (429, Outcome.THROTTLED),
                                           ("500", Outcome.STREAM_ERROR), ("upstream", Outcome.STREAM_ERROR)])
 def test_an_error_code_in_a_stream_reads_alike_as_a_string_or_a_number(code, outcome):
     with StubServer("coded_error", error_code=code).running() as server:

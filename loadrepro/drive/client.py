@@ -11,10 +11,10 @@ transport's (drive/transport.py); what reaches this client is what the target di
 Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
 a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
 stream, or its metrics moving, see `Activity`) or its own stream gets bytes; when none of that happens for
-`stall_timeout_s` the engine hangs and the request is stalled. `ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole
-request. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded backoff before they count as
-throttled. Every fault is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or
-`outcome_for_stream_error`.
+`stall_timeout_s` the engine hangs and the request is stalled. `ttft_timeout_s` bounds the wait for the first token;
+`request_timeout_s` the whole request. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded
+backoff before they count as throttled. Every fault is mapped to an Outcome in `outcome_for_exception`,
+`outcome_for_status` or `outcome_for_stream_error`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import aiohttp
 import orjson
 
 from loadrepro.drive.sse import SseEvents, SseLines
-from loadrepro.drive.transport import Transport
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
+from loadrepro.drive.transport import Transport
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
@@ -314,7 +314,8 @@ class Client:
             first_content_ns=a.first_content_ns,
             chunk_ns=tuple(a.chunk_ns), finish_reason=a.finish_reason if isinstance(a.finish_reason, str) else None,
             prompt_tokens=count_of(usage.get("prompt_tokens")),
-            completion_tokens=count_of(usage.get("completion_tokens")), cached_tokens=count_of(details.get("cached_tokens")),
+            completion_tokens=count_of(usage.get("completion_tokens")),
+            cached_tokens=count_of(details.get("cached_tokens")),
             expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
             signature=signature.name if signature else None,

@@ -11,8 +11,8 @@ SIGTERM to the group, waits, then SIGKILL.
 
 from __future__ import annotations
 
-import ctypes
 import asyncio
+import ctypes
 import os
 import re
 import shlex
@@ -20,10 +20,9 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-import urllib.request
 
 from loadrepro.drive.transport import credentials
 from loadrepro.errors import TargetError, UsageError

@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.drive.limits import discover
 from loadrepro.drive.target import check_reachable
+from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.drive.watch.canary import salted_request
 from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
 from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord
@@ -273,7 +273,8 @@ def _reuse_line(usage: Usage | None) -> str:
     if usage is None or usage.error and usage.prompt_tokens is None:
         return f"streamed usage: could not be checked ({usage.error if usage else 'no model listed'})"
     if not usage.streamed_usage:
-        return "streamed usage: none in streams, so output tokens are counted from chunks and prefix reuse is not judged"
+        return ("streamed usage: none in streams, so output tokens are counted from chunks and prefix reuse is not "
+                "judged")
     if usage.cached_tokens is None:
         return "prefix reuse: streams carry usage but no cached_tokens, so prefix reuse is not judged (info only)"
     return (f"prefix reuse: judged from cached_tokens ({usage.cached_tokens} of {usage.prompt_tokens} prompt tokens "

@@ -16,8 +16,8 @@ one watching the engine.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import contextlib
+import dataclasses
 import logging
 import os
 import sys

@@ -10,14 +10,14 @@ from pathlib import Path
 from loadrepro.records import (
     CanarySample,
     HealthSample,
-    Outcome,
-    Tally,
     JsonlWriter,
     LogMatch,
     MetricsSample,
     Note,
+    Outcome,
     RequestRecord,
     Sample,
+    Tally,
 )
 
 

@@ -18,20 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
-from loadrepro.drive.ray_workers import RayArrivals
-from loadrepro.drive.workers import WorkerArrivals
-from loadrepro.drive.live import LiveState
-from loadrepro.drive.pause import pause
-from loadrepro.drive.transport import Transport
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
+from loadrepro.drive.live import LiveState
+from loadrepro.drive.pause import pause
+from loadrepro.drive.ray_workers import RayArrivals
+from loadrepro.drive.recorder import Recorder
+from loadrepro.drive.transport import Transport
+from loadrepro.drive.watch.canary import Canaries
+from loadrepro.drive.watch.health import HealthWatcher
+from loadrepro.drive.watch.logs import LogWatcher
+from loadrepro.drive.watch.metrics import MetricsWatcher
+from loadrepro.drive.workers import WorkerArrivals
+from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.profile import Profile
-from loadrepro.redact import scrub
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
-    CanarySample,
     WAITING,
+    CanarySample,
     HealthSample,
     MetricsSample,
     Note,
@@ -40,12 +45,7 @@ from loadrepro.records import (
     RunResult,
     Sample,
 )
-from loadrepro.drive.recorder import Recorder
-from loadrepro.drive.watch.canary import Canaries
-from loadrepro.drive.watch.health import HealthWatcher
-from loadrepro.judge.death import Death, DeathJudge
-from loadrepro.drive.watch.logs import LogWatcher
-from loadrepro.drive.watch.metrics import MetricsWatcher
+from loadrepro.redact import scrub
 from loadrepro.workload.model import Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones

@@ -15,7 +15,6 @@ about twice a bare aiohttp loop per streamed chunk, and counting through it 1.35
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import urllib.parse
@@ -134,7 +133,8 @@ class Transport:
         finally:
             response.release()
 
-    async def fetch(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Answer | NoAnswer:
+    async def fetch(self, method: str, path: str, body: Any = None,
+                    timeout_s: float | None = None) -> Answer | NoAnswer:
         """A whole answer (JSON `body` sent when given), or what kept it from coming."""
         data = orjson.dumps(body) if body is not None else None
         timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s or 10.0, 10.0)) \
@@ -144,7 +144,7 @@ class Transport:
                 return Answer(response.status, await response.read(), response.headers.get("content-type", ""))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             return NoAnswer(f"{type(exc).__name__}: {exc}", connect=True)
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return NoAnswer(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
     async def get(self, path: str, timeout_s: float | None = None) -> Answer | NoAnswer:

@@ -1,6 +1,7 @@
 """Classification rules: pure functions of a RunResult (and the profile's [verdict] section) -> Finding or None.
 
-RULES is the explicit, ordered list (the per-window rules of long runs last, from windows.py); the report lists every rule and whether it fired. A finding of severity
+RULES is the explicit, ordered list (the per-window rules of long runs last, from windows.py); the report lists every
+rule and whether it fired. A finding of severity
 `fail` fails the run; `info` is reported but passes (pressure handled, clean rejections, throttling).
 """
 

@@ -214,7 +214,7 @@ def _capacity_verdict(d: Diagnosis) -> str:
             kind = "a request that can never fit" if failed > limit else (
                 "temporary pressure (it fits alone, not beside the others)")
             return f"{words}; the failed resize to {int(failed):,} tokens was {kind}"
-        return f"{words}; {cap.verdict}: {cap.why}"
+        return f"{words}; {cap.verdict.words}: {cap.why}"
     if "pool_blocks" in f and "tokens_per_block" in f:
         pool = int(f["pool_blocks"] * f["tokens_per_block"]) // int(f.get("max_beam_width", 1))
         draft = int(f.get("draft_blocks", 0) * f["tokens_per_block"]) or None

@@ -12,11 +12,12 @@ from ddsketch import DDSketch
 from loadrepro import __version__
 from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors, series
 from loadrepro.judge.health import usable_health, would_restart
+from loadrepro.judge.verdict import Verdict
+from loadrepro.judge.windows import windows
 from loadrepro.profile import Profile
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
-    WindowRow,
     Cache,
     CalibrationInfo,
     CanaryInfo,
@@ -39,12 +40,11 @@ from loadrepro.run_report import (
     Throughput,
     TokenSpread,
     Transition,
+    WindowRow,
     WorkersInfo,
     WorkloadInfo,
     WorstLength,
 )
-from loadrepro.judge.verdict import Verdict
-from loadrepro.judge.windows import windows
 from loadrepro.workload.summary import WorkloadSummary
 
 LOG_EXCERPT_LINES = 100

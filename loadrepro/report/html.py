@@ -80,7 +80,8 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
             [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))
     if r.capacity:
         parts.append("<h2>Capacity</h2>" + _table(["prediction", "outcomes"], [
-            [fit, ", ".join(f"{k} {v}" for k, v in o.items())] for fit, o in r.capacity.outcomes_by_prediction.items()]))
+            [fit, ", ".join(f"{k} {v}" for k, v in o.items())]
+            for fit, o in r.capacity.outcomes_by_prediction.items()]))
     parts.append("<h2>Rules</h2>" + _table(["rule", "result", "detail"], [
         [x.name, x.severity if x.fired else "-", x.detail] for x in r.rules]))
     if r.first_failure:
@@ -119,5 +120,6 @@ def render_comparison_html(comparison: Comparison, timeline: str) -> str:
     table = _table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
-            f"<h2>Timelines</h2>{_figure(timeline, timeline_caption('the health path') + ' Both runs share the time axis.')}")
+            f"<h2>Timelines</h2>"
+            f"{_figure(timeline, timeline_caption('the health path') + ' Both runs share the time axis.')}")
     return _page(f"loadrepro compare: {comparison.conclusion}", body)

@@ -135,11 +135,11 @@ def _signatures(r: RunReport) -> list[str]:
 
 
 def _numbers(r: RunReport) -> list[str]:
-    l, c = r.latency, r.cache
+    lat, c = r.latency, r.cache
     lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max |", "|---|---:|---:|---:|---:|",
-             _row("time to first token", l.ttft_ms), _row("time to first content token", l.ttfc_ms),
-             _row("inter-token", l.itl_ms), _row("end to end", l.e2e_ms),
-             _row("queued for a slot", l.queue_ms), "",
+             _row("time to first token", lat.ttft_ms), _row("time to first content token", lat.ttfc_ms),
+             _row("inter-token", lat.itl_ms), _row("end to end", lat.e2e_ms),
+             _row("queued for a slot", lat.queue_ms), "",
              f"{r.throughput.requests_per_s:,.2f} completed requests/s, "
              f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s."]
     if c.cached_tokens is None:
@@ -203,7 +203,8 @@ def _diagnosis(r: RunReport) -> list[str]:
     d = r.diagnosis
     if d is None:
         return []
-    verdict = "fatal engine failure" if d.fatal else "pressure, not failure" if d.pressure_only else "no fatal signature"
+    verdict = ("fatal engine failure" if d.fatal else "pressure, not failure" if d.pressure_only
+               else "no fatal signature")
     lines = ["## Diagnosis", "", f"Engine log: {verdict}."]
     if d.initiating:
         i = d.initiating

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from loadrepro.judge.classify import FAILED
-from loadrepro.run_report import RunReport, WindowRow
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
@@ -28,6 +27,7 @@ from loadrepro.records import (
     read_jsonl,
     sample_from_json,
 )
+from loadrepro.run_report import RunReport, WindowRow
 
 
 @dataclass(frozen=True, slots=True)

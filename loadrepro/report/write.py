@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison
+from loadrepro.redact import scrub
 from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_comparison, render_markdown
-from loadrepro.run_report import RunReport
-from loadrepro.redact import scrub
 from loadrepro.report.timeline import Timeline, for_report
+from loadrepro.run_report import RunReport
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 

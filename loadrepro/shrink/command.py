@@ -49,7 +49,8 @@ async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkRe
     shrunk = await Shrinker(trials, options.max_trials, options.time_budget_s, say).shrink(options.profile)
     if trials.wanted is None or not shrunk.best.failed:
         shutil.rmtree(out / "trials", ignore_errors=True)
-        raise UsageError(f"the workload does not fail{'' if options.predicate is None else f' with {options.predicate}'}"
+        wanted = "" if options.predicate is None else f" with {options.predicate}"
+        raise UsageError(f"the workload does not fail{wanted}"
                          f" ({shrunk.best.how}): there is nothing to shrink")
     confirmed = await _confirm(options, shrunk.profile, trials.wanted, say) if options.confirm else None
     return ShrinkResult(shrunk, trials.wanted, confirmed, _write(options, shrunk, trials.wanted, confirmed))

@@ -20,7 +20,8 @@ def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: in
              f"- requests: {start.requests:,} -> {best.requests:,} ({_factor(start.requests, best.requests)} fewer)",
              f"- prompt tokens: {start.prompt_tokens:,} -> {best.prompt_tokens:,} "
              f"({_factor(start.prompt_tokens, best.prompt_tokens)} fewer)",
-             f"- {shrunk.trials} trials ({shrunk.failures} failed) in {shrunk.seconds:,.0f} s; stopped: {shrunk.stopped}"]
+             f"- {shrunk.trials} trials ({shrunk.failures} failed) in {shrunk.seconds:,.0f} s; "
+             f"stopped: {shrunk.stopped}"]
     if confirmed is not None:
         lines.append(f"- confirmed: the minimal workload failed {confirmed} of {confirm} more runs")
     lines += ["", "Reproduce with `loadrepro run --profile profile.toml` (the engine as in run/report.md), or replay "
@@ -30,7 +31,8 @@ def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: in
         before, after = getattr(getattr(original, section), key), getattr(getattr(shrunk.profile, section), key)
         lines.append(f"| {section}.{key} | {before:,} | {after:,}{' (changed)' if before != after else ''} |")
     lines += ["", "Its requests (prompt + max_tokens is what a KV pool must hold):", "",
-              "| conversation | turn | prompt tokens | max_tokens | prompt + max_tokens |", "|---:|---:|---:|---:|---:|"]
+              "| conversation | turn | prompt tokens | max_tokens | prompt + max_tokens |",
+              "|---:|---:|---:|---:|---:|"]
     lines += [f"| {c} | {t} | {p:,} | {m:,} | {p + m:,} |" for c, t, p, m in best.lengths]
     lines += [""] + capacity_section(minimal_run)
     lines += ["## Steps", "", "| # | change | requests | prompt tokens | result | s |", "|---:|---|---:|---:|---|---:|"]

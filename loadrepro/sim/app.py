@@ -26,9 +26,9 @@ from loadrepro.sim.protocol import (
     error_body,
     validation_message,
 )
-from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, sse
 from loadrepro.sim.runtime import Fatal, RequestHandle, SimRuntime, Token
 from loadrepro.sim.scheduler import Finished, Rejection
+from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, sse
 from loadrepro.sim.tokenizer import output_token, render_chat, token_ids, tokenize
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # what vLLM and SGLang use when a completions request sets none

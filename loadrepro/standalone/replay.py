@@ -86,7 +86,7 @@ class Target:
             data = b"".join([piece async for piece in self.body(headers, reader)])
             writer.close()
             return status, data
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
             return "unreachable", b""
 
 

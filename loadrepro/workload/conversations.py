@@ -95,7 +95,8 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
             prefix = max(prefix, int(fixed + head_tokens + _MIN_OWN_TOKENS + 1))
         own = prefix - fixed - head_tokens + (corrections or {}).get(i, 0.0)
         if own < _MIN_OWN_TOKENS:
-            raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves {own:.0f} "
+            raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves "
+                               f"{own:.0f} "
                                f"for its own records after the system prompt, group prefix and template "
                                f"(at least {_MIN_OWN_TOKENS} needed)")
         rng = np.random.default_rng([spec.seed, _CONVERSATION, i])

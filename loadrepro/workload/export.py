@@ -4,9 +4,9 @@ independent of faker's version."""
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import orjson
-from pathlib import Path
 
 from loadrepro.workload.apis import wire_body
 from loadrepro.workload.model import Workload

@@ -82,15 +82,13 @@ async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordP
     return Plan(build_workload(profile, pool, calibration, trace), calibration, (), requests, tokens)
 
 
-async def plan_workload(profile: Profile, counter: TokenCounter, verify: bool = True) -> Plan:
+async def plan_workload(profile: Profile, counter: TokenCounter) -> Plan:
     pool = record_pool(profile.workload.seed)
     trace = read_trace(profile.workload.trace) if profile.workload.kind == "trace" else None
     if getattr(counter, "probing", False):
         return await _plan_by_probes(profile, counter, pool, trace)
     calibration = await calibrate(counter, pool)
     workload = build_workload(profile, pool, calibration, trace)
-    if not verify:
-        return Plan(workload, calibration, ())
     checks = await _check(counter, workload)
     if any(abs(c.error) > _CORRECT_ABOVE for c in checks):
         factor = sum(c.actual for c in checks) / sum(c.expected for c in checks)

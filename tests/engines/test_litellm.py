@@ -22,7 +22,8 @@ from tests.examples import save_example
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine installs the proxy first
 KEY = "sk-loadrepro-gateway-test-0123"
 RUN = ["--profile", "llamacpp-unified-pool", "--set", "workload.conversations=8", "--set", "workload.turns=2",
-       "--set", "workload.prefix_tokens=1500", "--set", "workload.prefix_tokens_p95=0", "--set", "workload.max_tokens=16",
+       "--set", "workload.prefix_tokens=1500", "--set", "workload.prefix_tokens_p95=0",
+       "--set", "workload.max_tokens=16",
        "--set", "workload.turn_tokens=40", "--set", "load.concurrency=4", "--set", "watch.metrics_path=''",
        "--quiet"]
 

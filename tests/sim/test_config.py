@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 import loadrepro.cli as cli
 from loadrepro.errors import SimConfigError
 from loadrepro.profile import SimSpec
-from loadrepro.sim.config import SimConfig, resolve, sim_config
 from loadrepro.sim import serve
+from loadrepro.sim.config import SimConfig, resolve, sim_config
 from loadrepro.sim.process import sim_engine_command
 
 
