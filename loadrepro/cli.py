@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
 from loadrepro.profile import SimSpec
+
+if TYPE_CHECKING:  # imported when a command runs (see below)
+    from loadrepro.run_report import RunReport
 
 # Each command imports what it uses when it runs: `loadrepro --help` should not pay for numpy, matplotlib, faker
 # or the HTTP stacks (about a second), only for typer and the profile model the `sim` flags are made from.
@@ -99,7 +102,6 @@ def run(
     from loadrepro.drive.target import check_base_url
     from loadrepro.profile import load_profile
     from loadrepro.session import RunOptions, run_session
-    from loadrepro.summary_lines import describe_verdict
 
     if base_url and engine_cmd:
         raise UsageError("give --base-url or --engine-cmd, not both")
@@ -125,13 +127,21 @@ def run(
     options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
                          command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
                          engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun,
-                         tokenizer=tokenizer, workers=_workers(workers, ray), ray=ray)
-    session = asyncio.run(run_session(options, say=_say))
-    for line in describe_verdict(session.report, session.written):
-        _echo(line)
+                         tokenizer=tokenizer, workers=_workers(workers, ray), ray=ray,
+                         on_verdict=_say_verdict)
+    session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
+    for path in session.written:
+        _echo(f"report: {path}")
     if session.result.interrupted:
         raise typer.Exit(130)
     raise typer.Exit(0 if session.report.verdict == "pass" else 1)
+
+
+def _say_verdict(report: RunReport) -> None:
+    from loadrepro.summary_lines import describe_verdict
+
+    for line in describe_verdict(report):
+        _echo(line)
 
 
 def _workers(workers: int | None, ray: str | None) -> int:

@@ -128,6 +128,15 @@ class CanaryInfo(_Model):
     by_outcome: dict[str, int] = Field(description="Canaries by outcome.")
 
 
+class Timing(_Model):
+    """What a run costs beside its load, in seconds."""
+
+    to_first_request_s: float | None = Field(description="From the command's start (the process's) to the load's "
+                                             "first request: starting the engine, planning, counting lengths.")
+    last_answer_to_verdict_s: float | None = Field(description="From the last answer to the verdict: the grace for "
+                                                   "requests in flight, the post-run health poll, judging.")
+
+
 class Liveness(_Model):
     """What a liveness probe with the deployment's settings ([watch] liveness_*) would have done to the engine."""
 
@@ -274,6 +283,7 @@ class RunReport(_Model):
     workers: WorkersInfo | None = None
     liveness: Liveness | None = None
     canary: CanaryInfo | None = None
+    timing: Timing | None = None
     log_excerpt: list[str]
     notes: list[str]
     environment: Environment

@@ -7,7 +7,8 @@ import contextlib
 import dataclasses
 import gc
 import os
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +35,7 @@ from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.timeline import for_report, timeline_of
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.run_report import RunReport
+from loadrepro.run_report import RunReport, Timing
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.workload.export import write_workload
@@ -63,6 +64,7 @@ class RunOptions:
     pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
     workers: int = 1  # processes sending the load (drive/workers.py)
     ray: str | None = None  # "local" or a Ray cluster's address: the workers are Ray actors (drive/ray_workers.py)
+    on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +215,31 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     if checkpoints.failed:
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     result, report = judged.final(result)
+    report = report.model_copy(update={"timing": _timing(result)})
+    if options.on_verdict is not None:
+        options.on_verdict(report)
     pictures = timeline_of(result) if options.pictures else None
     return Session(run_dir, plan, result, report, write_reports(report, run_dir, pictures))
+
+
+def _process_start_ns() -> int | None:
+    """When this process started, on the clock records use (CLOCK_MONOTONIC), from /proc where there is one."""
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_s = int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, since boot
+        since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.perf_counter_ns()
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return int(started_s * 1e9) - since_boot
+
+
+def _timing(result: RunResult) -> Timing:
+    sent = [r.sent_ns for r in result.records if r.sent_ns is not None]
+    started = _process_start_ns()
+    first = min(sent) if sent else None
+    last = max((r.end_ns for r in result.records), default=None)
+    return Timing(to_first_request_s=round((first - started) / 1e9, 3) if first and started else None,
+                  last_answer_to_verdict_s=round((time.perf_counter_ns() - last) / 1e9, 3) if last else None)
 
 
 @contextlib.contextmanager

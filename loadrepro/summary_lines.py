@@ -11,12 +11,17 @@ from loadrepro.drive.probe import Probe, Usage
 from loadrepro.run_report import RunReport
 
 
-def describe_verdict(report: RunReport, written: list[Path]) -> list[str]:
+def describe_verdict(report: RunReport, written: list[Path] | None = None) -> list[str]:
+    """The verdict and its reasons, what the run cost beside its load, then the files written (when given)."""
     outcomes = ", ".join(f"{k} {v}" for k, v in report.requests.by_outcome.items())
     lines = [f"verdict: {report.verdict.upper()}  ({report.requests.total} requests in {report.duration_s:.1f} s: "
              f"{outcomes}; /health after: {report.health.post})"]
     lines += [f"  - {reason}" for reason in report.reasons]
-    lines += [f"report: {path}" for path in written]
+    t = report.timing
+    if t is not None and t.to_first_request_s is not None and t.last_answer_to_verdict_s is not None:
+        lines.append(f"  ({t.to_first_request_s:.1f} s from the command to the first request, "
+                     f"{t.last_answer_to_verdict_s:.1f} s from the last answer to this verdict)")
+    lines += [f"report: {path}" for path in written or ()]
     return lines
 
 

@@ -163,3 +163,30 @@ def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
     assert "size-to-overrun 1.5:" in done.stderr
     peaks = report(tmp_path)["pressure"]["pool_usage_peak"]
     assert max(peaks.values()) >= 0.99
+
+
+def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its_load(tmp_path):
+    import asyncio
+
+    from loadrepro.profile import load_profile
+    from loadrepro.session import RunOptions, run_session
+
+    seen = []
+
+    def told(report) -> None:
+        seen.append((report.verdict, (tmp_path / "timeline.png").exists(), report.timing))
+
+    options = RunOptions(load_profile("quickstart", ["sim.policy='patched'"]), None, None, "patched", tmp_path,
+                         quiet=True, on_verdict=told)
+    session = asyncio.run(run_session(options, say=lambda _: None))
+    assert [(verdict, drawn) for verdict, drawn, _ in seen] == [("pass", False)]  # told once, nothing drawn yet
+    timing = seen[0][2]
+    assert timing.to_first_request_s > 0 and timing.last_answer_to_verdict_s >= 0
+    assert session.report.timing == timing and (tmp_path / "timeline.png").exists()
+    done = loadrepro("run", "--profile", "quickstart", "--set", "sim.policy=patched", "--out", str(tmp_path / "cli"),
+                     "--quiet")
+    lines = done.stdout.splitlines()
+    first_file = next(i for i, line in enumerate(lines) if line.startswith("report: "))
+    assert lines[0].startswith("verdict: PASS")
+    assert any("from the command to the first request" in line for line in lines[:first_file])
+    assert all(line.startswith("report: ") for line in lines[first_file:])
