@@ -66,6 +66,11 @@ class RunOptions:
     ray: str | None = None  # "local" or a Ray cluster's address: the workers are Ray actors (drive/ray_workers.py)
     on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn
 
+    @property
+    def api_key(self) -> str | None:
+        """The target's key, from the environment variable `api_key_env` names (never written anywhere)."""
+        return os.environ.get(self.api_key_env) or None
+
 
 @dataclass(frozen=True, slots=True)
 class Session:
@@ -105,7 +110,7 @@ async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Tar
         return
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
     engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health",
-                           api_key=os.environ.get(options.api_key_env) or None)
+                           api_key=options.api_key)
     try:
         url = await engine.astart(options.engine_start_timeout_s)
         what = "engine" if options.engine_cmd else (
@@ -175,7 +180,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
 
 async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     profile = options.profile
-    api_key = os.environ.get(options.api_key_env) or None
+    api_key = options.api_key
     async with _target(options, run_dir, say) as target:
         async with Transport(target.url, api_key) as http:
             await check_reachable(http, profile.watch.health_path)

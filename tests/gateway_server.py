@@ -23,9 +23,12 @@ UPSTREAM_DOWN = ("litellm.InternalServerError: InternalServerError: OpenAIExcept
 
 class Gateway:
     def __init__(self, upstream: str, key: str, kill_upstream_after: int | None = None,
-                 on_kill: Callable[[], None] | None = None) -> None:
+                 on_kill: Callable[[], None] | None = None, throttle_after: int | None = None) -> None:
+        """`throttle_after`: after that many generation requests, every one is refused with nginx's 503 page and
+        Retry-After (a proxy's rate limit), the engine behind it healthy and idle."""
         self.upstream, self.key = upstream.rstrip("/"), key
         self.kill_upstream_after, self.on_kill = kill_upstream_after, on_kill
+        self.throttle_after = throttle_after
         self.refused = 0  # requests without the key
         self.forwarded = 0  # generation requests that finished
         self.paths: list[str] = []  # every path asked, keyed or not
@@ -43,6 +46,10 @@ class Gateway:
                                                 "type": "auth_error", "param": "None", "code": "401"}}, status=401)
         if request.path == "/health":
             return web.json_response({"status": "healthy"})
+        if self.throttle_after is not None and self.forwarded >= self.throttle_after and request.method == "POST" \
+                and request.path.startswith("/v1/"):
+            page = "<html><head><title>503 Service Temporarily Unavailable</title></head></html>"
+            return web.Response(status=503, text=page, content_type="text/html", headers={"Retry-After": "0"})
         try:
             return await self._forward(request)
         except aiohttp.ClientConnectionError:

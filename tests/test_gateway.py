@@ -71,3 +71,16 @@ def test_a_managed_engine_that_wants_a_key_is_asked_with_it_whether_it_is_up(tmp
         keyed.url = bare.url = gateway.url  # the gateway stands in for an engine loadrepro started
         assert keyed._healthy() and not bare._healthy()
     assert gateway.refused == 1
+
+
+def test_a_proxy_refusing_to_come_back_later_is_throttling_not_the_engines_death(tmp_path, engine, monkeypatch):
+    """nginx's 503 page with Retry-After for every request past a rate limit, the engine behind it idle: throttled
+    requests, whatever page they carried, are not the upstream gone."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with Gateway(engine.url, KEY, throttle_after=4).running() as gateway:
+        report = loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run",
+                               overrides=[*SMALL, "load.duration_s=4", "load.concurrency=2", "load.max_rps=10",
+                                          "load.max_retries=0"])
+    rules = {r.name: r.detail for r in report.rules if r.fired}
+    assert report.stop_reason == "duration" and "engine_death" not in rules, report
+    assert report.requests.by_outcome.get("throttled", 0) >= 4 and "throttling" in rules

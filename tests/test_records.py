@@ -3,6 +3,7 @@
 import time
 
 from loadrepro.records import (
+    CanarySample,
     HealthSample,
     JsonlWriter,
     LogMatch,
@@ -29,7 +30,8 @@ def record(i: int, chunks: int) -> RequestRecord:
 def test_records_and_samples_round_trip_through_the_writer(tmp_path):
     records = [record(1, 0), record(2, 5), record(3, 32_768), record(4, 4097)]  # long ones are written in slices
     samples = [HealthSample(1, 200, 5), HealthSample(2, "unreachable", 7), MetricsSample(3, {"a{b=\"c\"}": 0.5}),
-               LogMatch(4, 9, "sig", "F", "a line"), Note(5, "run", "text")]
+               LogMatch(4, 9, "sig", "F", "a line"), Note(5, "run", "text"),
+               CanarySample(6, 8, "stalled", None, "no token", 5, None), CanarySample(7, 9, "ok", 2, "", 9)]
     writer = JsonlWriter(tmp_path / "requests.jsonl")
     for item in records:
         writer.write(item)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,11 +18,10 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.limits import discover
 from loadrepro.drive.target import check_reachable
 from loadrepro.drive.transport import NoAnswer, Transport, get_json
-from loadrepro.drive.watch.canary import salted_request
+from loadrepro.drive.watch.canary import one_token_request, salted_request
 from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
 from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord
 from loadrepro.workload.apis import APIS, PATHS
-from loadrepro.workload.model import PlannedRequest
 from loadrepro.workload.tokens import detect_counter
 
 SCHEMA = "loadrepro.probe/1"
@@ -235,11 +233,7 @@ async def _usage(base_url: str, model: str, api_key: str | None) -> Usage:
 
 
 async def _one_token(client: Client, api: str, text: str) -> RequestRecord:
-    body: dict[str, Any] = {"max_tokens": 1, "stream": True, "temperature": 0,
-                            "stream_options": {"include_usage": True}}
-    body |= {"messages": [{"role": "user", "content": text}]} if api == "chat" else {"prompt": text}
-    return await client.send(0, PlannedRequest(0, 1, body, 1, 0, 0), time.perf_counter_ns(), time.time(),
-                             lambda r: None)
+    return await client.send(0, one_token_request(api, text), time.perf_counter_ns(), time.time(), lambda r: None)
 
 
 def _said(record: RequestRecord) -> str:

@@ -108,8 +108,9 @@ class Runner:
         if record.outcome is Outcome.OK:
             self._death.request_ok()
         elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED):
-            upstream = record.signature if record.signature in self._upstream else None
-            self._judged(self._death.request_failed(record.end_ns, upstream, self.client.activity.last_ns))
+            # A refusal to come back later is not the upstream gone, whatever page the proxy sent with it.
+            signature = record.signature if record.outcome is not Outcome.THROTTLED else None
+            self._request_failed(record.end_ns, signature, self.client.activity.last_ns)
             if self._health is not None:
                 self._health.poke()
 
@@ -124,8 +125,8 @@ class Runner:
                 if sample.ok:
                     self._death.request_ok()
                 else:
-                    upstream = sample.signature if sample.signature in self._upstream else None
-                    self._judged(self._death.request_failed(sample.end_ns, upstream, sample.progress_ns))
+                    throttled = sample.outcome == Outcome.THROTTLED.value
+                    self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
             case MetricsSample(values=values):
                 if previous is not None and _moved(previous.values, values):
                     self.client.activity.last_ns = sample.t_ns
@@ -133,6 +134,10 @@ class Runner:
 
     def _note(self, source: str, text: str) -> None:
         self._on_sample(Note(self._clock(), source, scrub(text)))
+
+    def _request_failed(self, end_ns: int, signature: str | None, progress_ns: int) -> None:
+        upstream = signature if signature in self._upstream else None
+        self._judged(self._death.request_failed(end_ns, upstream, progress_ns))
 
     def _judge_health(self, sample: HealthSample) -> None:
         self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns))

@@ -110,12 +110,20 @@ def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, A
     return seen
 
 
+def _chat_choice(choice: dict[str, Any]) -> int:
+    return _chat_delta(_object(choice.get("delta") or {}, "a delta"))
+
+
+def _text_choice(choice: dict[str, Any]) -> int:
+    return CONTENT if choice.get("text") else NONE
+
+
 def chat_event(payload: dict[str, Any], a: Attempt) -> int:
-    return _choices(payload, a, lambda c: _chat_delta(_object(c.get("delta") or {}, "a delta")))
+    return _choices(payload, a, _chat_choice)
 
 
 def completions_event(payload: dict[str, Any], a: Attempt) -> int:
-    return _choices(payload, a, lambda c: CONTENT if c.get("text") else NONE)
+    return _choices(payload, a, _text_choice)
 
 
 _RESPONSES_TOKENS = {"response.reasoning_text.delta", "response.reasoning_summary_text.delta",
@@ -162,7 +170,7 @@ def messages_event(payload: dict[str, Any], a: Attempt) -> int:
         if delta.get("stop_reason"):
             a.finish_reason = delta["stop_reason"]
         later = openai_usage("messages", payload.get("usage"))
-        if "prompt_tokens" not in later or later["prompt_tokens"] == 0:  # Anthropic sends output tokens only here
+        if not later.get("prompt_tokens"):  # Anthropic sends only output tokens here: message_start's prompt stands
             later.pop("prompt_tokens", None)
         a.usage = {**a.usage, **later}
     elif kind == "message_stop":

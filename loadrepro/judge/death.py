@@ -42,13 +42,16 @@ class DeathJudge:
     dead: bool = False
 
     def request_ok(self) -> None:
+        self._forget_upstream()
+
+    def _forget_upstream(self) -> None:
         self.upstream, self.upstream_count = None, 0
 
     def request_failed(self, t_ns: int, upstream: str | None, progress_ns: int) -> Death | None:
         """A failed request, ending at `t_ns`; `upstream` names the gateway signature its text matched, if any."""
         self.failures += 1
-        if upstream is None:
-            self.request_ok()
+        if upstream is None:  # a failure of another kind: not every failure since then is the gateway's word
+            self._forget_upstream()
             return None
         if upstream != self.upstream or progress_ns > self.upstream_start_ns:
             self.upstream, self.upstream_count, self.upstream_start_ns = upstream, 0, t_ns

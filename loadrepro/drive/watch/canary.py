@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from loadrepro.drive.client import Activity, Client, ClientConfig
 from loadrepro.drive.pause import pause
@@ -24,14 +25,18 @@ from loadrepro.workload.model import PlannedRequest
 CANARY_CONVERSATION = -1  # canaries' records are samples, never the workload's requests
 
 
-def salted_request(api: str, what: str = "canary") -> PlannedRequest:
-    """A one-token request whose text starts with a fresh salt (canaries, and the probe's checks of each API)."""
-    text = f"{what} {secrets.token_hex(8)}: answer with one word."
-    body = {"messages": [{"role": "user", "content": text}]} if chat_form(api) else {"prompt": text}
-    body |= {"max_tokens": 1, "stream": True, "stream_options": {"include_usage": True}}
+def one_token_request(api: str, text: str) -> PlannedRequest:
+    """A streamed one-token greedy request of `text`, planned as any API takes it (workload/apis.py)."""
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": text}]} if chat_form(api) else {"prompt": text}
+    body |= {"max_tokens": 1, "stream": True, "stream_options": {"include_usage": True}, "temperature": 0}
     if api == "chat":
         body["max_completion_tokens"] = 1
     return PlannedRequest(CANARY_CONVERSATION, 0, body, 1, 0, 0)
+
+
+def salted_request(api: str, what: str = "canary") -> PlannedRequest:
+    """A one-token request whose text starts with a fresh salt (canaries, and the probe's checks of each API)."""
+    return one_token_request(api, f"{what} {secrets.token_hex(8)}: answer with one word.")
 
 
 class Canaries:
