@@ -1,5 +1,6 @@
 """Share of mutants the test suite kills in loadrepro's pure core (classify, verdict, capacity, the simulated
-engine's KV cache, the death judge), measured with mutmut on a copy of the project at a given git revision.
+engine's KV cache, the death judge, the windows of long runs and their rules), measured with mutmut on a copy of
+the project at a given git revision.
 
     pip install mutmut==3.8.1
     python benchmarks/mutation.py                 # the working tree's HEAD
@@ -21,10 +22,11 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ("classify.py", "verdict.py", "capacity.py", "kvcache.py", "death.py")
+CORE = ("classify.py", "verdict.py", "capacity.py", "kvcache.py", "death.py", "windows.py")
 TESTS = ("tests/test_classify.py", "tests/test_classify_exact.py", "tests/test_capacity.py",
          "tests/test_capacity_edges.py", "tests/sim/test_kvcache.py", "tests/sim/test_scheduler.py",
-         "tests/test_death.py", "tests/test_profile_signatures.py", "tests/test_verdict.py", "tests/test_runner.py")
+         "tests/test_death.py", "tests/test_profile_signatures.py", "tests/test_verdict.py", "tests/test_runner.py",
+         "tests/test_statistics.py")
 
 
 def checkout(rev: str, into: Path) -> None:

@@ -5,8 +5,8 @@
     assert not report.passed and report.findings[0].name == "engine_death"
     assert loadrepro.ab("quickstart").fix_confirmed   # stock fails, patched holds
 
-`run`, `arun`, `ab` and `load_profile` (loadrepro/api.py) import the engine-driving parts when first used, so
-that importing loadrepro (and starting the command line) stays quick.
+`run`, `arun`, `ab`, `shrink_failure` and `load_profile` (loadrepro/api.py) import the engine-driving parts when
+first used, so that importing loadrepro (and starting the command line) stays quick.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -23,7 +23,7 @@ from loadrepro.errors import (
 )
 
 if TYPE_CHECKING:
-    from loadrepro.api import ab, arun, load_profile, run
+    from loadrepro.api import ab, arun, load_profile, run, shrink_failure
     from loadrepro.judge.compare import Comparison
     from loadrepro.profile import Profile
     from loadrepro.run_report import RunReport
@@ -34,6 +34,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0+unknown"
 
 _LAZY = {"ab": "loadrepro.api", "arun": "loadrepro.api", "load_profile": "loadrepro.api", "run": "loadrepro.api",
+         "shrink_failure": "loadrepro.api",
          "Comparison": "loadrepro.judge.compare", "Profile": "loadrepro.profile", "RunReport": "loadrepro.run_report"}
 
 
@@ -46,4 +47,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Comparison", "InternalError", "LoadreproError", "Profile", "ProfileError", "RunReport", "SimConfigError",
-           "TargetError", "TargetUnreachable", "UsageError", "__version__", "ab", "arun", "load_profile", "run"]
+           "TargetError", "TargetUnreachable", "UsageError", "__version__", "ab", "arun", "load_profile", "run",
+           "shrink_failure"]

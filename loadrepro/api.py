@@ -1,5 +1,6 @@
-"""loadrepro from Python: run a profile, compare stock with patched, load a profile. The command line and the
-pytest plugin are layers over these.
+"""loadrepro from Python: run a profile, compare stock with patched, shrink a failure (`shrink_failure`), load a
+profile. The command line and the pytest plugin are layers over these: `run_options`, `ab_sides` and
+`shrink_options` are the one place a run's input is checked and its defaults chosen, whoever starts it.
 
 Errors: loadrepro's own problems raise the exceptions of `loadrepro.errors` (UsageError and ProfileError for bad
 input, TargetUnreachable when nothing answers, InternalError for a bug of loadrepro's own); what the target did is
@@ -10,13 +11,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
+from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
 from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
 from loadrepro.run_report import RunReport
-from loadrepro.session import RunOptions, run_ab, run_session
+from loadrepro.session import REPORTS_ROOT, RunOptions, run_ab, run_session
+from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
+from loadrepro.shrink.command import shrink as _shrink
+
+Say = Callable[[str], None]
 
 
 def load_profile(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Profile:
@@ -35,26 +42,58 @@ def _profile(profile: str | Path | Profile, overrides: Sequence[str] | None) -> 
     return load_profile(profile, overrides or ())
 
 
-def _options(profile: Profile, base_url: str | None, engine_cmd: str | None, out: str | Path | None, label: str,
-             model: str | None, workers: int | None, ray: str | None) -> RunOptions:
+def _url(url: str | None, target_is_isolated: bool) -> str | None:
+    from loadrepro.drive.target import check_base_url
+
+    return check_base_url(url, target_is_isolated) if url else None
+
+
+def run_options(profile: str | Path | Profile, *, base_url: str | None = None, engine_cmd: str | None = None,
+                overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
+                label: str | None = None, workers: int | None = None, ray: str | None = None,
+                tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
+                api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+                target_is_isolated: bool = True, quiet: bool = True, command: str | None = None,
+                on_verdict: Callable[[RunReport], None] | None = None) -> RunOptions:
+    """One run's input checked and its defaults chosen (`run`'s arguments; the command line's flags). A program
+    chose its target deliberately, so `target_is_isolated` is True here and a flag on the command line."""
     if base_url and engine_cmd:
-        from loadrepro.errors import UsageError
+        raise UsageError("give a base URL or an engine command, not both")
+    if size_to_overrun is not None and size_to_overrun <= 0:
+        raise UsageError(f"size_to_overrun must be above 0, got {size_to_overrun}")
+    resolved = _profile(profile, overrides)
+    url = _url(base_url, target_is_isolated)
+    if tokenizer is not None:
+        from loadrepro.workload.tokens import LocalTokenizerCounter
 
-        raise UsageError("give base_url or engine_cmd, not both")
-    url = None
-    if base_url:
-        from loadrepro.drive.target import check_base_url
-
-        url = check_base_url(base_url, target_is_isolated=True)  # a program chose its target deliberately
-    return RunOptions(profile, url, model, label, Path(out) if out is not None else None, quiet=True,
-                      command=f"loadrepro run --profile {profile.name}", engine_cmd=engine_cmd,
-                      workers=workers if workers is not None else 2 if ray else 1, ray=ray)
+        LocalTokenizerCounter(Path(tokenizer))  # a wrong path is a usage error before any engine starts
+    return RunOptions(resolved, url, model, label or ("run" if url or engine_cmd else resolved.sim.policy),
+                      Path(out) if out is not None else None, api_key_env, quiet,
+                      command=command or f"loadrepro run --profile {resolved.name}", engine_cmd=engine_cmd,
+                      engine_start_timeout_s=engine_start_timeout_s, size_to_overrun=size_to_overrun,
+                      tokenizer=Path(tokenizer) if tokenizer is not None else None,
+                      workers=workers if workers is not None else 2 if ray else 1, ray=ray, on_verdict=on_verdict)
 
 
-async def arun(profile: str | Path | Profile, *, base_url: str | None = None, engine_cmd: str | None = None,
-               overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
-               label: str | None = None, say: Callable[[str], None] | None = None, workers: int | None = None,
-               ray: str | None = None) -> RunReport:
+def ab_sides(stock_url: str | None, stock_cmd: str | None, patched_url: str | None, patched_cmd: str | None,
+             target_is_isolated: bool = True) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
+    """Each side of an A/B comparison as (URL, command): a URL or a command for each side, or neither on both
+    sides (the simulated engine's stock and patched policies)."""
+    sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
+    if any(url and cmd for url, cmd in sides):
+        raise UsageError("give a URL or a command for each side, not both")
+    if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
+        raise UsageError("give both sides (a stock URL or command and a patched URL or command), or neither (the "
+                         "simulated engine's policies)")
+    stock, patched = ((_url(url, target_is_isolated), cmd) for url, cmd in sides)
+    return stock, patched
+
+
+async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | None = None,
+               engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
+               model: str | None = None, label: str | None = None, workers: int | None = None,
+               ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
+               api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> RunReport:
     """`run` for callers already on an event loop.
 
     >>> import asyncio, tempfile, loadrepro
@@ -62,35 +101,42 @@ async def arun(profile: str | Path | Profile, *, base_url: str | None = None, en
     >>> report.passed, report.findings[0].name
     (False, 'engine_death')
     """
-    resolved = _profile(profile, overrides)
-    default = "run" if base_url or engine_cmd else resolved.sim.policy
-    session = await run_session(_options(resolved, base_url, engine_cmd, out, label or default, model, workers, ray),
-                                say=say or (lambda _: None))
+    options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, out=out,
+                          model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
+                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
+                          engine_start_timeout_s=engine_start_timeout_s)
+    session = await run_session(options, say=say or (lambda _: None))
     return session.report.model_copy(update={"run_dir": str(session.run_dir)})
 
 
-def run(profile: str | Path | Profile, *, base_url: str | None = None, engine_cmd: str | None = None,
-        overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
-        label: str | None = None, say: Callable[[str], None] | None = None, workers: int | None = None,
-        ray: str | None = None) -> RunReport:
+def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | None = None,
+        engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
+        model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
+        tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
+        api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
     load from that many processes; `ray` ("local", or a cluster's address) makes them Ray actors (2 by default).
+    `tokenizer` counts lengths in a local Hugging Face tokenizer's tokens; `size_to_overrun` F sizes the workload
+    to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`.
 
     >>> import tempfile, loadrepro
     >>> report = loadrepro.run("quickstart", overrides=["sim.policy='patched'"], out=tempfile.mkdtemp())
     >>> report.passed
     True
     """
-    return asyncio.run(arun(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, out=out,
-                            model=model, label=label, say=say, workers=workers, ray=ray))
+    return asyncio.run(arun(profile, say=say, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides,
+                            out=out, model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
+                            size_to_overrun=size_to_overrun, api_key_env=api_key_env,
+                            engine_start_timeout_s=engine_start_timeout_s))
 
 
 def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_url: str | None = None,
        stock_cmd: str | None = None, patched_cmd: str | None = None, overrides: Sequence[str] | None = None,
-       out: str | Path | None = None, model: str | None = None,
-       say: Callable[[str], None] | None = None, workers: int | None = None, ray: str | None = None) -> Comparison:
+       out: str | Path | None = None, model: str | None = None, say: Say | None = None,
+       workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
+       api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds.
 
@@ -98,14 +144,51 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
     >>> loadrepro.ab("quickstart", out=tempfile.mkdtemp()).fix_confirmed
     True
     """
-    from loadrepro.drive.target import check_base_url
-    from loadrepro.errors import UsageError
-
-    sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
-    if any(url and cmd for url, cmd in sides) or (any(any(side) for side in sides) and not all(any(side)
-                                                                                             for side in sides)):
-        raise UsageError("give each side a URL or a command (not both), or neither side (the simulated engine)")
-    checked = [(check_base_url(url, target_is_isolated=True) if url else None, cmd) for url, cmd in sides]
-    options = _options(_profile(profile, overrides), None, None, out, "ab", model, workers, ray)
-    session = asyncio.run(run_ab(options, *checked, say=say or (lambda _: None)))
+    stock, patched = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd)
+    options = run_options(profile, overrides=overrides, out=out, model=model, label="ab", workers=workers, ray=ray,
+                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
+                          engine_start_timeout_s=engine_start_timeout_s)
+    session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
     return session.comparison
+
+
+def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
+                   overrides: Sequence[str] | None = None, engine_cmd: str | None = None,
+                   predicate: str | None = None, max_trials: int = 60, time_budget_s: float = 600.0,
+                   confirm: int = 0, model: str | None = None, out: str | Path | None = None) -> ShrinkOptions:
+    """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags)."""
+    if (run_dir is None) == (profile is None):
+        raise UsageError("give a failing run directory or a profile, not both")
+    if max_trials < 1 or time_budget_s <= 0 or confirm < 0:
+        raise UsageError("max_trials must be at least 1, time_budget_s above 0 and confirm at least 0")
+    if run_dir is not None:
+        from loadrepro.shrink.trials import engine_of
+
+        resolved, command = engine_of(Path(run_dir), engine_cmd)
+        engine_cmd = engine_cmd or command
+    else:
+        resolved = _profile(profile, overrides)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return ShrinkOptions(resolved, engine_cmd, Path(out) if out is not None else
+                         REPORTS_ROOT / f"shrink-{resolved.name}-{stamp}", model, predicate, max_trials, time_budget_s,
+                         confirm)
+
+
+def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
+           overrides: Sequence[str] | None = None, engine_cmd: str | None = None, predicate: str | None = None,
+           max_trials: int = 60, time_budget_s: float = 600.0, confirm: int = 0, model: str | None = None,
+           out: str | Path | None = None, say: Say | None = None) -> ShrinkResult:
+    """`loadrepro shrink`: the smallest workload that still fails the same way as a failing run (`run_dir`) or a
+    `profile` (same fatal signature, else engine death, else first failure; or the signature `predicate` names), on
+    a fresh engine per trial: `engine_cmd`, else the run's, else the simulated engine. Writes profile.toml, run/,
+    bundle.zip and shrink.md to `out`; `confirm` K runs the smallest workload K more times.
+
+    >>> import tempfile, loadrepro
+    >>> result = loadrepro.shrink_failure(profile="quickstart", max_trials=4, out=tempfile.mkdtemp())
+    >>> result.shrunk.best.requests <= result.shrunk.steps[0].trial.requests
+    True
+    """
+    options = shrink_options(run_dir, profile=profile, overrides=overrides, engine_cmd=engine_cmd,
+                             predicate=predicate, max_trials=max_trials, time_budget_s=time_budget_s,
+                             confirm=confirm, model=model, out=out)
+    return asyncio.run(_shrink(options, say=say or (lambda _: None)))

@@ -99,36 +99,25 @@ def run(
     import asyncio
     import shlex
 
-    from loadrepro.drive.target import check_base_url
-    from loadrepro.profile import load_profile
-    from loadrepro.session import RunOptions, run_session
+    from loadrepro.api import run_options
+    from loadrepro.session import run_session
 
-    if base_url and engine_cmd:
-        raise UsageError("give --base-url or --engine-cmd, not both")
-    resolved = load_profile(profile, set_ or [])
-    url = check_base_url(base_url, target_is_isolated) if base_url else None
+    options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=set_, out=out, model=model,
+                          label=label, workers=workers, ray=ray, tokenizer=tokenizer, size_to_overrun=size_to_overrun,
+                          api_key_env=api_key_env, engine_start_timeout_s=engine_start_timeout,
+                          target_is_isolated=target_is_isolated, quiet=quiet,
+                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
     if dry_run_:
-        import os
-
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
-        result = asyncio.run(dry_run(resolved, url, model, out, tokenizer, os.environ.get(api_key_env) or None, _say))
-        _echo(f"profile    {resolved.name}: {resolved.description}")
+        result = asyncio.run(dry_run(options.profile, options.base_url, model, out, options.tokenizer,
+                                     options.api_key, _say))
+        _echo(f"profile    {options.profile.name}: {options.profile.description}")
         _echo(format_summary(result.summary))
         if result.written:
             _echo(f"written    {result.written}")
         return
-    if tokenizer is not None:
-        from loadrepro.workload.tokens import LocalTokenizerCounter
-
-        LocalTokenizerCounter(tokenizer)  # a wrong path is a usage error before any engine starts
-    default_label = "run" if url or engine_cmd else resolved.sim.policy
-    options = RunOptions(resolved, url, model, label or default_label, out, api_key_env, quiet,
-                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_cmd=engine_cmd,
-                         engine_start_timeout_s=engine_start_timeout, size_to_overrun=size_to_overrun,
-                         tokenizer=tokenizer, workers=_workers(workers, ray), ray=ray,
-                         on_verdict=_say_verdict)
     session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
     for path in session.written:
         _echo(f"report: {path}")
@@ -142,11 +131,6 @@ def _say_verdict(report: RunReport) -> None:
 
     for line in describe_verdict(report):
         _echo(line)
-
-
-def _workers(workers: int | None, ray: str | None) -> int:
-    """--workers, else 2 Ray actors with --ray, else this process alone."""
-    return workers if workers is not None else 2 if ray else 1
 
 
 @app.command()
@@ -177,23 +161,16 @@ def ab(
     import asyncio
     import shlex
 
-    from loadrepro.drive.target import check_base_url
+    from loadrepro.api import ab_sides, run_options
     from loadrepro.judge.compare import Conclusion
-    from loadrepro.profile import load_profile
     from loadrepro.report.markdown import render_comparison
-    from loadrepro.session import RunOptions, run_ab
+    from loadrepro.session import run_ab
 
-    sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
-    if any(url and cmd for url, cmd in sides):
-        raise UsageError("give a URL or a command for each side, not both")
-    if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
-        raise UsageError("give both sides (--stock-url/--stock-cmd and --patched-url/--patched-cmd), or neither "
-                         "(the simulated engine's policies)")
-    resolved = load_profile(profile, set_ or [])
-    checked = [(check_base_url(url, target_is_isolated) if url else None, cmd) for url, cmd in sides]
-    options = RunOptions(resolved, None, model, "ab", out, api_key_env, quiet,
-                         command="loadrepro " + shlex.join(sys.argv[1:]), engine_start_timeout_s=engine_start_timeout,
-                         size_to_overrun=size_to_overrun, workers=_workers(workers, ray), ray=ray)
+    checked = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd, target_is_isolated)
+    options = run_options(profile, overrides=set_, out=out, model=model, label="ab", workers=workers, ray=ray,
+                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
+                          engine_start_timeout_s=engine_start_timeout, quiet=quiet,
+                          command="loadrepro " + shlex.join(sys.argv[1:]))
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
         _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
@@ -349,22 +326,12 @@ def shrink_command(
     """Search for the smallest workload that still fails the same way (same fatal signature, else engine death,
     else first failure), on a fresh engine per trial; writes profile.toml, run/, bundle.zip and shrink.md."""
     import asyncio
-    from datetime import UTC, datetime
 
-    from loadrepro.profile import load_profile
-    from loadrepro.shrink.command import ShrinkOptions, shrink
-    from loadrepro.shrink.trials import engine_of
+    from loadrepro.api import shrink_options
+    from loadrepro.shrink.command import shrink
 
-    if (run_dir is None) == (profile is None):
-        raise UsageError("give a failing run directory or --profile, not both")
-    if run_dir is not None:
-        resolved, command = engine_of(run_dir)
-        engine_cmd = engine_cmd or command
-    else:
-        resolved = load_profile(profile, set_ or [])
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    options = ShrinkOptions(resolved, engine_cmd, out or Path("reports") / f"shrink-{resolved.name}-{stamp}", model,
-                            predicate, max_trials, time_budget, confirm)
+    options = shrink_options(run_dir, profile=profile, overrides=set_, engine_cmd=engine_cmd, predicate=predicate,
+                             max_trials=max_trials, time_budget_s=time_budget, confirm=confirm, model=model, out=out)
     result = asyncio.run(shrink(options, say=_say))
     best, start = result.shrunk.best, result.shrunk.steps[0].trial
     _echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "

@@ -15,7 +15,7 @@ The engine-driving modules are imported when a fixture is first used, not when p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,27 +54,24 @@ class LoadreproRuns:
                           f"{Path(report.run_dir or '.') / 'report.md'}")
         return report
 
-    def __call__(self, profile: str | Path | Profile, *, base_url: str | None = None, engine_cmd: str | None = None,
-                 overrides: Sequence[str] | None = None, model: str | None = None) -> RunReport:
+    def __call__(self, profile: str | Path | Profile, **options: Any) -> RunReport:
+        """`loadrepro.run(profile, **options)`, its run directory this test's."""
         from loadrepro.api import run
 
-        return self._noted(run(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, model=model,
-                               out=self._out(str(getattr(profile, "name", profile)))))
+        return self._noted(run(profile, **options, out=self._out(str(getattr(profile, "name", profile)))))
 
-    async def arun(self, profile: str | Path | Profile, *, base_url: str | None = None,
-                   engine_cmd: str | None = None, overrides: Sequence[str] | None = None,
-                   model: str | None = None) -> RunReport:
+    async def arun(self, profile: str | Path | Profile, **options: Any) -> RunReport:
+        """`await loadrepro.arun(profile, **options)`, its run directory this test's."""
         from loadrepro.api import arun
 
-        return self._noted(await arun(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides,
-                                      model=model, out=self._out(str(getattr(profile, "name", profile)))))
+        return self._noted(await arun(profile, **options, out=self._out(str(getattr(profile, "name", profile)))))
 
-    def ab(self, profile: str | Path | Profile, **sides: Any) -> Comparison:
-        """`loadrepro.ab`: stock_url/stock_cmd and patched_url/patched_cmd, overrides, model."""
+    def ab(self, profile: str | Path | Profile, **options: Any) -> Comparison:
+        """`loadrepro.ab(profile, **options)`: stock_url/stock_cmd and patched_url/patched_cmd, overrides, model..."""
         from loadrepro.api import ab
 
         out = self._out(f"ab-{getattr(profile, 'name', profile)}")
-        comparison = ab(profile, out=out, **sides)
+        comparison = ab(profile, **options, out=out)
         self.lines.append(f"ab: {comparison.conclusion} ({comparison.detail})\n    comparison: {out / 'compare.md'}")
         return comparison
 

@@ -18,8 +18,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import orjson
 from ddsketch import DDSketch
+from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.capacity import EngineLimits, Prediction
 from loadrepro.profile import WatchSpec
@@ -67,10 +69,44 @@ class RequestRecord:
     signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
     first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
 
+    # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
+    @property
+    def ttft_ms(self) -> float | None:
+        """Sent -> its first token of any kind."""
+        return _ms(self.sent_ns, self.first_token_ns)
+
+    @property
+    def ttfc_ms(self) -> float | None:
+        """Sent -> its first content token (later than TTFT when reasoning or a tool call comes first)."""
+        return _ms(self.sent_ns, self.first_content_ns)
+
+    @property
+    def e2e_ms(self) -> float | None:
+        """Sent -> its end, whatever the outcome; None when it was never sent."""
+        return _ms(self.sent_ns, self.end_ns)
+
+    @property
+    def queue_ms(self) -> float | None:
+        """Queued -> sent: waiting for a concurrency slot inside loadrepro."""
+        return max(0.0, (self.sent_ns - self.queued_ns) / 1e6) if self.sent_ns is not None else None
+
+    def itl_ms(self) -> np.ndarray:
+        """The gaps between consecutive chunks that carried tokens."""
+        return np.diff(np.asarray(self.chunk_ns, dtype=np.int64)) / 1e6
+
+    @property
+    def sent_or_queued_ns(self) -> int:
+        """When it was sent (queued, when never sent): the time that places it in a window."""
+        return self.sent_ns if self.sent_ns is not None else self.queued_ns
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RequestRecord:
         data = {k: v for k, v in data.items() if k != "kind"}
         return cls(**{**data, "outcome": Outcome(data["outcome"]), "chunk_ns": tuple(data["chunk_ns"])})
+
+
+def _ms(start_ns: int | None, end_ns: int | None) -> float | None:
+    return (end_ns - start_ns) / 1e6 if start_ns is not None and end_ns is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +175,35 @@ _KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
 
 def sample_from_json(data: dict[str, Any]) -> Sample:
     kind = _SAMPLE_KINDS[data["kind"]]
-    return kind(**{k: v for k, v in data.items() if k != "kind"})
+    sample: Sample = kind(**{k: v for k, v in data.items() if k != "kind"})
+    return sample
 
 
 SKETCH_ACCURACY = 0.01  # relative accuracy of the latency sketches: a reported p95 is within 1% of the true one
-ITL_SAMPLES = 8  # inter-token gaps sketched per request, each weighted for the gaps it stands for
+_MAPPING = LogarithmicMapping(SKETCH_ACCURACY)  # DDSketch's own default mapping: the buckets its sketches use
+_LOG_GAMMA = float(np.log(_MAPPING.gamma))
 
 
 def _sketch() -> DDSketch:
     return DDSketch(SKETCH_ACCURACY)
+
+
+def add_all(sketch: DDSketch, values: np.ndarray) -> None:
+    """Adds every value. A few are added one by one; more, one `add` per bucket they fall in, with their count, of
+    the value DDSketch reads that bucket back as: the sketch answers as if each had been added (up to a value on a
+    bucket's very edge), at a fraction of the cost for a long stream, whose gaps fall in a few dozen buckets."""
+    if len(values) <= _ONE_BY_ONE:
+        for value in values.tolist():
+            sketch.add(max(value, 1e-6))
+        return
+    keys = np.ceil(np.log(np.maximum(values, 1e-6)) / _LOG_GAMMA).astype(np.int64)
+    low = int(keys.min())
+    counts = np.bincount(keys - low)
+    for offset in np.flatnonzero(counts).tolist():
+        sketch.add(_MAPPING.value(low + offset), int(counts[offset]))
+
+
+_ONE_BY_ONE = 24  # below this many values, adding each is cheaper than bucketing them with numpy (measured)
 
 
 @dataclass(slots=True)
@@ -164,7 +220,9 @@ class WindowTally:
 class Tally:
     """Exact counts and mergeable latency sketches (DDSketch, a kept library) over every record of a run, whether
     or not the record is kept in memory: a soak keeps only its first records and its failures, so its memory is
-    bounded by the run's shape, not its length. requests.jsonl has every record."""
+    bounded by the run's shape, not its length. Every latency a report shows comes from here, records kept or
+    not: one path, within SKETCH_ACCURACY of the exact value (the lower of the two nearest ranks).
+    requests.jsonl has every record."""
 
     window_s: float
     start_ns: int = 0
@@ -182,6 +240,14 @@ class Tally:
     ttfc_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
 
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float) -> Tally:
+        """The tally of records at hand (a result built from all of its records)."""
+        tally = cls(window_s, start_ns)
+        for r in records:
+            tally.add(r)
+        return tally
+
     # TTFT and ITL go into their window's sketch only, and the run's are those merged when asked for: a DDSketch
     # merge of sketches with one mapping is exact, and adding each value once halves the per-record work.
     @property
@@ -192,6 +258,10 @@ class Tally:
     def itl_ms(self) -> DDSketch:
         return _merged(w.itl_ms for w in self.windows.values())
 
+    def window_of(self, t_ns: int) -> int:
+        """The 0-based window a time falls in."""
+        return int((t_ns - self.start_ns) / 1e9 // self.window_s)
+
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
         self.conversations += r.turn == 1
@@ -201,25 +271,15 @@ class Tally:
         if r.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + r.cached_tokens
         self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
-        window = self.windows.setdefault(int(((r.sent_ns or r.queued_ns) - self.start_ns) / 1e9 // self.window_s),
-                                         WindowTally())
+        window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
         window.requests += 1
         window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
-        if r.sent_ns is not None:
-            self.e2e_ms.add((r.end_ns - r.sent_ns) / 1e6)
-            self.queue_ms.add(max(0.0, (r.sent_ns - r.queued_ns) / 1e6))
-        if r.first_token_ns and r.sent_ns:
-            window.ttft_ms.add((r.first_token_ns - r.sent_ns) / 1e6)
-        if r.first_content_ns and r.sent_ns:
-            self.ttfc_ms.add((r.first_content_ns - r.sent_ns) / 1e6)
-        chunks = r.chunk_ns
-        if len(chunks) > 1:  # ITL_SAMPLES gaps spread over the stream, each weighted for the gaps it stands for
-            gaps = len(chunks) - 1
-            picked = min(gaps, ITL_SAMPLES)
-            weight = gaps / picked
-            for j in range(picked):
-                i = j * (gaps - 1) // (picked - 1) if picked > 1 else 0
-                window.itl_ms.add(max((chunks[i + 1] - chunks[i]) / 1e6, 1e-6), weight)
+        for sketch, value in ((self.e2e_ms, r.e2e_ms), (self.queue_ms, r.queue_ms), (window.ttft_ms, r.ttft_ms),
+                              (self.ttfc_ms, r.ttfc_ms)):
+            if value is not None:
+                sketch.add(max(value, 1e-6))
+        if len(r.chunk_ns) > 1:
+            add_all(window.itl_ms, r.itl_ms())
 
 
 def _merged(sketches: Iterable[DDSketch]) -> DDSketch:
@@ -246,11 +306,11 @@ class RunResult:
     log_matches: tuple[LogMatch, ...]
     log_context: tuple[str, ...]  # the lines before the first fatal log match
     notes: tuple[Note, ...]
-    stop_reason: str  # done | duration | engine_death | interrupted
+    stop_reason: str  # done | duration | engine_death | interrupted | worker_crashed
     interrupted: bool
     limits: EngineLimits | None = None  # the target's KV limits, when known
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
-    tally: Tally | None = None  # exact totals over every record, when not all records are kept (long runs)
+    tally: Tally | None = None  # totals over every record (None: every record is in `records`); see totals()
     workers: int = 1  # processes that sent the load (drive/workers.py)
     backend: str = "in-process"  # in-process | processes | ray
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
@@ -259,6 +319,14 @@ class RunResult:
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""
         return (t_ns - self.start_ns) / 1e9
+
+    def totals(self, window_s: float) -> Tally:
+        """Counts and sketches over every request of the run, in windows of window_s: the run's own tally, or
+        one made from its records when it has none (or has all its records and other windows). A tally whose
+        records were not all kept stays in its own windows."""
+        if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped):
+            return self.tally
+        return Tally.of(self.records, self.start_ns, window_s)
 
 
 class JsonlWriter:

@@ -16,18 +16,29 @@ class _Model(BaseModel):
 
 
 class Percentiles(_Model):
-    p50: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    max: float | None = None
+    p50: float | None = Field(None, description="The median.")
+    p95: float | None = Field(None, description="The 95th percentile.")
+    p99: float | None = Field(None, description="The 99th percentile.")
+    max: float | None = Field(None, description="The largest value.")
+    count: int | None = Field(None, description="How many values these are drawn from (what they are: the row's "
+                                                "description says).")
 
 
 class Latency(_Model):
-    ttft_ms: Percentiles  # sent -> first token of any kind (reasoning, tool-call arguments, content)
-    itl_ms: Percentiles  # between consecutive chunks that carried tokens
-    e2e_ms: Percentiles  # sent -> end
-    queue_ms: Percentiles  # queued -> sent: waiting for a concurrency slot inside loadrepro
-    ttfc_ms: Percentiles = Percentiles()  # sent -> first content token (later than ttft when reasoning comes first)
+    """Latency over every request of the run, kept in memory or not: from DDSketch sketches, each value within 1%
+    of the exact one (the lower of the two nearest ranks). Each row covers its own requests (`count`)."""
+
+    ttft_ms: Percentiles = Field(description="Sent -> first token of any kind (reasoning, tool-call arguments, "
+                                             "content), over the requests that received a token.")
+    itl_ms: Percentiles = Field(description="The gaps between consecutive chunks that carried tokens, over every "
+                                            "such gap of every request.")
+    e2e_ms: Percentiles = Field(description="Sent -> end, over every request that was sent, whatever its outcome: "
+                                            "failed ones included, so it can sit below TTFT.")
+    queue_ms: Percentiles = Field(description="Queued -> sent: waiting for a concurrency slot inside loadrepro, over "
+                                              "every request that was sent.")
+    ttfc_ms: Percentiles = Field(Percentiles(), description="Sent -> first content token (later than TTFT when "
+                                                            "reasoning or a tool call comes first), over the requests "
+                                                            "that received content.")
 
 
 class Throughput(_Model):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
+from loadrepro.drive.backend import CRASHED
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.limits import discover, from_profile
@@ -224,7 +225,11 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
     if options.on_verdict is not None:
         options.on_verdict(report)
     pictures = timeline_of(result) if options.pictures else None
-    return Session(run_dir, plan, result, report, write_reports(report, run_dir, pictures))
+    written = write_reports(report, run_dir, pictures)
+    if result.stop_reason == "worker_crashed":
+        crash = next(n.text for n in result.notes if n.source == "workers" and n.text.startswith(CRASHED))
+        raise InternalError(f"{crash}; the report of everything received is in {run_dir}")
+    return Session(run_dir, plan, result, report, written)
 
 
 def _process_start_ns() -> int | None:

@@ -44,3 +44,32 @@ def test_importing_loadrepro_does_not_import_the_engine_driving_parts():
            "if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_api_sizes_a_workload_to_overrun_the_pool_as_the_command_line_does(tmp_path):
+    said: list[str] = []
+    report = loadrepro.run("draft-pool", size_to_overrun=1.5, say=said.append, out=tmp_path)
+    assert not report.passed and any(line.startswith("size-to-overrun 1.5:") for line in said), said
+    assert max(report.pressure.pool_usage_peak.values()) >= 0.99
+
+
+def test_the_api_plans_in_a_local_tokenizers_tokens(tokenizer_dir, tmp_path):
+    report = loadrepro.run("healthy", tokenizer=tokenizer_dir, overrides=["workload.conversations=2",
+                                                                         "workload.turns=1"], out=tmp_path)
+    assert report.calibration.source == f"local tokenizer {tokenizer_dir / 'tokenizer.json'}"
+
+
+def test_bad_tokenizers_and_shrinks_are_usage_errors_before_anything_starts(tmp_path):
+    with pytest.raises(UsageError, match="no tokenizer.json"):
+        loadrepro.run("quickstart", tokenizer=tmp_path / "nothing", out=tmp_path / "run")
+    with pytest.raises(UsageError, match="a failing run directory or a profile"):
+        loadrepro.shrink_failure(out=tmp_path / "shrink")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "shrink").exists()
+
+
+def test_the_command_line_and_the_api_refuse_bad_input_in_the_same_words(tmp_path):
+    with pytest.raises(UsageError) as raised:
+        loadrepro.ab("quickstart", stock_url="http://127.0.0.1:9", out=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--stock-url", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == f"loadrepro: {raised.value}"

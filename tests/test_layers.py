@@ -1,5 +1,5 @@
-"""The import contracts in pyproject.toml ([tool.importlinter]) hold, checked with import-linter; and ruff finds
-nothing."""
+"""The import contracts in pyproject.toml ([tool.importlinter]) hold, checked with import-linter; ruff finds
+nothing; and mypy finds nothing in the modules it checks."""
 
 import subprocess
 import sys
@@ -21,3 +21,10 @@ def test_the_code_is_lint_clean():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "loadrepro", "tests", "benchmarks", "examples",
                            "scripts"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def test_the_checked_modules_are_type_clean():
+    """mypy, strict, over the modules pyproject.toml lists ([tool.mypy] files: the shared vocabulary, the judges,
+    the workload, the simulated engine's pure core, the shrinker's search)."""
+    done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Success: no issues found" in done.stdout, done.stdout[-3000:] + done.stderr[-1000:]

@@ -96,4 +96,4 @@ def test_a_run_against_a_live_url_cannot_be_shrunk_and_says_why(tmp_path):
                           timeout=60)
     assert done.returncode == 2 and "a live engine cannot be shrunk" in done.stderr and "--engine-cmd" in done.stderr
     neither = subprocess.run([sys.executable, "-m", "loadrepro", "shrink"], capture_output=True, text=True, timeout=60)
-    assert neither.returncode == 2 and "give a failing run directory or --profile" in neither.stderr
+    assert neither.returncode == 2 and "give a failing run directory or a profile" in neither.stderr

@@ -48,7 +48,7 @@ async def test_conversations_split_by_index_and_the_load_adds_up():
     shares = split(profile.load, workload, 3)
     assert [[c.index for c in s.workload.conversations] for s in shares] == [[0, 3, 6], [1, 4], [2, 5]]
     assert [s.load.concurrency for s in shares] == [2, 2, 1]
-    assert sum(s.load.max_rps for s in shares) == pytest.approx(9)
+    assert [s.load.max_rps for s in shares] == [9, 9, 9]  # one schedule for them all (SharedStarts), not 9 / 3
     assert split(profile.load, workload, 3) == shares  # the same seed, the same split
     with pytest.raises(UsageError, match="concurrency"):
         split(profile.load, workload, 6)
@@ -177,6 +177,35 @@ def test_workers_stop_when_the_driver_is_killed(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_worker_that_dies_leaves_the_report_of_everything_received_with_the_crash_named(tmp_path):
+    out = tmp_path / "crash"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--workers", "2", "--out", str(out),
+         "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
+            time.sleep(0.2)
+        workers = sorted(pid for pid in children(process.pid)
+                         if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes())  # not the resource tracker
+        assert len(workers) == 2
+        os.kill(workers[0], signal.SIGKILL)
+        _, err = process.communicate(timeout=45)  # the other worker is cancelled: no waiting for the minute
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 3, err
+    assert "a load worker failed, so part of the load is missing: loadrepro-worker-" in err
+    assert "exited with code -9; the report of everything received is in" in err
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "worker_crashed" and report["verdict"] == "fail"
+    assert any(r["name"] == "interrupted" and r["fired"] and "loadrepro's own failure" in r["detail"]
+               for r in report["rules"])
+    assert any(n.startswith("workers: a load worker failed") for n in report["notes"])
+    assert len(requests_of(out)) == report["requests"]["total"] > 0
 
 
 def test_engine_death_stops_every_worker_and_loses_no_record(tmp_path):

@@ -47,9 +47,6 @@ class Arrivals:
         # than max_rps of them (a bucket of max_rps would let a burst of max_rps through, then max_rps more).
         self._starts = starts or (AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None)
 
-    async def prepare(self) -> None:
-        """Nothing to start before the load's time zero (worker processes and Ray actors have)."""
-
     async def run(self) -> None:
         conversations = self._workload.conversations
         async with asyncio.TaskGroup() as tg:

@@ -11,6 +11,10 @@ one watching the engine.
 - One time axis: an actor on the driver's node shares its monotonic clock (no offset). On another node the
   driver asks the actor's clock between two readings of its own and takes the midpoint: each of that actor's
   times is shifted by the difference, with a residual error of at most half that round trip, stated in the report.
+- max_rps cannot be one schedule across machines: each actor starts at most max_rps / N requests a second,
+  spaced, so one second may hold up to N - 1 starts more than max_rps; the report says so.
+- An actor that dies or whose share raises cancels the others; run() then raises WorkerCrashed, and the runner
+  keeps every record received.
 """
 
 from __future__ import annotations
@@ -23,20 +27,31 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
+from loadrepro.drive.backend import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
 from loadrepro.drive.client import Activity, Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.workers import CANCEL, GO, NO_NEW, POLL_S, Share, split
-from loadrepro.errors import InternalError, UsageError
-from loadrepro.profile import LoadSpec
+from loadrepro.errors import UsageError
 from loadrepro.records import RequestRecord
-from loadrepro.workload.model import Workload
 
-_DRAIN_S = 15.0
+ACTOR_CPUS = 0.01
 _CLOCK_READINGS = 5  # the offset is taken from the reading with the shortest round trip
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one pull brings back from an actor."""
+
+    records: list[RequestRecord]  # since the last pull, on the actor's clock
+    in_flight: int
+    activity_ns: int  # the engine's last progress the actor saw, on its clock
+    done: bool  # its share is over: no record comes after this batch
+    error: str | None  # what its share raised, if it did
 
 
 class RayWorker:
@@ -52,26 +67,30 @@ class RayWorker:
         self._live: LiveState | None = None
         self._task: asyncio.Task[None] | None = None
 
+    def clock(self) -> int:
+        """This actor's clock, which every time it records is on (its machine's monotonic clock)."""
+        return time.perf_counter_ns()
+
     def node(self) -> tuple[str, int]:
         import ray
 
-        return ray.get_runtime_context().get_node_id(), time.perf_counter_ns()
+        return ray.get_runtime_context().get_node_id(), self.clock()
 
     async def start(self, started_ns: int) -> None:
         self._live = LiveState(started_ns, None, None)
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        async with Client(self._config, activity=self._activity) as client:
+        async with Client(self._config, self.clock, activity=self._activity) as client:
             share = self._share
             await Arrivals(share.load, share.workload, self._seed, client, self._live, self._stopped, self._keep,
-                           stream=share.index, streams=share.count).run()
+                           self.clock, stream=share.index, streams=share.count).run()
 
     def _keep(self, record: RequestRecord) -> None:
         self._records.append(record)
         self._arrived.set()
 
-    async def pull(self, level: int, activity_ns: int) -> dict[str, Any]:
+    async def pull(self, level: int, activity_ns: int) -> Batch:
         """Apply the driver's stop level and progress; the records since the last pull (waiting up to POLL_S for
         one), whether the share is done, and its error if it failed."""
         assert self._task is not None and self._live is not None
@@ -91,8 +110,7 @@ class RayWorker:
         error = None
         if done and not self._task.cancelled() and self._task.exception() is not None:
             error = f"{type(self._task.exception()).__name__}: {self._task.exception()}"
-        return {"records": records, "in_flight": self._live.in_flight, "activity_ns": self._activity.last_ns,
-                "done": done, "error": error}
+        return Batch(records, self._live.in_flight, self._activity.last_ns, done, error)
 
 
 def _shifted(record: RequestRecord, offset_ns: int) -> RequestRecord:
@@ -129,26 +147,50 @@ def _held_stderr() -> Iterator[None]:
 
 
 class RayArrivals:
-    """Arrivals spread over Ray actors, with the interface of drive.arrivals.Arrivals (see WorkerArrivals)."""
+    """The load sent from Ray actors (drive/backend.py's LoadBackend)."""
 
-    def __init__(self, load: LoadSpec, workload: Workload, seed: int, client: Client, live: LiveState,
-                 stopped: asyncio.Event, on_record: Callable[[RequestRecord], None], count: int,
-                 address: str | None) -> None:
+    name: BackendName = "ray"
+
+    def __init__(self, setup: LoadSetup, count: int, address: str | None,
+                 worker: type[RayWorker] = RayWorker) -> None:
+        """`worker`: the actors' class (a test gives one with its own clock)."""
         try:
             import ray
         except ImportError as exc:
             raise UsageError("--ray needs Ray: pip install 'loadrepro[ray]'") from exc
         self._ray = ray
-        self._shares = split(load, workload, count)
-        self._config, self._seed, self._live, self._stopped = client.config, seed, live, stopped
-        self._on_record, self._client = on_record, client
-        self._address = address
+        self.workers = count
+        load = setup.load
+        shares = split(load, setup.workload, count)
+        if load.max_rps:  # no schedule can be shared across machines: each actor keeps its part
+            shares = [dataclasses.replace(s, load=s.load.model_copy(update={"max_rps": load.max_rps / count}))
+                      for s in shares]
+        self._shares, self._setup = shares, setup
+        self._config, self._seed, self._live, self._stopped = setup.client.config, setup.seed, setup.live, setup.stopped
+        self._on_record, self._client = setup.on_record, setup.client
+        self._address, self._worker = address, worker
         self._level = GO
         self.residual_ns = 0  # the largest clock-offset uncertainty of any actor (half its round trip)
         self.nodes: set[str] = set()
         self._actors: list[Any] = []
         self._offsets: list[int] = []
         self._started_here = False
+
+    @property
+    def offsets(self) -> list[int]:
+        """Each actor's clock minus the driver's, as measured (0: on the driver's node)."""
+        return list(self._offsets)
+
+    def notes(self) -> list[str]:
+        clocks = (f"clock offsets measured, residual error at most {self.residual_ns / 1e6:.2f} ms"
+                  if self.residual_ns else "every actor on this machine's clock, no offset")
+        said = [f"{self.workers} Ray actors on {len(self.nodes)} node(s); {clocks}"]
+        if self._setup.load.max_rps:
+            rps = self._setup.load.max_rps
+            said.append(f"max_rps: each of the {self.workers} Ray actors started at most {rps / self.workers:g} "
+                        f"requests a second, spaced, so one second may have held up to {self.workers - 1} starts "
+                        f"more than {rps:g} (actors on other machines share no schedule)")
+        return said
 
     def _connect(self) -> bool:
         """Joins the cluster, or starts a local instance; True when this run started it."""
@@ -167,7 +209,9 @@ class RayArrivals:
         """Joins or starts Ray (on a thread: Ray would take over SIGTERM from the main thread) and starts the
         actors, before the load's time zero: a local instance takes seconds to start."""
         self._started_here = await asyncio.to_thread(self._connect)
-        actor = self._ray.remote(num_cpus=0, scheduling_strategy="SPREAD")(RayWorker)
+        # SPREAD places actors that ask for no resources all on one node: each asks for a hundredth of a CPU, so
+        # they are spread over the nodes that have CPUs (a head started with no CPUs keeps none).
+        actor = self._ray.remote(num_cpus=ACTOR_CPUS, scheduling_strategy="SPREAD")(self._worker)
         self._actors = [actor.remote(share, self._config, self._seed) for share in self._shares]
         self._offsets = [await self._offset(a) for a in self._actors]
 
@@ -181,7 +225,7 @@ class RayArrivals:
                 await self._pump(actors, offsets)
             except asyncio.CancelledError:
                 self._level = CANCEL
-                await asyncio.shield(asyncio.wait_for(self._pump(actors, offsets), _DRAIN_S))
+                await asyncio.shield(asyncio.wait_for(self._pump(actors, offsets), DRAIN_S))
                 raise
         finally:
             for a in actors:
@@ -206,25 +250,35 @@ class RayArrivals:
         return best[1]
 
     async def _pump(self, actors: list[Any], offsets: list[int]) -> None:
-        """Pull from every actor until all are done; each pull passes the stop level and the progress on."""
+        """Pull from every actor until all are done; each pull passes the stop level and the progress on. An actor
+        that died or failed cancels the others, whose last records are still pulled."""
         running = dict(enumerate(actors))
         in_flight = [0] * len(actors)
+        crashed: list[str] = []
         while running:
             if self._stopped.is_set() and self._level < NO_NEW:
                 self._level = NO_NEW
             progress = self._client.activity.last_ns
             pulled = await asyncio.gather(*(a.pull.remote(self._level, progress + offsets[i])
-                                            for i, a in running.items()))
-            for (i, _), batch in zip(list(running.items()), pulled):
-                for record in batch["records"]:
-                    self._on_record(_shifted(record, offsets[i]))
-                in_flight[i] = batch["in_flight"]
-                self._client.activity.last_ns = max(self._client.activity.last_ns,
-                                                    batch["activity_ns"] - offsets[i])
-                if batch["error"]:
-                    raise InternalError(f"a Ray load worker failed, so part of the load is missing: "
-                                        f"{batch['error']}")
-                if batch["done"]:
+                                            for i, a in running.items()), return_exceptions=True)
+            for (i, _), batch in zip(list(running.items()), pulled, strict=True):
+                if isinstance(batch, BaseException):
+                    if isinstance(batch, asyncio.CancelledError):
+                        raise batch
+                    crashed.append(f"Ray actor {i} is gone ({type(batch).__name__}: {batch})")
                     del running[i]
+                    continue
+                for record in batch.records:
+                    self._on_record(_shifted(record, offsets[i]))
+                in_flight[i] = batch.in_flight
+                self._client.activity.last_ns = max(self._client.activity.last_ns, batch.activity_ns - offsets[i])
+                if batch.error:
+                    crashed.append(f"Ray actor {i} raised {batch.error}")
+                if batch.done:
+                    del running[i]
+            if crashed:
+                self._level = CANCEL
             self._live.in_flight = sum(in_flight[i] for i in running)
         self._live.in_flight = 0
+        if crashed:
+            raise WorkerCrashed(CRASHED + "; ".join(crashed))

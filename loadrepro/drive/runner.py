@@ -17,19 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadrepro.drive.arrivals import Arrivals
+from loadrepro.drive.backend import LoadBackend, LoadSetup, WorkerCrashed, backend_for
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
-from loadrepro.drive.ray_workers import RayArrivals
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.canary import Canaries
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
-from loadrepro.drive.workers import WorkerArrivals
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.profile import Profile
 from loadrepro.records import (
@@ -77,7 +75,6 @@ class Runner:
         """`workers` > 1: the load is sent from that many processes (drive/workers.py); with `ray` ("local" or a
         cluster's address), from that many Ray actors (drive/ray_workers.py)."""
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
-        self.workers, self.backend = workers, "ray" if ray else "processes" if workers > 1 else "in-process"
         self._clock = clock
         self._load = profile.load
         self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records)
@@ -91,14 +88,10 @@ class Runner:
         self._logs: LogWatcher | None = None
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
-        shared = (self._load, workload, profile.workload.seed, client, self.live, self._stopped, self._on_record)
-        self._arrivals: Arrivals | WorkerArrivals | RayArrivals
-        if ray:
-            self._arrivals = RayArrivals(*shared, workers, None if ray == "local" else ray)
-        elif workers > 1:
-            self._arrivals = WorkerArrivals(*shared, workers)
-        else:
-            self._arrivals = Arrivals(*shared, clock)
+        setup = LoadSetup(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
+                          self._on_record)
+        self._backend: LoadBackend = backend_for(setup, workers, ray, clock)
+        self.workers, self.backend = self._backend.workers, self._backend.name
 
     # -- records and samples ----------------------------------------------------------------------------------
 
@@ -217,7 +210,7 @@ class Runner:
                 # cannot be read is said once, and not followed.
                 if logs and not await self._watch("engine log", logs.start()):
                     logs = None
-                await self._arrivals.prepare()  # workers start before time zero, not in the load's first second
+                await self._backend.prepare()  # workers start before time zero, not in the load's first second
                 self.live.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
@@ -239,7 +232,7 @@ class Runner:
                         tg.create_task(self._watch("canary", canaries.run(stop_watching)))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
-                    self._load_task = tg.create_task(self._arrivals.run())
+                    self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
                     try:
@@ -252,8 +245,8 @@ class Runner:
                             deadline.cancel()
                     await self._settle_engine()
                     stop_watching.set()
-                if isinstance(self._arrivals, RayArrivals):
-                    self._note_ray(self._arrivals)
+                for text in self._backend.notes():
+                    self._note("workers", text)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch("metrics", metrics.scrape())
                 if logs and not logs.found:
@@ -267,10 +260,13 @@ class Runner:
             self._recorder.close()
         return self._result(end_ns, post, self._stop_reason or "done")
 
-    def _note_ray(self, arrivals: RayArrivals) -> None:
-        clocks = (f"clock offsets measured, residual error at most {arrivals.residual_ns / 1e6:.2f} ms"
-                  if arrivals.residual_ns else "every actor on this machine's clock, no offset")
-        self._note("workers", f"{self.workers} Ray actors on {len(arrivals.nodes)} node(s); {clocks}")
+    async def _send_load(self) -> None:
+        """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
+        try:
+            await self._backend.run()
+        except WorkerCrashed as crash:
+            self._note("workers", str(crash))  # the interrupted rule says it is loadrepro's failure
+            self._stop("worker_crashed", 0.0)
 
     def snapshot(self) -> RunResult:
         """What the run has recorded so far, as a result (for checkpoints while it goes on)."""
@@ -287,7 +283,7 @@ class Runner:
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries),
-            tally=copy.deepcopy(recorded.tally) if recorded.tally.dropped else None)
+            tally=copy.deepcopy(recorded.tally))
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

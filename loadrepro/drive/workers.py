@@ -4,7 +4,7 @@ stays the one writer of requests.jsonl and the only one watching the engine (hea
 
 - Conversation i goes to worker i mod N, so the same seed always gives the same split; concurrency is split so
   the shares add up to [load] concurrency, and rate is divided by N; max_rps holds for the workers together
-  (SharedStarts).
+  (SharedStarts: one schedule of starts, so no one-second window holds more than max_rps starts).
 - One time axis: records are stamped with time.perf_counter_ns, CLOCK_MONOTONIC on Linux, one clock for every
   process of the machine, so the workers' times need no offset (residual error: none beyond the clock's own).
 - Shared memory carries what must cross at once: the stop level (0 go on, 1 start no new request, 2 cancel what
@@ -13,35 +13,52 @@ stays the one writer of requests.jsonl and the only one watching the engine (hea
   Workers look at it every 50 ms, so a stop reaches them well within a second; they ignore SIGINT and SIGTERM
   (a terminal's Ctrl-C reaches the whole process group) and stop when the driver does, or when it is gone.
 - Processes are spawned, not forked: the driver has threads (the record writers) by then.
+- A worker that dies (killed, or its share raised) cancels the others; run() then raises WorkerCrashed, and the
+  runner keeps every record received.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import dataclasses
 import multiprocessing
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from ctypes import c_int, c_int64
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Lock
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
+from loadrepro.drive.backend import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
-from loadrepro.errors import InternalError, UsageError
+from loadrepro.errors import UsageError
 from loadrepro.profile import LoadSpec
 from loadrepro.records import RequestRecord
 from loadrepro.workload.model import Workload
 
 POLL_S = 0.05
 GO, NO_NEW, CANCEL = 0, 1, 2
-READY = "ready"
-_DRAIN_S = 15.0  # how long cancelled workers may take to send their last records before they are killed
+
+
+# What a worker sends the driver, in this order: Ready, then its records, then Finished.
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The worker has imported loadrepro and waits for the load's time zero."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The worker's last word: its share is done or was stopped (error None), or it raised (error says what)."""
+
+    error: str | None = None
+
+
+Message = Ready | RequestRecord | Finished
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +86,6 @@ def split(load: LoadSpec, workload: Workload, count: int) -> list[Share]:
         update: dict[str, Any] = {"concurrency": concurrency}
         if load.rate:
             update["rate"] = load.rate / count
-        if load.max_rps:
-            update["max_rps"] = load.max_rps / count
         part = dataclasses.replace(workload, conversations=workload.conversations[k::count])
         shares.append(Share(k, count, load.model_copy(update=update), part))
     return shares
@@ -81,7 +96,7 @@ class SharedActivity:
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: c_int64) -> None:
         self._value = value
 
     @property
@@ -95,13 +110,21 @@ class SharedActivity:
 
 
 @dataclass(frozen=True, slots=True)
-class _Shared:
-    stop: Any  # RawValue int: GO, NO_NEW, CANCEL
-    activity: Any  # RawValue int64
-    in_flight: Any  # RawArray int, one per worker
-    next_start: Any  # RawValue int64: the earliest time the next request may start, under max_rps
-    starts: Any  # a Lock over next_start (only with max_rps: a lock brings multiprocessing's resource tracker)
+class Shared:
+    """The memory the driver and every worker share (multiprocessing RawValue, RawArray and Lock)."""
+
+    stop: c_int  # GO, NO_NEW, CANCEL
+    activity: c_int64  # the engine's last progress (SharedActivity)
+    in_flight: Any  # ctypes array of c_int, one per worker
+    next_start: c_int64  # the earliest time the next request may start, under max_rps
+    starts: Lock | None  # over next_start (only with max_rps: a lock brings multiprocessing's resource tracker)
     start_every_ns: int  # 1 / max_rps, 0 without it
+
+    @classmethod
+    def create(cls, context: Any, workers: int, max_rps: float | None) -> Shared:
+        return cls(context.RawValue(c_int, GO), context.RawValue(c_int64, 0), context.RawArray(c_int, workers),
+                   context.RawValue(c_int64, 0), context.Lock() if max_rps else None,
+                   int(1e9 / max_rps) if max_rps else 0)
 
 
 class SharedStarts:
@@ -110,14 +133,15 @@ class SharedStarts:
     whichever worker makes them. Dividing max_rps by N instead would let each worker's spacing drift against the
     others' and a window hold up to N starts more."""
 
-    def __init__(self, shared: _Shared) -> None:
-        self._shared = shared
+    def __init__(self, shared: Shared) -> None:
+        assert shared.starts is not None, "SharedStarts needs max_rps"
+        self._shared, self._lock = shared, shared.starts
 
     async def acquire(self) -> None:
         """Returns when a start is allowed: at least 1/max_rps after the start before it, taken by any worker.
         The spacing is from actual starts, not from a schedule, so a wait that ends late grants no credit."""
         while True:
-            with self._shared.starts:
+            with self._lock:
                 now = time.perf_counter_ns()
                 wait = self._shared.next_start.value - now
                 if wait <= 0:
@@ -126,25 +150,28 @@ class SharedStarts:
             await asyncio.sleep(wait / 1e9)
 
 
-def _worker(share: Share, config: ClientConfig, seed: int, shared: _Shared, out: Connection, go: Connection,
+def _worker(share: Share, config: ClientConfig, seed: int, shared: Shared, out: Connection, go: Connection,
             parent: int) -> None:
     """A worker process: says it is ready, waits for the load's time zero, then runs its share until done or
-    stopped; every record goes to `out`, then None."""
+    stopped; every record goes to `out`, then Finished."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    error = None
     try:
-        out.send(READY)
+        out.send(Ready())
         started_ns = go.recv()
         if started_ns is not None:
             asyncio.run(_work(share, config, seed, started_ns, shared, out, parent))
     except EOFError:
         pass  # the driver went away before the load started
+    except Exception as exc:  # noqa: BLE001 - said to the driver, which names it in the report
+        error = f"{type(exc).__name__}: {exc}"
     finally:
-        out.send(None)
+        out.send(Finished(error))
         out.close()
 
 
-async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, shared: _Shared, out: Connection,
+async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, shared: Shared, out: Connection,
                 parent: int) -> None:
     live = LiveState(started_ns, None, None)
     stopped = asyncio.Event()
@@ -167,26 +194,29 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
 
 
 class WorkerArrivals:
-    """Arrivals spread over worker processes, with the interface of drive.arrivals.Arrivals: `run()` sends the
-    workload until it is done; `stopped` set means start no new request; cancelling `run()` cancels what is in
-    flight, and returns only once every worker has sent its last record."""
+    """The load sent from worker processes (drive/backend.py's LoadBackend)."""
 
-    def __init__(self, load: LoadSpec, workload: Workload, seed: int, client: Client, live: LiveState,
-                 stopped: asyncio.Event, on_record: Callable[[RequestRecord], None], count: int) -> None:
-        self._shares = split(load, workload, count)
-        self._config, self._seed, self._live, self._stopped = client.config, seed, live, stopped
-        self._on_record = on_record
+    name: BackendName = "processes"
+
+    def __init__(self, setup: LoadSetup, count: int) -> None:
+        self.workers = count
+        self._shares = split(setup.load, setup.workload, count)
+        self._setup = setup
+        self._config = setup.client.config
         context = multiprocessing.get_context("spawn")
         self._context = context
-        self._shared = _Shared(context.RawValue(ctypes.c_int, GO), context.RawValue(ctypes.c_int64, 0),
-                               context.RawArray(ctypes.c_int, count), context.RawValue(ctypes.c_int64, 0),
-                               context.Lock() if load.max_rps else None,
-                               int(1e9 / load.max_rps) if load.max_rps else 0)
-        client.activity = SharedActivity(self._shared.activity)  # the driver's metrics count as progress too
+        self._shared = Shared.create(context, count, setup.load.max_rps)
+        setup.client.activity = SharedActivity(self._shared.activity)  # the driver's metrics count as progress too
         self.pids: list[int] = []
         self._processes: list[multiprocessing.Process] = []
         self._go: list[Connection] = []
-        self._finished: list[asyncio.Future] = []
+        self._finished: list[asyncio.Future[str | None]] = []  # each worker's error, None when it ended well
+
+    def notes(self) -> list[str]:
+        if not self._setup.load.max_rps:
+            return []
+        return [f"max_rps: one schedule of starts for the {self.workers} worker processes together, so no "
+                f"one-second window held more than {self._setup.load.max_rps:g} starts"]
 
     async def prepare(self) -> None:
         """Starts the workers and waits until each is ready (spawned processes import loadrepro first, about a
@@ -197,17 +227,18 @@ class WorkerArrivals:
             wait, go = self._context.Pipe(duplex=False)
             process = self._context.Process(
                 target=_worker, name=f"loadrepro-worker-{share.index}", daemon=True,
-                args=(share, self._config, self._seed, self._shared, send, wait, os.getpid()))
+                args=(share, self._config, self._setup.seed, self._shared, send, wait, os.getpid()))
             process.start()
             send.close()
             wait.close()
             self._processes.append(process)
             self._go.append(go)
-            self.pids.append(process.pid)
-            if await asyncio.to_thread(_first, receive) != READY:
-                self._end()
-                raise InternalError(f"load worker {share.index} ended before it was ready")
-            done = loop.create_future()
+            self.pids.append(process.pid or 0)
+            if not isinstance(await asyncio.to_thread(_first, receive), Ready):
+                crashed = self._end()
+                raise WorkerCrashed(f"load worker {share.index} ended before it was ready"
+                                    + (f" ({'; '.join(crashed)})" if crashed else ""))
+            done: asyncio.Future[str | None] = loop.create_future()
             threading.Thread(target=self._read, args=(receive, loop, done), daemon=True,
                              name=f"loadrepro-worker-{share.index}-records").start()
             self._finished.append(done)
@@ -216,52 +247,61 @@ class WorkerArrivals:
         if not self._processes:
             await self.prepare()
         for go in self._go:
-            go.send(self._live.started_ns)
+            go.send(self._setup.live.started_ns)
         try:
             await self._mirror(self._finished)
         except asyncio.CancelledError:
             self._shared.stop.value = CANCEL
-            await asyncio.shield(self._drain(self._finished))
+            await asyncio.shield(asyncio.wait(self._finished, timeout=DRAIN_S))
             raise
         finally:
-            self._end()
+            crashed = self._end()
+        if crashed:
+            raise WorkerCrashed(CRASHED + "; ".join(crashed))
 
-    async def _mirror(self, finished: list[asyncio.Future]) -> None:
-        """Pass the driver's stop to the workers and their requests in flight to the progress display."""
+    async def _mirror(self, finished: list[asyncio.Future[str | None]]) -> None:
+        """Pass the driver's stop to the workers and their requests in flight to the progress display; a worker
+        that failed cancels the others."""
+        live = self._setup.live
         while not all(f.done() for f in finished):
-            if self._stopped.is_set() and self._shared.stop.value < NO_NEW:
+            if self._setup.stopped.is_set() and self._shared.stop.value < NO_NEW:
                 self._shared.stop.value = NO_NEW
-            self._live.in_flight = sum(self._shared.in_flight)
+            if any(f.done() and f.result() is not None for f in finished):
+                self._shared.stop.value = CANCEL
+            live.in_flight = sum(self._shared.in_flight)
             await asyncio.wait(finished, timeout=POLL_S)
-        self._live.in_flight = 0
+        live.in_flight = 0
 
-    async def _drain(self, finished: list[asyncio.Future]) -> None:
-        await asyncio.wait(finished, timeout=_DRAIN_S)
-
-    def _read(self, receive: Connection, loop: asyncio.AbstractEventLoop, done: asyncio.Future) -> None:
-        """On its own thread: a worker's records into the driver's loop, in the order they were sent."""
+    def _read(self, receive: Connection, loop: asyncio.AbstractEventLoop, done: asyncio.Future[str | None]) -> None:
+        """On its own thread: a worker's records into the driver's loop, in the order they were sent; `done` gets
+        the worker's error, or "no last word" when it died without one."""
+        error: str | None = "it died without its last word"
         try:
-            while (record := receive.recv()) is not None:
-                loop.call_soon_threadsafe(self._on_record, record)
+            while not isinstance(message := receive.recv(), Finished):
+                loop.call_soon_threadsafe(self._setup.on_record, message)
+            error = message.error
         except (EOFError, OSError):
-            pass  # the worker died without its last word: _end says so
+            pass
         finally:
             receive.close()
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
 
-    def _end(self) -> None:
+    def _end(self) -> list[str]:
+        """Ends every worker (each has had its chance to finish); what went wrong with any of them."""
         for go in self._go:
             go.close()  # a worker still waiting for time zero ends
         failed = []
-        for process in self._processes:
+        for i, process in enumerate(self._processes):
             process.join(timeout=5.0)
             if process.is_alive():
                 process.kill()
                 process.join()
-            if process.exitcode:
-                failed.append(f"{process.name} exited with code {process.exitcode}")
-        if failed:
-            raise InternalError("a load worker failed, so part of the load is missing: " + "; ".join(failed))
+            finished = self._finished[i] if i < len(self._finished) else None  # none: it never said it was ready
+            error = finished.result() if finished is not None and finished.done() else None
+            if process.exitcode or error:
+                failed.append(f"{process.name} " + (f"raised {error}" if error and process.exitcode == 0
+                                                    else f"exited with code {process.exitcode}"))
+        return failed
 
 
 def _first(receive: Connection) -> object:

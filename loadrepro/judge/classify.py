@@ -91,8 +91,8 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     words = f"engine died at {t_s:.1f} s"
     if fatal is not None:
         words += f" with {_quote(fatal[1])}"
-    if exited is not None or judged is not None:
-        words += f" ({(exited or judged).text})"
+    if (said := exited or judged) is not None:
+        words += f" ({said.text})"
     later = [r for r in result.records if result.seconds(r.end_ns) >= t_s and r.outcome is not Outcome.CANCELLED]
     if later:
         words += f"; {sum(r.outcome in FAILED for r in later)}/{len(later)} requests ending after it failed"
@@ -161,7 +161,7 @@ protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "respon
 def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Fewer than `min_completed` of the admitted requests (all but rejected, throttled and cancelled) completed,
     or none completed at all (unless every request was cleanly rejected: correct for requests that never fit)."""
-    counts = _counts(result)
+    counts = result.totals(spec.window_s).by_outcome
     total = sum(counts.values())
     admitted = total - sum(counts.get(o.value, 0) for o in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED))
     ok = counts.get(Outcome.OK.value, 0)
@@ -175,16 +175,6 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return None
 
 
-def _counts(result: RunResult) -> dict[str, int]:
-    """Requests by outcome, over every request (a long run keeps only some records in memory, and counts all)."""
-    if result.tally is not None:
-        return result.tally.by_outcome
-    counts: dict[str, int] = {}
-    for r in result.records:
-        counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
-    return counts
-
-
 def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """With `require_post_health`, /health must answer 200 right after the run."""
     post = result.post_health
@@ -194,7 +184,11 @@ def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """The run was interrupted (Ctrl-C or SIGTERM) before its workload finished: it proves nothing."""
+    """The run was interrupted (Ctrl-C or SIGTERM), or a load worker of loadrepro's crashed, before its workload
+    finished: it proves nothing about the engine."""
+    if result.stop_reason == "worker_crashed":
+        return Finding("interrupted", Severity.FAIL, "a load worker crashed before the workload finished: "
+                       "loadrepro's own failure, not the engine's, and the run proves nothing")
     if not result.interrupted:
         return None
     return Finding("interrupted", Severity.FAIL, "the run was interrupted before its workload finished")
@@ -212,8 +206,8 @@ def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests still refused with 429 or 503 + Retry-After after their retries (info), and how often retried."""
-    retried = result.tally.retries if result.tally is not None else sum(r.retries for r in result.records)
-    hits = _counts(result).get(Outcome.THROTTLED.value, 0)
+    totals = result.totals(spec.window_s)
+    retried, hits = totals.retries, totals.by_outcome.get(Outcome.THROTTLED.value, 0)
     if not hits and not retried:
         return None
     return Finding("throttling", Severity.INFO, f"{hits} requests throttled after retries; {retried} retries")

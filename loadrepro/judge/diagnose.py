@@ -128,7 +128,7 @@ class _Reader:
         self.year = datetime.now().year
         self.diagnosis = Diagnosis([])
         self._recent: deque[str] = deque(maxlen=CONTEXT_LINES)
-        self._fatal_by_process: dict[str, tuple[tuple, Occurrence]] = {}
+        self._fatal_by_process: dict[str, tuple[tuple[bool, float, int, int], Occurrence]] = {}
         self._contexts: dict[str, tuple[bool, list[str]]] = {}  # file -> (before a propagation line?, lines)
         self._starts: dict[Path, str] = {}
         self._warns: dict[Path, Occurrence] = {}

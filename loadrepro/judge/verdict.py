@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadrepro.judge.classify import Finding, Severity
+from loadrepro.judge.findings import Finding, Severity
 
 
 @dataclass(frozen=True, slots=True)

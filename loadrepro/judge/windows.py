@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
+from ddsketch import DDSketch
 
 from loadrepro.judge.findings import FAILED, Finding, Severity
 from loadrepro.profile import VerdictSpec
@@ -20,7 +20,6 @@ from loadrepro.records import (
     RUNNING,
     WAITING,
     Outcome,
-    RequestRecord,
     RunResult,
     WindowTally,
 )
@@ -57,21 +56,10 @@ class Window:
 
 
 def windows(result: RunResult, window_s: float) -> list[Window]:
-    """The run's whole windows (none when the run is shorter than two of them). The rules each ask for the same
-    run's windows: the last answer is kept."""
-    global _last
-    last = _last  # one read: a checkpoint may judge on another thread meanwhile
-    if last is not None and last[0] is result and last[1] == window_s:
-        return last[2]
-    found = _windows(result, window_s)
-    _last = (result, window_s, found)
-    return found
-
-
-_last: tuple[RunResult, float, list[Window]] | None = None
-
-
-def _windows(result: RunResult, window_s: float) -> list[Window]:
+    """The run's whole windows (none when the run is shorter than two of them), from the run's tally: the same
+    numbers whether or not every record was kept in memory."""
+    tally = result.totals(window_s)
+    window_s = tally.window_s  # a tally of a long run keeps the windows it was counted in
     duration = result.seconds(result.end_ns)
     if window_s <= 0:
         return []
@@ -80,18 +68,10 @@ def _windows(result: RunResult, window_s: float) -> list[Window]:
         return []
     samples: list[list[dict[str, float]]] = [[] for _ in range(count)]
     for s in result.metrics:
-        i = int(result.seconds(s.t_ns) // window_s)
+        i = tally.window_of(s.t_ns)
         if 0 <= i < count:
             samples[i].append(s.values)
-    tally = result.tally
-    if tally is not None and tally.window_s == window_s:  # not every record is in memory: the tally counted all
-        return [_tallied(i, window_s, tally.windows.get(i, WindowTally()), samples[i]) for i in range(count)]
-    records: list[list[RequestRecord]] = [[] for _ in range(count)]
-    for r in result.records:
-        i = int(result.seconds(r.sent_ns or r.queued_ns) // window_s)
-        if 0 <= i < count:
-            records[i].append(r)
-    return [_window(i, window_s, records[i], samples[i]) for i in range(count)]
+    return [_window(i, window_s, tally.windows.get(i, WindowTally()), samples[i]) for i in range(count)]
 
 
 def _metrics_fields(samples: list[dict[str, float]]) -> dict[str, float | None]:
@@ -104,33 +84,17 @@ def _metrics_fields(samples: list[dict[str, float]]) -> dict[str, float | None]:
                 preemptions=max(preempted) - min(preempted) if preempted else None)
 
 
-def _tallied(i: int, window_s: float, t: WindowTally, samples: list[dict[str, float]]) -> Window:
-    def q(sketch, quantile: float) -> float | None:
-        return round(float(sketch.get_quantile_value(quantile)), 3) if sketch.count else None
+def _quantile(sketch: DDSketch, q: float) -> float | None:
+    value = sketch.get_quantile_value(q)  # None only when the sketch is empty
+    return round(float(value), 3) if value is not None else None
 
+
+def _window(i: int, window_s: float, t: WindowTally, samples: list[dict[str, float]]) -> Window:
     failed = sum(n for outcome, n in t.outcomes.items() if Outcome(outcome) in FAILED)
     return Window(index=i + 1, start_s=i * window_s, end_s=(i + 1) * window_s, requests=t.requests,
-                  outcomes=dict(t.outcomes), failed=failed, ttft_p50_ms=q(t.ttft_ms, 0.5),
-                  ttft_p95_ms=q(t.ttft_ms, 0.95), itl_p50_ms=q(t.itl_ms, 0.5), itl_p95_ms=q(t.itl_ms, 0.95),
-                  **_metrics_fields(samples))
-
-
-def _window(i: int, window_s: float, records: list[RequestRecord], samples: list[dict[str, float]]) -> Window:
-    start, end = i * window_s, (i + 1) * window_s
-    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in records if r.first_token_ns and r.sent_ns]
-    itl = np.concatenate([np.diff(r.chunk_ns) / 1e6 for r in records if len(r.chunk_ns) > 1] or [np.empty(0)])
-    outcomes: dict[str, int] = {}
-    for r in records:
-        outcomes[r.outcome.value] = outcomes.get(r.outcome.value, 0) + 1
-    return Window(
-        index=i + 1, start_s=start, end_s=end, requests=len(records), outcomes=outcomes,
-        failed=sum(r.outcome in FAILED for r in records),
-        ttft_p50_ms=_pct(ttft, 50), ttft_p95_ms=_pct(ttft, 95), itl_p50_ms=_pct(itl, 50), itl_p95_ms=_pct(itl, 95),
-        **_metrics_fields(samples))
-
-
-def _pct(values, q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 3) if len(values) else None
+                  outcomes=dict(t.outcomes), failed=failed, ttft_p50_ms=_quantile(t.ttft_ms, 0.5),
+                  ttft_p95_ms=_quantile(t.ttft_ms, 0.95), itl_p50_ms=_quantile(t.itl_ms, 0.5),
+                  itl_p95_ms=_quantile(t.itl_ms, 0.95), **_metrics_fields(samples))
 
 
 # -- rules ----------------------------------------------------------------------------------------------------
@@ -176,9 +140,10 @@ def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Failures, then a window with completed requests and none failed (a recovery), then failures again."""
-    failing = recovered = None
+    failing: Window | None = None
+    recovered: Window | None = None
     for w in windows(result, spec.window_s):
-        if w.failed and recovered is not None:
+        if w.failed and recovered is not None and failing is not None:
             return Finding("errors_after_recovery", Severity.FAIL,
                            f"errors came back in {w.span} ({w.failed} of {w.requests} requests failed) after the "
                            f"engine had recovered in {recovered.span}, following failures in {failing.span}")

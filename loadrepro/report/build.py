@@ -57,32 +57,24 @@ def environment() -> Environment:
 def _percentiles(values: list[float] | np.ndarray) -> Percentiles:
     array = np.asarray(values, dtype=float)
     if array.size == 0:
-        return Percentiles()
+        return Percentiles(count=0)
     p50, p95, p99 = np.percentile(array, [50, 95, 99])
     return Percentiles(p50=round(float(p50), 3), p95=round(float(p95), 3), p99=round(float(p99), 3),
-                       max=round(float(array.max()), 3))
+                       max=round(float(array.max()), 3), count=int(array.size))
 
 
 def _sketched(sketch: DDSketch) -> Percentiles:
     if not sketch.count:
-        return Percentiles()
-    return Percentiles(**{name: round(float(sketch.get_quantile_value(q)), 3)
-                          for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0))})
+        return Percentiles(count=0)
+    return Percentiles(count=round(sketch.count), **{name: round(float(sketch.get_quantile_value(q)), 3)
+                                                     for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99),
+                                                                     ("max", 1.0))})
 
 
-def _latency(result: RunResult) -> Latency:
-    if result.tally is not None:  # not every record is in memory: the sketches saw them all
-        t = result.tally
-        return Latency(ttft_ms=_sketched(t.ttft_ms), itl_ms=_sketched(t.itl_ms), e2e_ms=_sketched(t.e2e_ms),
-                       queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
-    ok = [r for r in result.records if r.sent_ns is not None]
-    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok if r.first_token_ns is not None]
-    ttfc = [(r.first_content_ns - r.sent_ns) / 1e6 for r in ok if r.first_content_ns is not None]
-    e2e = [(r.end_ns - r.sent_ns) / 1e6 for r in ok]
-    queue = [(r.sent_ns - r.queued_ns) / 1e6 for r in ok]
-    gaps = [np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6 for r in ok if len(r.chunk_ns) > 1]
-    return Latency(ttft_ms=_percentiles(ttft), itl_ms=_percentiles(np.concatenate(gaps) if gaps else []),
-                   e2e_ms=_percentiles(e2e), queue_ms=_percentiles(queue), ttfc_ms=_percentiles(ttfc))
+def _latency(result: RunResult, window_s: float) -> Latency:
+    t = result.totals(window_s)
+    return Latency(ttft_ms=_sketched(t.ttft_ms), itl_ms=_sketched(t.itl_ms), e2e_ms=_sketched(t.e2e_ms),
+                   queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
 
 
 def _health(result: RunResult) -> Health:
@@ -193,18 +185,18 @@ def _rows(result: RunResult) -> list[RequestRow]:
     rows = []
     for r in sorted(result.records, key=lambda r: r.id):
         p = predicted.get((r.conversation, r.turn))
-        ttft = (r.first_token_ns - r.sent_ns) / 1e6 if r.first_token_ns and r.sent_ns else None
-        ttfc = (r.first_content_ns - r.sent_ns) / 1e6 if r.first_content_ns and r.sent_ns else None
-        e2e = (r.end_ns - r.sent_ns) / 1e6 if r.sent_ns else None
         rows.append(RequestRow(id=r.id, conversation=r.conversation, turn=r.turn, outcome=r.outcome.value,
-                               status=r.status, ttft_ms=round(ttft, 3) if ttft is not None else None,
-                               e2e_ms=round(e2e, 3) if e2e is not None else None,
+                               status=r.status, ttft_ms=_round(r.ttft_ms), e2e_ms=_round(r.e2e_ms),
                                output_tokens=r.completion_tokens if r.completion_tokens is not None else (
                                    len(r.chunk_ns) if r.chunk_ns else None),
                                cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens,
                                prediction=p.fit.value if p else None, limit=p.limit if p else "",
-                               ttfc_ms=round(ttfc, 3) if ttfc is not None else None))
+                               ttfc_ms=_round(r.ttfc_ms)))
     return rows
+
+
+def _round(ms: float | None) -> float | None:
+    return round(ms, 3) if ms is not None else None
 
 
 MAX_ROWS = 4000  # request_table rows kept in report.json: a soak's every request would make it hundreds of MB
@@ -221,30 +213,6 @@ def _kept(rows: list[RequestRow]) -> list[RequestRow]:
     return sorted(failed + rest[:room] + rest[-room:], key=lambda r: r.id)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Totals:
-    requests: int
-    conversations: int
-    by_outcome: dict[str, int]
-    reconnects: int
-    output_tokens: int
-    prompt_tokens: int
-    cached_tokens: int | None
-
-
-def _totals(result: RunResult, rows: list[RequestRow]) -> _Totals:
-    """Counts over every request: from the tally when not all records were kept, else from the records."""
-    if result.tally is not None:
-        t = result.tally
-        return _Totals(t.requests, t.conversations, t.by_outcome, t.reconnects, t.output_tokens, t.prompt_tokens,
-                       t.cached_tokens)
-    cached = [r.cached_tokens for r in result.records if r.cached_tokens is not None]
-    return _Totals(len(result.records), sum(r.turn == 1 for r in result.records),
-                   dict(Counter(r.outcome.value for r in result.records)),
-                   sum(r.reconnects for r in result.records), sum(row.output_tokens or 0 for row in rows),
-                   sum(r.prompt_tokens or 0 for r in result.records), sum(cached) if cached else None)
-
-
 def _workers_note(result: RunResult) -> list[str]:
     if result.backend == "in-process":
         return []
@@ -254,11 +222,11 @@ def _workers_note(result: RunResult) -> list[str]:
 
 
 def _kept_note(result: RunResult) -> list[str]:
-    if result.tally is None:
+    if result.tally is None or not result.tally.dropped:
         return []
     return [f"records: {result.tally.dropped:,} of {result.tally.requests:,} completed requests were counted but not "
-            "kept in memory ([load] keep_records): totals are exact, latency percentiles come from sketches (1% "
-            "relative accuracy), prefix-reuse and prompt-length rules and the timeline use the kept records; "
+            "kept in memory ([load] keep_records): totals and latency cover every request as in any run, the "
+            "prefix-reuse and prompt-length rules and the timeline's request lanes use the kept records; "
             "requests.jsonl has every one"]
 
 
@@ -271,7 +239,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                  extra_notes: list[str] | None = None, diagnosis: DiagnosisInfo | None = None) -> RunReport:
     duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
     rows = _rows(result)
-    totals, kept = _totals(result, rows), _kept(rows)
+    totals, kept = result.totals(profile.verdict.window_s), _kept(rows)
     return RunReport(
         verdict=verdict.status, reasons=list(verdict.reasons), label=result.label,
         profile=profile.model_dump(mode="json", by_alias=True), seed=result.seed,
@@ -284,7 +252,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
                           detail=f.summary if f else "") for name, f in findings],
-        latency=_latency(result),
+        latency=_latency(result, profile.verdict.window_s),
         throughput=Throughput(requests_per_s=round(totals.by_outcome.get("ok", 0) / duration, 3),
                               output_tokens_per_s=round(totals.output_tokens / duration, 3)),
         cache=Cache(prompt_tokens=totals.prompt_tokens, cached_tokens=totals.cached_tokens),

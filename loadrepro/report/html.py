@@ -7,7 +7,7 @@ from html import escape
 
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
-from loadrepro.report.markdown import health_lines
+from loadrepro.report.markdown import health_lines, latency_rows
 from loadrepro.run_report import Percentiles, RunReport
 
 _CSS = """
@@ -66,10 +66,8 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
     parts = [f"<h2>Conversations</h2>{_figure(lanes, 'Each turn of each conversation, coloured by outcome.')}",
              f"<h2>Latency</h2>{_figure(latency, 'Distributions over every request that was sent.')}",
              "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
-             "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max"], [
-                 ["time to first token", *_ms(r.latency.ttft_ms)],
-                 ["time to first content token", *_ms(r.latency.ttfc_ms)], ["inter-token", *_ms(r.latency.itl_ms)],
-                 ["end to end", *_ms(r.latency.e2e_ms)], ["queued for a slot", *_ms(r.latency.queue_ms)]])
+             "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max", "over"],
+                                         [[name, *_ms(p), over] for name, p, over in latency_rows(r)])
              + f"<p>{r.throughput.requests_per_s:,.2f} completed requests/s, "
                f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s; cached prompt tokens: "
                f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "

@@ -16,8 +16,25 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def _row(name: str, p: Percentiles) -> str:
-    return f"| {name} | {_ms(p.p50)} | {_ms(p.p95)} | {_ms(p.p99)} | {_ms(p.max)} |"
+# The latency rows of every report format: a name, and what the row's values are drawn from.
+LATENCY_ROWS = (("time to first token", "ttft_ms", "requests with a token"),
+                ("time to first content token", "ttfc_ms", "requests with content"),
+                ("inter-token", "itl_ms", "gaps between token chunks"),
+                ("end to end", "e2e_ms", "requests sent, failed ones too"),
+                ("queued for a slot", "queue_ms", "requests sent"))
+
+
+def latency_rows(r: RunReport) -> list[tuple[str, Percentiles, str]]:
+    """Each latency row: its name, its percentiles, and what they cover ("1,200 requests with a token")."""
+    rows = []
+    for name, field, what in LATENCY_ROWS:
+        p: Percentiles = getattr(r.latency, field)
+        rows.append((name, p, f"{p.count:,} {what}" if p.count is not None else what))
+    return rows
+
+
+def _row(name: str, p: Percentiles, over: str) -> str:
+    return f"| {name} | {_ms(p.p50)} | {_ms(p.p95)} | {_ms(p.p99)} | {_ms(p.max)} | {over} |"
 
 
 def _fence(lines: list[str]) -> list[str]:
@@ -140,11 +157,9 @@ def _signatures(r: RunReport) -> list[str]:
 
 
 def _numbers(r: RunReport) -> list[str]:
-    lat, c = r.latency, r.cache
-    lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max |", "|---|---:|---:|---:|---:|",
-             _row("time to first token", lat.ttft_ms), _row("time to first content token", lat.ttfc_ms),
-             _row("inter-token", lat.itl_ms), _row("end to end", lat.e2e_ms),
-             _row("queued for a slot", lat.queue_ms), "",
+    c = r.cache
+    lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max | over |",
+             "|---|---:|---:|---:|---:|---|", *(_row(*row) for row in latency_rows(r)), "",
              f"{r.throughput.requests_per_s:,.2f} completed requests/s, "
              f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s."]
     if c.cached_tokens is None:

@@ -116,8 +116,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         canary_ttft_s=np.array([c.ttft_ns / 1e9 if c.ttft_ns is not None else np.nan for c in canaries or ()]),
         kv_t=kv_t, kv_usage=kv, waiting_t=wait_t, waiting=waiting, running_t=running_t, running=running,
         lanes=lanes,
-        ttft_ms=np.array([(r.first_token_ns - r.sent_ns) / 1e6 for r in sent if r.first_token_ns]),
-        e2e_ms=np.array([(r.end_ns - r.sent_ns) / 1e6 for r in sent]),
+        ttft_ms=np.array([r.ttft_ms for r in sent if r.ttft_ms is not None]),
+        e2e_ms=np.array([r.e2e_ms for r in sent]),
         first_failure_s=min(failures) if failures else None,
         first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
         first_fatal_text=fatal[0].line if fatal else "", health_path=health_path)

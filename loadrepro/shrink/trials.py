@@ -102,13 +102,14 @@ def _how(report: RunReport) -> str:
     return "passed" if found is None else str(found)
 
 
-def engine_of(run_dir: Path) -> tuple[Profile, str | None]:
-    """A failing run's profile and engine command (None: its simulated engine), to shrink it again."""
+def engine_of(run_dir: Path, engine_cmd: str | None = None) -> tuple[Profile, str | None]:
+    """A failing run's profile and engine command (None: its simulated engine), to shrink it again; `engine_cmd`
+    starts the engine instead of the run's own command (a run against a URL has none)."""
     from loadrepro.profile import load_profile
     from loadrepro.report.json import read_report
 
     report = read_report(run_dir)
-    command = report.target.engine_cmd
+    command = engine_cmd or report.target.engine_cmd
     if command is None:
         raise UsageError(f"{run_dir} ran against --base-url {report.target.base_url}: a live engine cannot be "
                          "shrunk, since every trial needs a fresh one. Give --engine-cmd with the command that "

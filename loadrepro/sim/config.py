@@ -78,14 +78,14 @@ def resolve(spec: SimSpec) -> SimConfig:
     values.update(scenario=Scenario(spec.scenario), policy=Policy(spec.policy))
     if "death_mode" in values:
         values["death_mode"] = DeathMode(values["death_mode"])
-    return SimConfig(**values)  # type: ignore[arg-type]
+    return SimConfig(**values)
 
 
 def sim_config(scenario: Scenario | str, policy: Policy | str = Policy.STOCK, **overrides: object) -> SimConfig:
     """Validate settings as a [sim] section would be (None values are ignored) and resolve them."""
     settings = {k: v for k, v in overrides.items() if v is not None}
     try:
-        spec = SimSpec(scenario=str(scenario), policy=str(policy), **settings)  # type: ignore[arg-type]
+        spec = SimSpec(scenario=str(scenario), policy=str(policy), **settings)
     except ValidationError as exc:
         raise SimConfigError(describe_errors(exc)) from exc
     return resolve(spec)

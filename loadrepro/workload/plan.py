@@ -85,7 +85,7 @@ async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordP
 async def plan_workload(profile: Profile, counter: TokenCounter) -> Plan:
     pool = record_pool(profile.workload.seed)
     trace = read_trace(profile.workload.trace) if profile.workload.kind == "trace" else None
-    if getattr(counter, "probing", False):
+    if counter.probing:
         return await _plan_by_probes(profile, counter, pool, trace)
     calibration = await calibrate(counter, pool)
     workload = build_workload(profile, pool, calibration, trace)
@@ -95,7 +95,7 @@ async def plan_workload(profile: Profile, counter: TokenCounter) -> Plan:
         calibration = calibration.scaled(factor)
         workload = build_workload(profile, pool, calibration, trace)
         checks = await _check(counter, workload)
-    if workload.kind == "conversations" and not getattr(counter, "additive", False):
+    if workload.kind == "conversations" and not counter.additive:
         workload = await _correct_each_conversation(profile, pool, calibration, counter, workload)
         checks = await _check(counter, workload)
     return Plan(workload, calibration, checks)

@@ -201,7 +201,8 @@ def _ratios(samples: list[_Sample]) -> np.ndarray | None:
         tokens, chars = sum(s.tokens for s in own), sum(s.chars for s in own)
         if chars:
             ratios[k] = (tokens + _SHRINK_TOKENS * pooled) / (chars + _SHRINK_TOKENS)
-    return np.maximum(ratios, 1e-3)
+    floored: np.ndarray = np.maximum(ratios, 1e-3)
+    return floored
 
 
 async def _record_samples(prober: _Prober, pool: RecordPool, f: _Figures, samples: list[_Sample],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +36,12 @@ _PROBE_REPLY = "Three accounts changed tier; the details follow."
 
 class TokenCounter(Protocol):
     source: str
-    local: bool  # counting is free: count every record instead of a sample
+    local: bool  # counting is free, in process: count every record instead of a sample, and count_now works
+    probing: bool  # counting sends requests to the engine itself (workload/probes.py plans differently)
+    additive: bool  # a text's count is the sum of its parts': what is planned is what is counted
+
+    def count_now(self, text: str) -> int:
+        """A text's count at once (a local counter's only)."""
 
     async def count_text(self, text: str) -> int: ...
 
@@ -47,7 +52,7 @@ class SimTokenCounter:
     """The simulated engine's tokenizer, in process."""
 
     source = "simulated engine tokenizer (local)"
-    local = True
+    local, probing = True, False
     additive = True  # a text's count is the sum of its parts': what is planned is what is counted
 
     @staticmethod
@@ -65,7 +70,7 @@ class LocalTokenizerCounter:
     """A Hugging Face tokenizer on disk (a tokenizer.json, or a model folder holding one with its chat template),
     for planning offline in a model's own tokens: counted like vLLM's /tokenize counts them."""
 
-    local = True
+    local, probing, additive = True, False, False
 
     def __init__(self, path: Path) -> None:
         try:
@@ -123,7 +128,7 @@ class Poster(Protocol):
 class HttpTokenCounter:
     """Counts with the target's tokenize endpoint, falling back to one-token probe requests for what it lacks."""
 
-    local = False
+    local, additive = False, False
 
     def __init__(self, client: Poster, flavour: str, model: str, api: str = "chat") -> None:
         """`api`: the run's API, which probe requests for chat-form prompts go through (a gateway may serve no
@@ -142,11 +147,18 @@ class HttpTokenCounter:
             raise TargetError(f"counting tokens with {path} failed: HTTP {response.status} "
                               f"{response.text[:300]}")
         try:
-            return response.json()
+            data = response.json()
         except ValueError as exc:  # an answer that is not JSON (an SSE stream to a request that asked for none)
             raise TargetError(f"counting tokens with {path} failed: the answer is not JSON "
                               f"({response.content_type or 'no content type'}: "
                               f"{response.text[:120]!r})") from exc
+        if not isinstance(data, dict):
+            raise TargetError(f"counting tokens with {path} failed: the answer is not a JSON object "
+                              f"({response.text[:120]!r})")
+        return data
+
+    def count_now(self, text: str) -> int:
+        raise TypeError("counting with the target is not local: it needs a request")
 
     async def _probe(self, api: str, body: dict[str, Any]) -> int:
         data = await self._post(PATHS[api], wire_body(api, {**body, "max_tokens": 1, "stream": False}, self._model))
@@ -218,10 +230,10 @@ class Calibration:
             exact_count=None)
 
 
-async def gather_limited(calls: list, limit: int = 8) -> list[int]:
+async def gather_limited(calls: list[Awaitable[int]], limit: int = 8) -> list[int]:
     gate = asyncio.Semaphore(limit)
 
-    async def run(call) -> int:
+    async def run(call: Awaitable[int]) -> int:
         async with gate:
             return await call
 
@@ -254,7 +266,7 @@ async def calibrate(counter: TokenCounter, pool: RecordPool) -> Calibration:
         raise TargetError(f"the target's token counts ({counter.source}) do not grow with the text: it counted "
                           f"{one} tokens for one word and {two} for two")
     return Calibration(counter.source, len(sample), record_tokens, join_tokens, filler_tokens, tokens_per_char,
-                       chat_base, chat_per_message, float(base), getattr(counter, "count_now", None))
+                       chat_base, chat_per_message, float(base), counter.count_now if counter.local else None)
 
 
 async def _chat_overheads(counter: TokenCounter, base: int) -> tuple[float, float]:

@@ -126,7 +126,8 @@ def build_trace(rows: list[TraceRow], spec: WorkloadSpec, api: str, assembler: A
         elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
             parts.append(assembler.text(np.random.default_rng([spec.seed, _TAIL, j]), rest))
         text = "\n".join(parts)
-        body = {"messages": [{"role": "user", "content": text}]} if chat_form(api) else {"prompt": text}
+        body: dict[str, object] = ({"messages": [{"role": "user", "content": text}]} if chat_form(api)
+                                   else {"prompt": text})
         body |= {"max_tokens": row.output_length, "ignore_eos": spec.ignore_eos, "stream": True,
                  "stream_options": {"include_usage": True}}
         if chat_form(api):

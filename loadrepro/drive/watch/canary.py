@@ -73,7 +73,7 @@ class Canaries:
 
 
 def _sample(record: RequestRecord, progress_ns: int) -> CanarySample:
-    sent = record.sent_ns or record.queued_ns
-    ttft = record.first_token_ns - sent if record.first_token_ns is not None else None
+    ttft = record.ttft_ms
     detail = "" if record.outcome is Outcome.OK else record.detail[:500]
-    return CanarySample(sent, record.end_ns, record.outcome.value, ttft, detail, progress_ns, record.signature)
+    return CanarySample(record.sent_or_queued_ns, record.end_ns, record.outcome.value,
+                        round(ttft * 1e6) if ttft is not None else None, detail, progress_ns, record.signature)

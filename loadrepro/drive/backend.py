@@ -1,0 +1,97 @@
+"""The one seam between the runner and what sends its load: this process (drive/arrivals.py), worker processes on
+this machine (drive/workers.py) or Ray actors over a cluster (drive/ray_workers.py). The runner gives a backend a
+LoadSetup and asks it only what LoadBackend declares.
+
+What every backend does alike: `prepare()` starts what must be running before the load's time zero; `run()` sends
+the workload until it is done, or until `stopped` is set (no new request starts), and cancelling it cancels what
+is in flight; every record reaches `on_record` on the runner's event loop, on the runner's clock. A worker that
+dies ends `run()` with WorkerCrashed once the other workers have stopped, so the run keeps everything received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from loadrepro.drive.client import Client
+from loadrepro.drive.live import LiveState
+from loadrepro.errors import LoadreproError
+from loadrepro.profile import LoadSpec
+from loadrepro.records import RequestRecord
+from loadrepro.workload.model import Workload
+
+BackendName = Literal["in-process", "processes", "ray"]
+DRAIN_S = 15.0  # how long cancelled workers may take to send their last records before they are ended
+CRASHED = "a load worker failed, so part of the load is missing: "  # how WorkerCrashed's words begin
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSetup:
+    """What a backend is given to send a run's load."""
+
+    load: LoadSpec
+    workload: Workload
+    seed: int
+    client: Client  # the runner's: its config is every worker's, its activity the engine's last progress
+    live: LiveState  # requests in flight, for the progress display
+    stopped: asyncio.Event  # set: start no new request
+    on_record: Callable[[RequestRecord], None]
+
+
+class WorkerCrashed(LoadreproError):
+    """A worker process or actor died, or its share of the load raised: loadrepro's own failure, and the load that
+    was sent is only part of the workload."""
+
+
+class LoadBackend(Protocol):
+    name: BackendName
+    workers: int
+
+    async def prepare(self) -> None:
+        """Starts what must run before the load's time zero."""
+
+    async def run(self) -> None:
+        """Sends the load (see the module's docstring); raises WorkerCrashed when a worker died."""
+
+    def notes(self) -> list[str]:
+        """What the report says of how the load was sent (clocks, how max_rps was shared)."""
+
+
+class InProcess:
+    """The load sent from this process's event loop."""
+
+    name: BackendName = "in-process"
+    workers = 1
+
+    def __init__(self, setup: LoadSetup, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        from loadrepro.drive.arrivals import Arrivals
+
+        self._arrivals = Arrivals(setup.load, setup.workload, setup.seed, setup.client, setup.live, setup.stopped,
+                                  setup.on_record, clock)
+
+    async def prepare(self) -> None:
+        """Nothing starts before time zero."""
+
+    async def run(self) -> None:
+        await self._arrivals.run()
+
+    def notes(self) -> list[str]:
+        return []
+
+
+def backend_for(setup: LoadSetup, workers: int, ray: str | None,
+                clock: Callable[[], int] = time.perf_counter_ns) -> LoadBackend:
+    """`ray` ("local" or a cluster's address): `workers` Ray actors; else `workers` > 1: worker processes; else
+    this process (on `clock`; workers keep the machine's monotonic clock)."""
+    if ray:
+        from loadrepro.drive.ray_workers import RayArrivals
+
+        return RayArrivals(setup, workers, None if ray == "local" else ray)
+    if workers > 1:
+        from loadrepro.drive.workers import WorkerArrivals
+
+        return WorkerArrivals(setup, workers)
+    return InProcess(setup, clock)

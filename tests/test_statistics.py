@@ -1,0 +1,146 @@
+"""One statistics path: the latency a report shows and the windows the soak rules judge come from the run's tally,
+within the sketches' stated accuracy of the exact values, and equal whether records were kept in memory or not.
+The soak rules, on hand-built windows: each one fires on the run it is for and not on its near miss."""
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from ddsketch import DDSketch
+
+from loadrepro.judge.windows import degradation, kv_leak, windows
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import SKETCH_ACCURACY, Outcome, RequestRecord, Tally, add_all
+from loadrepro.report.build import _latency
+from tests.builders import START, S, metrics, record, result
+
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "max": 1.0}
+
+
+def synthetic(count: int = 400, seed: int = 3) -> list[RequestRecord]:
+    """`count` requests over 20 s: log-normal TTFTs and token gaps, 1 to 64 tokens, one in ten failed."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(count):
+        sent = START + int(rng.uniform(0, 20) * S)
+        if i % 10 == 0:
+            records.append(dataclasses.replace(record(i, Outcome.SERVER_ERROR), sent_ns=sent, queued_ns=sent,
+                                               end_ns=sent + int(rng.uniform(1, 50) * 1e6)))
+            continue
+        first = sent + int(rng.lognormal(np.log(80), 0.6) * 1e6)
+        gaps = np.cumsum(rng.lognormal(np.log(20), 0.8, int(rng.integers(0, 64))) * 1e6).astype(np.int64)
+        chunks = (first, *(first + gaps).tolist())
+        records.append(dataclasses.replace(record(i), sent_ns=sent, queued_ns=sent - int(rng.uniform(0, 5) * 1e6),
+                                           first_token_ns=first, first_content_ns=first, chunk_ns=chunks,
+                                           end_ns=chunks[-1] + 1000, completion_tokens=len(chunks)))
+    return records
+
+
+def exact(values) -> dict[str, float]:
+    """The value a sketch approximates: the lower of the two ranks nearest each quantile."""
+    array = np.sort(np.asarray(values, dtype=float))
+    return {name: float(array[int(q * (array.size - 1))]) for name, q in QUANTILES.items()}
+
+
+def close(sketched: float | None, true: float) -> bool:
+    return sketched is not None and abs(sketched - true) <= SKETCH_ACCURACY * true + 0.001  # + the report's rounding
+
+
+def test_the_reports_latency_is_within_the_sketches_accuracy_of_the_exact_values():
+    records = synthetic()
+    latency = _latency(result(records, duration_s=20.0), 60.0)
+    sent = [r for r in records if r.sent_ns is not None]
+    for field, values in (("ttft_ms", [r.ttft_ms for r in sent if r.ttft_ms is not None]),
+                          ("e2e_ms", [r.e2e_ms for r in sent]), ("queue_ms", [r.queue_ms for r in sent]),
+                          ("itl_ms", np.concatenate([r.itl_ms() for r in sent]))):
+        row = getattr(latency, field)
+        assert row.count == len(values), field
+        for name, true in exact(values).items():
+            assert close(getattr(row, name), true), (field, name, getattr(row, name), true)
+
+
+def test_windows_are_within_the_sketches_accuracy_of_the_exact_values():
+    records = synthetic()
+    run = result(records, duration_s=20.0)
+    found = windows(run, 5.0)
+    assert len(found) == 4
+    for w in found:
+        inside = [r for r in records if w.start_s <= (r.sent_ns - START) / S < w.end_s]
+        assert w.requests == len(inside) and w.failed == sum(r.outcome is not Outcome.OK for r in inside)
+        ttft = exact([r.ttft_ms for r in inside if r.ttft_ms is not None])
+        gaps = exact(np.concatenate([r.itl_ms() for r in inside]))
+        assert close(w.ttft_p50_ms, ttft["p50"]) and close(w.ttft_p95_ms, ttft["p95"])
+        assert close(w.itl_p50_ms, gaps["p50"]) and close(w.itl_p95_ms, gaps["p95"])
+
+
+def test_a_run_that_kept_few_records_reports_the_same_numbers_as_one_that_kept_all():
+    records = synthetic()
+    everything = Tally.of(records, START, 5.0)
+    few = dataclasses.replace(everything, dropped=len(records) - 40)
+    kept_all = result(records, duration_s=20.0)
+    kept_few = dataclasses.replace(result(records[:40], duration_s=20.0), tally=few)
+    assert _latency(kept_few, 5.0) == _latency(kept_all, 5.0)
+    assert windows(kept_few, 5.0) == windows(kept_all, 5.0)
+
+
+def test_adding_a_streams_gaps_at_once_gives_the_sketch_adding_each_would():
+    gaps = np.random.default_rng(5).lognormal(np.log(15), 1.0, 5000)
+    one_by_one, at_once = DDSketch(SKETCH_ACCURACY), DDSketch(SKETCH_ACCURACY)
+    for gap in gaps:
+        one_by_one.add(float(gap))
+    add_all(at_once, gaps)
+    assert at_once.count == one_by_one.count == 5000
+    for q in np.linspace(0, 1, 101):
+        assert at_once.get_quantile_value(q) == pytest.approx(one_by_one.get_quantile_value(q), rel=1e-9)
+
+
+# -- the soak rules, on hand-built runs: 3 s windows, nine requests in each -----------------------------------
+
+
+def steady_run(ttft_ms_by_window: list[float], kv_quiet_by_window: list[float] | None = None):
+    records = []
+    for w, ttft in enumerate(ttft_ms_by_window):
+        for j in range(9):
+            r = record(len(records) + 1)
+            sent = START + int((w * 3 + 0.2 + j * 0.3) * S)
+            first = sent + int(ttft * 1e6)
+            records.append(dataclasses.replace(r, sent_ns=sent, queued_ns=sent, first_token_ns=first,
+                                               first_content_ns=first, chunk_ns=(first,), end_ns=first + 1000))
+    samples = [metrics(w * 3 + 1.5, vllm__kv_cache_usage_perc=usage, vllm__num_requests_running=0,
+                       vllm__num_requests_waiting=0) for w, usage in enumerate(kv_quiet_by_window or [])]
+    return result(records, metrics=samples, duration_s=3.0 * len(ttft_ms_by_window))
+
+
+SPEC = VerdictSpec(window_s=3.0, max_ttft_growth=0.5, max_kv_leak=0.05)
+
+
+def test_ttft_grown_past_the_allowed_share_from_the_first_steady_window_fails_degradation():
+    found = degradation(steady_run([900.0, 100.0, 140.0, 220.0]), SPEC)
+    assert found is not None and re.fullmatch(r"TTFT p95 grew from (\d+) ms in window 2 \(3-6 s\) to (\d+) ms in "
+                                              r"window 4 \(9-12 s\) \(at most \+50% allowed\)", found.summary)
+    assert [abs(int(v) - true) <= true * SKETCH_ACCURACY + 1 for v, true in zip(
+        re.findall(r"(\d+) ms", found.summary), (100, 220), strict=True)] == [True, True]
+
+
+@pytest.mark.parametrize("ttfts", [
+    [900.0, 100.0, 140.0, 145.0],  # +45%: within the allowed +50%
+    [90.0, 10.0, 20.0, 40.0],  # four times the reference, but 30 ms: below the floor a busy machine's noise reaches
+    [100.0, 100.0, 900.0, 100.0],  # one slow window, then steady again: the last against the reference
+], ids=["within-allowed-growth", "below-the-floor", "one-slow-window-in-between"])
+def test_degradation_does_not_fire_on_its_near_misses(ttfts):
+    assert degradation(steady_run(ttfts), SPEC) is None
+
+
+def test_kv_usage_creeping_up_at_quiet_moments_fails_kv_leak():
+    found = kv_leak(steady_run([100.0] * 4, [0.02, 0.05, 0.08, 0.11]), SPEC)
+    assert found is not None and found.summary.startswith("KV usage with nothing running crept up from 2.0% in "
+                                                          "window 1 (0-3 s) to 11.0% in window 4 (9-12 s)")
+
+
+@pytest.mark.parametrize("quiet", [
+    [0.02, 0.04, 0.05, 0.06],  # up 4 points in all: within max_kv_leak
+    [0.02, 0.10, 0.03, 0.11],  # a cache that fills and is freed again: not window after window
+], ids=["within-allowed-rise", "freed-in-between"])
+def test_kv_leak_does_not_fire_on_its_near_misses(quiet):
+    assert kv_leak(steady_run([100.0] * 4, quiet), SPEC) is None
