@@ -26,7 +26,7 @@ CORE = ("classify.py", "verdict.py", "capacity.py", "kvcache.py", "death.py", "w
 TESTS = ("tests/test_classify.py", "tests/test_classify_exact.py", "tests/test_capacity.py",
          "tests/test_capacity_edges.py", "tests/sim/test_kvcache.py", "tests/sim/test_scheduler.py",
          "tests/test_death.py", "tests/test_profile_signatures.py", "tests/test_verdict.py", "tests/test_runner.py",
-         "tests/test_statistics.py")
+         "tests/test_statistics.py", "tests/test_soak.py")
 
 
 def checkout(rev: str, into: Path) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import loadrepro
-from loadrepro.judge.death import DeathJudge
 from tests.stub_server import StubServer
 
 SMALL = ["workload.turns=1", "workload.prefix_tokens=200", "workload.max_tokens=8", "workload.warm_max_tokens=8",
@@ -68,53 +67,6 @@ def test_max_health_latency_makes_slowness_a_failure(tmp_path):
                      "verdict.max_health_latency_s=0.4")
     assert not report.passed
     assert fired(report)["health_latency"].startswith("/health answered slower than max_health_latency_s (0.4 s)")
-
-
-# The judge itself, event by event: h = /health 200, u = /health 503, f = a request failed, t = a token arrived.
-def feed(events: str, usable: bool = True) -> list[int]:
-    judge, progress, said = DeathJudge(usable=usable), 0, []
-    for i, event in enumerate(events, start=1):
-        t_ns = i * 1_000
-        if event == "t":
-            progress = t_ns
-        elif event == "f":
-            judge.request_failed(t_ns, None, progress)
-        elif judge.poll(t_ns, 200 if event == "h" else 503, progress) is not None:
-            said.append(i)
-    return said
-
-
-def test_two_unhealthy_polls_while_requests_fail_and_nothing_progresses_are_death():
-    assert feed("hfuu") == [4]
-    assert feed("hufu") == [4]
-    assert feed("hfuhu") == []  # one unhealthy poll is not death
-    assert feed("huuuu") == []  # nothing failed
-    assert feed("fhuu") == []  # a healthy poll forgets earlier failures
-    assert feed("fuuuuu") == [3]  # said once
-    assert feed("fuuuu", usable=False) == []  # /health was not 200 before the run
-
-
-def test_an_engine_that_keeps_making_progress_is_not_dead_whatever_its_health_says():
-    assert feed("hfutututu") == []
-    assert feed("hfutuuu") == [7]  # the tokens stopped: two unhealthy polls with nothing in between
-
-
-def test_every_request_failing_with_a_gateways_upstream_error_is_death():
-    judge = DeathJudge(usable=True)
-    assert judge.poll(1, 200, 0) is None
-    died = [judge.request_failed(10 + i, "gateway-upstream-connection", 0) for i in range(4)]
-    assert died[:3] == [None] * 3 and died[3].t_ns == 10
-    assert "every request since then failed with the gateway's `gateway-upstream-connection` (4 in a row)" in \
-        died[3].words
-
-
-def test_a_success_or_progress_between_gateway_errors_is_not_death():
-    judge = DeathJudge(usable=True)
-    for i in range(3):
-        assert judge.request_failed(10 + i, "gateway-upstream-connection", 0) is None
-    judge.request_ok()
-    assert all(judge.request_failed(20 + i, "gateway-upstream-connection", 0) is None for i in range(3))
-    assert judge.request_failed(30, "gateway-upstream-connection", 25) is None  # a token came after the first
 
 
 def _start_ns(run_dir: Path) -> int:

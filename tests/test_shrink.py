@@ -9,6 +9,7 @@ import tomllib
 
 from loadrepro.profile import load_profile
 from loadrepro.shrink.search import Shrinker, Trial
+from loadrepro.shrink.trials import engine_of
 from tests.stub_server import StubServer
 
 BASE = load_profile("quickstart", ["workload.conversations=8", "workload.turns=3", "workload.prefix_tokens=4000",
@@ -95,5 +96,7 @@ def test_a_run_against_a_live_url_cannot_be_shrunk_and_says_why(tmp_path):
     done = subprocess.run([sys.executable, "-m", "loadrepro", "shrink", str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "a live engine cannot be shrunk" in done.stderr and "--engine-cmd" in done.stderr
+    given = engine_of(tmp_path, "my-engine --port {port}")  # the engine the hint asks for is taken
+    assert given[1] == "my-engine --port {port}" and given[0].workload.prefix_tokens == 200
     neither = subprocess.run([sys.executable, "-m", "loadrepro", "shrink"], capture_output=True, text=True, timeout=60)
     assert neither.returncode == 2 and "give a failing run directory or a profile" in neither.stderr

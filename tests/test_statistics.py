@@ -144,3 +144,39 @@ def test_kv_usage_creeping_up_at_quiet_moments_fails_kv_leak():
 ], ids=["within-allowed-rise", "freed-in-between"])
 def test_kv_leak_does_not_fire_on_its_near_misses(quiet):
     assert kv_leak(steady_run([100.0] * 4, quiet), SPEC) is None
+
+
+def test_a_windows_engine_figures_are_its_peaks_its_quiet_low_and_its_counters_growth():
+    samples = [metrics(0.5, vllm__kv_cache_usage_perc=0.30, vllm__num_requests_running=2,
+                       vllm__num_requests_waiting=1, vllm__num_preemptions_total=4),
+               metrics(1.0, vllm__kv_cache_usage_perc=0.10, vllm__num_requests_running=0,
+                       vllm__num_requests_waiting=0, vllm__num_preemptions_total=6),
+               metrics(2.0, vllm__kv_cache_usage_perc=0.05, vllm__num_requests_running=1,
+                       vllm__num_requests_waiting=3, vllm__num_preemptions_total=9),
+               metrics(2.9, vllm__kv_cache_usage_perc=0.20, vllm__num_requests_running=0,
+                       vllm__num_requests_waiting=0, vllm__num_preemptions_total=9),
+               metrics(3.5, vllm__kv_cache_usage_perc=0.50, vllm__num_requests_running=1)]
+    first, second = windows(result([record(1, end_s=1.0)], metrics=samples, duration_s=6.0), 3.0)
+    assert (first.kv_usage_max, first.kv_usage_quiet, first.waiting_max, first.preemptions) == (0.30, 0.10, 3, 5)
+    assert (second.kv_usage_max, second.kv_usage_quiet, second.waiting_max, second.preemptions) == (
+        0.50, None, None, None)  # running: no quiet moment; nothing published of waiting or preemptions
+    assert (first.requests, first.failed, first.error_rate, second.requests, second.error_rate) == (1, 0, 0.0, 0, 0.0)
+    assert (first.span, second.span) == ("window 1 (0-3 s)", "window 2 (3-6 s)")
+
+
+def test_an_error_rate_grown_past_the_allowed_share_fails_degradation_and_one_within_does_not():
+    def run(failed_in_last: int):
+        records = []
+        for w in range(3):
+            for j in range(10):
+                failed = w == 2 and j < failed_in_last
+                records.append(record(len(records) + 1, Outcome.SERVER_ERROR if failed else Outcome.OK,
+                                      end_s=w * 3 + 1.0 + j * 0.1))
+        return result(records, duration_s=9.0)
+
+    spec = VerdictSpec(window_s=3.0, max_error_growth=0.25)
+    assert degradation(run(2), spec) is None  # 0% in the reference window, 20% in the last: within +25%
+    found = degradation(run(3), spec)
+    assert found is not None and found.summary == (
+        "the error rate grew from 0.0% in window 2 (3-6 s) to 30.0% in window 3 (6-9 s) (at most +25% allowed)")
+    assert degradation(result(run(3).records[:20], duration_s=6.0), spec) is None  # two windows: too short
