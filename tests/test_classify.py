@@ -11,6 +11,7 @@ from loadrepro.judge.classify import (
     post_run_health,
     prefix_reuse_missing,
     pressure_in_metrics,
+    protocol_errors,
     rejections,
     stalled_streams,
     throttling,
@@ -78,6 +79,17 @@ def test_count_rules_fire_on_one():
         assert rule(result([record(1), record(2, outcome)]), SPEC).summary.startswith("1 ")
 
 
+def test_count_rules_name_how_many_and_the_first_to_end():
+    for rule, outcome, words in (
+            (stalled_streams, Outcome.STALLED, "streams stalled (no byte for stall_timeout_s)"),
+            (truncated_streams, Outcome.TRUNCATED, "streams or connections cut before a finish"),
+            (protocol_errors, Outcome.PROTOCOL_ERROR, "responses were not valid OpenAI JSON/SSE")):
+        found = rule(result([record(1), record(2, outcome, end_s=3.0), record(3, outcome, end_s=2.0)]), SPEC)
+        assert (found.rule, found.severity, found.summary) == (
+            rule.__name__, Severity.FAIL, f"2 {words} (first: request 3 at 2.0 s)")
+        assert rule.__doc__ == f"Any request whose outcome is `{outcome}` ({words}); threshold: one."
+
+
 def test_low_completion_threshold_excludes_rejections_and_cancellations():
     records = [record(i) for i in range(9)] + [record(9, Outcome.SERVER_ERROR)]
     assert low_completion(result(records), VerdictSpec(min_completed=0.9)) is None
@@ -94,6 +106,19 @@ def test_post_run_health_and_interruption():
     assert post_run_health(result([record(1)], post="unreachable"), SPEC).summary == "/health unreachable after the run"
     assert post_run_health(result([record(1)], post=503), VerdictSpec(require_post_health=False)) is None
     assert interrupted(result([record(1)], interrupted=True), SPEC).severity is Severity.FAIL
+    assert interrupted(result([record(1)], interrupted=True), SPEC).summary == (
+        "the run was interrupted before its workload finished")
+    assert interrupted(result([record(1)]), SPEC) is None
+
+
+def test_a_crashed_load_worker_fails_the_run_as_loadrepros_own_failure():
+    import dataclasses
+
+    crashed = dataclasses.replace(result([record(1)]), stop_reason="worker_crashed")
+    found = interrupted(crashed, SPEC)
+    assert (found.rule, found.severity, found.summary) == (
+        "interrupted", Severity.FAIL, "a load worker crashed before the workload finished: loadrepro's own "
+                                      "failure, not the engine's, and the run proves nothing")
 
 
 def test_rejections_are_info_unless_forbidden():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from ddsketch import DDSketch
 
+from loadrepro.judge.findings import Severity
 from loadrepro.judge.windows import degradation, kv_leak, windows
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import SKETCH_ACCURACY, Outcome, RequestRecord, Tally, add_all
@@ -180,3 +181,28 @@ def test_an_error_rate_grown_past_the_allowed_share_fails_degradation_and_one_wi
     assert found is not None and found.summary == (
         "the error rate grew from 0.0% in window 2 (3-6 s) to 30.0% in window 3 (6-9 s) (at most +25% allowed)")
     assert degradation(result(run(3).records[:20], duration_s=6.0), spec) is None  # two windows: too short
+
+
+def test_the_soak_rules_findings_are_failures_under_their_own_names():
+    both = steady_run([900.0, 100.0, 140.0, 220.0])
+    found = degradation(both, SPEC)
+    assert (found.rule, found.severity) == ("degradation", Severity.FAIL)
+    leak = kv_leak(steady_run([100.0] * 3, [0.02, 0.05, 0.08]), SPEC)  # three quiet windows are enough
+    assert leak is not None and (leak.rule, leak.severity) == ("kv_leak", Severity.FAIL)
+    assert kv_leak(steady_run([100.0] * 2, [0.02, 0.08]), SPEC) is None  # two are not
+
+
+def test_ttft_and_error_growth_are_said_together_and_a_thin_window_says_nothing_of_ttft():
+    run = steady_run([900.0, 100.0, 140.0, 220.0])
+    failing = [dataclasses.replace(r, outcome=Outcome.SERVER_ERROR) if r.sent_ns > START + 9 * S and r.id % 3 == 0
+               else r for r in run.records]
+    found = degradation(dataclasses.replace(run, records=tuple(failing)), SPEC)
+    assert found is not None and "allowed); the error rate grew from 0.0% in window 2" in found.summary
+    thin = [r for r in run.records if not (START + 3 * S <= r.sent_ns < START + 6 * S) or r.id % 9 < 4]
+    assert degradation(dataclasses.replace(run, records=tuple(thin)), SPEC) is None  # 4 in the reference: < 5
+
+
+@pytest.mark.parametrize(("dip", "fires"), [(-0.004, True), (-0.006, False)])
+def test_a_small_dip_in_a_creeping_kv_usage_is_tolerated_and_a_larger_one_is_not(dip, fires):
+    quiet = [0.02, 0.06, 0.06 + dip, 0.12]  # a tenth of max_kv_leak (0.005) is the largest dip tolerated
+    assert (kv_leak(steady_run([100.0] * 4, quiet), SPEC) is not None) is fires
