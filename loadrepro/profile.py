@@ -34,20 +34,30 @@ class _Section(BaseModel):
 
 
 class WorkloadSpec(_Section):
-    kind: Literal["conversations", "trace"] = "conversations"
-    trace: str = ""
-    trace_block_tokens: int = Field(512, ge=1)
-    seed: int = 7
-    conversations: int = Field(12, ge=1)
-    groups: int = Field(0, ge=0)
-    group_prefix_tokens: int = Field(0, ge=0)  # groups > 0: tokens of the shared group document (0: half the prefix)
-    turns: int = Field(2, ge=1)
-    prefix_tokens: int = Field(81000, ge=64)
-    prefix_tokens_p95: int = Field(0, ge=0)
-    turn_tokens: int = Field(600, ge=1)
-    max_tokens: int = Field(32768, ge=1)
-    warm_max_tokens: int = Field(1, ge=1)
-    ignore_eos: bool = True
+    kind: Literal["conversations", "trace"] = Field(
+        "conversations",
+        description=("conversations: seeded prefix-shared multi-turn conversations; trace: replay a "
+                     "Mooncake-format JSONL trace."))
+    trace: str = Field("", description="The trace file (kind = 'trace').")
+    trace_block_tokens: int = Field(512, ge=1, description="Tokens per hash id of the trace (its block size).")
+    seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
+    conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
+    groups: int = Field(
+        0, ge=0, description="> 0: conversations share one of this many group documents besides the common prefix.")
+    group_prefix_tokens: int = Field(
+        0, ge=0, description="groups > 0: tokens of the shared group document (0: half the prefix).")
+    turns: int = Field(
+        2, ge=1, description="Turns per conversation: a warm-up, then the follow-ups that reuse its prefix.")
+    prefix_tokens: int = Field(
+        81000, ge=64,
+        description="Tokens of the prefix a conversation's turns share (the p50 when prefix_tokens_p95 is set).")
+    prefix_tokens_p95: int = Field(
+        0, ge=0, description="> prefix_tokens: prefix lengths spread log-normally with this p95 (0: all alike).")
+    turn_tokens: int = Field(600, ge=1, description="Tokens each later turn adds.")
+    max_tokens: int = Field(32768, ge=1, description="Output tokens asked of each follow-up turn.")
+    warm_max_tokens: int = Field(1, ge=1, description="Output tokens asked of each warm-up (first) turn.")
+    ignore_eos: bool = Field(
+        True, description="Ask the engine to ignore end-of-sequence, so every answer is max_tokens long.")
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
@@ -63,19 +73,33 @@ class WorkloadSpec(_Section):
 
 
 class LoadSpec(_Section):
-    concurrency: int = Field(12, ge=1)
-    arrival: Literal["closed", "poisson"] = "closed"
-    rate: float = Field(0.0, ge=0)
-    duration_s: float = Field(0, ge=0)
-    cancel_fraction: float = Field(0.0, ge=0, le=1)
-    request_timeout_s: float = Field(900, gt=0)
-    stall_timeout_s: float = Field(60, gt=0)  # silence after the first token, or of the whole engine, that is a stall
-    ttft_timeout_s: float = Field(0, ge=0)  # > 0: the longest wait for a first token (else request_timeout_s)
-    stop_on_death: bool = True
-    max_retries: int = Field(3, ge=0)  # 429 / 503-with-Retry-After / 503 in a stream: retries before "throttled"
-    checkpoint_s: float | None = Field(None, ge=0)  # reports rewritten this often (unset: 60 s in soaks; 0: never)
-    max_rps: float = Field(0.0, ge=0)  # > 0: at most this many request starts in any one second
-    keep_records: int = Field(20_000, ge=1)  # completed records kept in memory (and as many others); beyond, counted
+    concurrency: int = Field(12, ge=1, description="Requests in flight at most (warm-ups included).")
+    arrival: Literal["closed", "poisson"] = Field(
+        "closed",
+        description=("closed: start a request as soon as a slot frees; poisson: start conversations at `rate` "
+                     "per second."))
+    rate: float = Field(0.0, ge=0, description="Conversations started per second (arrival = 'poisson').")
+    duration_s: float = Field(
+        0, ge=0, description="> 0: a soak of this many seconds, repeating the plan; 0: run the plan once.")
+    cancel_fraction: float = Field(
+        0.0, ge=0, le=1, description="Share of streams cancelled part-way (a soak's client disconnects).")
+    request_timeout_s: float = Field(900, gt=0, description="The longest a request may take.")
+    stall_timeout_s: float = Field(
+        60, gt=0,
+        description="Silence after the first token, or of the whole engine while requests wait, that is a stall.")
+    ttft_timeout_s: float = Field(
+        0, ge=0, description="> 0: the longest wait for a first token (else request_timeout_s bounds it).")
+    stop_on_death: bool = Field(True, description="Stop starting requests once the engine is judged dead.")
+    max_retries: int = Field(
+        3, ge=0,
+        description="Retries of 429, 503 with Retry-After, and 503 in a stream, before the request is `throttled`.")
+    checkpoint_s: float | None = Field(
+        None, ge=0, description="Reports rewritten this often while the run goes on (unset: 60 s in soaks; 0: never).")
+    max_rps: float = Field(0.0, ge=0, description="> 0: at most this many request starts in any one second.")
+    keep_records: int = Field(
+        20_000, ge=1,
+        description=("Completed records kept in memory (and as many others); beyond, they are counted, and "
+                     "kept in requests.jsonl only."))
 
     @model_validator(mode="after")
     def _rate_for_poisson(self) -> LoadSpec:
@@ -142,61 +166,79 @@ class SimSpec(_Section):
 class EngineSpec(_Section):
     """The target's KV-cache numbers, for predictions; what is left out is discovered from the target."""
 
-    layers: int | None = Field(None, ge=1)
-    kv_heads: int | None = Field(None, ge=1)
-    head_dim: int | None = Field(None, ge=1)
-    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8"] = "fp16"
-    bytes_per_token: int | None = Field(None, ge=1)  # instead of layers x heads x dims x dtype
-    tokens_per_block: int | None = Field(None, ge=1)
-    pool_bytes: int | str | None = None  # a size: 4194304, "4MiB", "60.51GiB"
-    pool_blocks: int | None = Field(None, ge=1)
-    gpu_memory_bytes: int | str | None = None  # with free_fraction and weights_bytes, instead of pool_bytes
-    free_fraction: float = Field(0.9, gt=0, le=1)
-    weights_bytes: int | str = 0
-    max_seq_len: int | None = Field(None, ge=1)
-    max_batch: int = Field(1, ge=1)
-    beam_width: int = Field(1, ge=1)
-    draft_bytes_per_token: int = Field(0, ge=0)
-    draft_pool_bytes: int | str | None = None  # None with draft bytes/token: the draft shares the pool
-    index_pool_bytes: int | str | None = None  # the memory estimate a page-index table is sized from
+    layers: int | None = Field(None, ge=1, description="Transformer layers holding KV.")
+    kv_heads: int | None = Field(None, ge=1, description="KV heads per layer.")
+    head_dim: int | None = Field(None, ge=1, description="Head dimension.")
+    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8"] = Field("fp16", description="KV-cache element type.")
+    bytes_per_token: int | None = Field(
+        None, ge=1, description="KV bytes per token, instead of layers x heads x dims x dtype.")
+    tokens_per_block: int | None = Field(None, ge=1, description="Tokens per KV block.")
+    pool_bytes: int | str | None = Field(None, description="The KV pool's size: 4194304, '4MiB', '60.51GiB'.")
+    pool_blocks: int | None = Field(None, ge=1, description="The KV pool's size in blocks, instead of pool_bytes.")
+    gpu_memory_bytes: int | str | None = Field(
+        None, description="GPU memory, with free_fraction and weights_bytes, instead of pool_bytes.")
+    free_fraction: float = Field(0.9, gt=0, le=1, description="Share of GPU memory for weights and KV.")
+    weights_bytes: int | str = Field(0, description="The model weights' size.")
+    max_seq_len: int | None = Field(None, ge=1, description="The engine's longest sequence.")
+    max_batch: int = Field(1, ge=1, description="The engine's largest batch.")
+    beam_width: int = Field(1, ge=1, description="Beams per request.")
+    draft_bytes_per_token: int = Field(0, ge=0, description="Draft or indexer cache bytes per token (0: none).")
+    draft_pool_bytes: int | str | None = Field(
+        None,
+        description="A separate draft pool's size (unset with draft bytes per token: the draft shares the pool).")
+    index_pool_bytes: int | str | None = Field(
+        None, description="The memory estimate a page-index table is sized from.")
 
 
 class VerdictSpec(_Section):
-    allow_rejected: bool = True
-    min_completed: float = Field(1.0, ge=0, le=1)
-    require_post_health: bool = True
-    min_cache_hit: float = Field(0.0, ge=0, le=1)
-    max_prompt_error: float = Field(0.05, gt=0)  # planned vs usage.prompt_tokens beyond this share: a warning
-    max_ttft_regression: float = Field(0.5, ge=0)  # compare/ab: patched TTFT p50 may grow by this share at most
-    max_throughput_regression: float = Field(0.2, ge=0, le=1)  # and its decode tokens/s may drop by this share
-    window_s: float = Field(60.0, gt=0)  # long runs are summarised, and judged, window by window
-    max_ttft_growth: float = Field(1.0, ge=0)  # degradation: last window's TTFT p95 over the first steady one's
-    max_error_growth: float = Field(0.05, ge=0, le=1)  # degradation: and its error rate, in points
-    max_kv_leak: float = Field(0.05, gt=0, le=1)  # KV usage at quiet moments may creep up this much in all
+    allow_rejected: bool = Field(
+        True, description="Requests refused cleanly at admission are information (false: a failure).")
+    min_completed: float = Field(1.0, ge=0, le=1, description="Share of admitted requests that must complete.")
+    require_post_health: bool = Field(True, description="/health must answer 200 right after the run.")
+    min_cache_hit: float = Field(
+        0.0, ge=0, le=1, description="> 0: later turns must find at least this share of their shared prefix cached.")
+    max_prompt_error: float = Field(
+        0.05, gt=0, description="Planned vs the target's usage.prompt_tokens beyond this share: a warning.")
+    max_ttft_regression: float = Field(
+        0.5, ge=0, description="compare/ab: the patched side's TTFT p50 may grow by this share at most.")
+    max_throughput_regression: float = Field(
+        0.2, ge=0, le=1, description="compare/ab: and its decode tokens/s may drop by this share at most.")
+    window_s: float = Field(
+        60.0, gt=0, description="Long runs are summarised, and judged, window by window of this many seconds.")
+    max_ttft_growth: float = Field(
+        1.0, ge=0, description="degradation: the last window's TTFT p95 over the first steady window's, as a share.")
+    max_error_growth: float = Field(
+        0.05, ge=0, le=1,
+        description="degradation: the last window's error rate over the first steady window's, in points.")
+    max_kv_leak: float = Field(
+        0.05, gt=0, le=1, description="kv_leak: how much KV usage at quiet moments may creep up in all.")
     max_health_latency_s: float = Field(
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
 
 
 class SignatureSpec(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-    name: str
-    pattern: str
-    class_: Literal["F", "P", "T", "R"] = Field(alias="class")
-    throttling: bool = False  # the text means "busy, retry later": such a request is retried, then `throttled`
+    name: str = Field(description="The signature's name, as reports show it.")
+    pattern: str = Field(description="A regular expression matched against error texts and log lines.")
+    class_: Literal["F", "P", "T", "R"] = Field(
+        alias="class", description="F fatal, P propagation, T temporary, R recoverable.")
+    throttling: bool = Field(
+        False, description="The text means 'busy, retry later': such a request is retried, then `throttled`.")
 
 
 class Profile(_Section):
-    name: str
-    description: str = ""
-    api: Api = "chat"
-    model: str = ""
-    workload: WorkloadSpec = WorkloadSpec()
-    load: LoadSpec = LoadSpec()
-    watch: WatchSpec = WatchSpec()
-    sim: SimSpec = SimSpec()
-    engine: EngineSpec = EngineSpec()
-    verdict: VerdictSpec = VerdictSpec()
-    signatures: tuple[SignatureSpec, ...] = ()
+    name: str = Field(description="The profile's name.")
+    description: str = Field("", description="What the profile reproduces, in a sentence.")
+    api: Api = Field("chat", description="The generation API the load uses.")
+    model: str = Field("", description="The model to ask for (empty: the first the target lists).")
+    workload: WorkloadSpec = Field(WorkloadSpec(), description="The traffic.")
+    load: LoadSpec = Field(LoadSpec(), description="How it is sent.")
+    watch: WatchSpec = Field(WatchSpec(), description="How the target is watched.")
+    sim: SimSpec = Field(SimSpec(), description="The simulated engine, when it is the target.")
+    engine: EngineSpec = Field(EngineSpec(), description="The target's KV-cache numbers, for predictions.")
+    verdict: VerdictSpec = Field(VerdictSpec(), description="What passes.")
+    signatures: tuple[SignatureSpec, ...] = Field(
+        (), description="Error texts of the profile's own, beside the built-in catalog.")
 
 
 def builtin_profiles() -> dict[str, Path]:

@@ -264,44 +264,55 @@ class WindowRow(_Model):
 
 
 class RunReport(_Model):
-    schema_: str = Field(SCHEMA, alias="schema")
-    verdict: str  # pass | fail, or running in a checkpoint written while the run goes on
-    finished: bool = True  # False in a checkpoint: what the run had done so far
-    reasons: list[str]
-    label: str
-    profile: dict[str, Any]
-    seed: int
-    target: Target
-    started_at: str
-    duration_s: float
-    command: str
-    stop_reason: str
-    interrupted: bool
-    requests: Requests
-    health: Health
-    first_failure: FirstFailure | None
-    signatures: list[SignatureCount]
-    rules: list[RuleResult]
-    latency: Latency
-    throughput: Throughput
-    cache: Cache
-    workload: WorkloadInfo
-    pressure: Pressure
-    capacity: CapacityInfo | None = None
-    diagnosis: DiagnosisInfo | None = None
-    calibration: CalibrationInfo | None = None
-    lengths: Lengths | None = None
-    workers: WorkersInfo | None = None
-    liveness: Liveness | None = None
-    canary: CanaryInfo | None = None
-    timing: Timing | None = None
-    log_excerpt: list[str]
-    notes: list[str]
-    environment: Environment
-    windows: list[WindowRow] = []
-    request_table: list[RequestRow]
-    request_table_total: int | None = None  # set when the table keeps only some rows (requests.jsonl has all)
-    run_dir: str | None = None  # where the run's files are (set by the Python API; not written to report.json)
+    schema_: str = Field(SCHEMA, alias="schema", description="The schema's name and version: loadrepro.report/1.")
+    verdict: str = Field(description="pass or fail; running in a checkpoint written while the run goes on.")
+    finished: bool = Field(True, description="False in a checkpoint: what the run had done so far.")
+    reasons: list[str] = Field(description="Why the verdict is what it is: each failing rule's words.")
+    label: str = Field(description="The run's name (the sim policy, run, or --label).")
+    profile: dict[str, Any] = Field(description="The resolved profile the run used, every key.")
+    seed: int = Field(description="The workload's seed.")
+    target: Target = Field(description="What was loaded: its URL, model and the command that started it.")
+    started_at: str = Field(description="When the run started (ISO 8601, UTC).")
+    duration_s: float = Field(description="From the load's start to its end, seconds.")
+    command: str = Field(description="The command that reproduces this run.")
+    stop_reason: str = Field(description="done, duration, engine_death, interrupted or worker_crashed.")
+    interrupted: bool = Field(description="Ctrl-C or SIGTERM ended the run before its workload finished.")
+    requests: Requests = Field(description="Requests by outcome, reconnects and conversations, over every request.")
+    health: Health = Field(description="The /health polls: their transitions and latency.")
+    first_failure: FirstFailure | None = Field(description="The first request that failed.")
+    signatures: list[SignatureCount] = Field(description="Engine error texts found in responses and the engine's log.")
+    rules: list[RuleResult] = Field(description="Every rule, in the order judged, fired or not.")
+    latency: Latency = Field(description="Latency percentiles over every request.")
+    throughput: Throughput = Field(description="Completed requests and output tokens per second.")
+    cache: Cache = Field(description="Prompt tokens sent and those the target reported cached.")
+    workload: WorkloadInfo = Field(description="What was planned: conversations, requests, prompt lengths, seed.")
+    pressure: Pressure = Field(description="What the engine's metrics said of KV usage, waiting and preemptions.")
+    capacity: CapacityInfo | None = Field(
+        None, description="The KV arithmetic of the target, when its limits are known.")
+    diagnosis: DiagnosisInfo | None = Field(
+        None, description="What the engine's log says: first fatal signature, initiating rank, next step.")
+    calibration: CalibrationInfo | None = Field(None, description="How lengths were counted in the target's tokens.")
+    lengths: Lengths | None = Field(None, description="Planned prompt lengths against the target's own counts.")
+    workers: WorkersInfo | None = Field(None, description="How many processes or Ray actors sent the load.")
+    liveness: Liveness | None = Field(
+        None, description="When a Kubernetes-style liveness probe would have restarted the engine.")
+    canary: CanaryInfo | None = Field(
+        None, description="The canary requests sent outside the workload, and their outcomes.")
+    timing: Timing | None = Field(
+        None, description=("What the run cost beside its load: to the first request, from the last answer to "
+                           "the verdict."))
+    log_excerpt: list[str] = Field(description="The engine log's lines before its first fatal line.")
+    notes: list[str] = Field(description="What the watchers, the runner and loadrepro want said once.")
+    environment: Environment = Field(description="loadrepro's version, Python and the platform.")
+    windows: list[WindowRow] = Field(
+        [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
+    request_table: list[RequestRow] = Field(
+        description="One row per request (at most 4,000: the failed first, then the first and the last).")
+    request_table_total: int | None = Field(
+        None, description=("Set when the table keeps only some rows: the requests in all (requests.jsonl has "
+                           "every one)."))
+    run_dir: str | None = Field(
+        None, description="Where the run's files are (set by the Python API; not written to report.json).")
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,120 @@
+"""Writes the reference pages of the docs from the code: every profile key (docs/reference/profile.md), every
+report.json field (docs/reference/report.md), the rules and outcomes (docs/reference/rules.md), and report.json's
+JSON Schema (docs/report.schema.json). `--check` writes nothing and exits 1 when a committed page differs from
+what the code says (the tests run it).
+
+    python scripts/docs_reference.py [--check]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from loadrepro.judge.classify import RULES
+from loadrepro.judge.findings import FAILED
+from loadrepro.profile import Profile
+from loadrepro.records import Outcome
+from loadrepro.run_report import RunReport
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _type(annotation: object) -> str:
+    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
+    return text or str(annotation).replace("typing.", "").replace("loadrepro.", "").replace("NoneType", "None")
+
+
+def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """The model and every model its fields hold, each once, in the order they are met."""
+    found: list[type[BaseModel]] = [model]
+    for field in model.model_fields.values():
+        for inner in (field.annotation, *typing.get_args(field.annotation)):
+            for candidate in (inner, *typing.get_args(inner)):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel) and candidate not in found:
+                    found += [m for m in _models(candidate) if m not in found]
+    return found
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _table(model: type[BaseModel], defaults: bool) -> list[str]:
+    head = "| key | type | default | description |\n|---|---|---|---|" if defaults else \
+        "| field | type | description |\n|---|---|---|"
+    rows = [head]
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        described = _cell(field.description or "")
+        if defaults:
+            default = "required" if field.is_required() else \
+                f"`{_cell(repr(field.get_default(call_default_factory=True)))}`"
+            rows.append(f"| `{key}` | `{_cell(_type(field.annotation))}` | {default} | {described} |"
+                        if not isinstance(field.get_default(call_default_factory=True), BaseModel) else
+                        f"| `{key}` | section | | see `[{key}]` below |")
+        else:
+            rows.append(f"| `{key}` | `{_cell(_type(field.annotation))}` | {described} |")
+    return rows
+
+
+def profile_page() -> str:
+    lines = ["# Profile reference", "", "A profile is a TOML file (`profiles/` holds the built-in ones). Top-level "
+             "keys first, then each section; `--set section.key=VALUE` overrides any of them. Generated from "
+             "`loadrepro/profile.py`.", "", *_table(Profile, defaults=True), ""]
+    for name, field in Profile.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            doc = _cell(annotation.__doc__ or "")
+            lines += [f"## [{name}]", "", *([doc, ""] if doc else []), *_table(annotation, defaults=True), ""]
+    return "\n".join(lines)
+
+
+def report_page() -> str:
+    lines = ["# report.json reference", "", f"Schema `{RunReport.model_fields['schema_'].default}`; the JSON Schema is "
+             "[report.schema.json](../report.schema.json). Generated from `loadrepro/run_report.py`.", ""]
+    for model in _models(RunReport):
+        doc = _cell(model.__doc__ or "") if model.__doc__ != BaseModel.__doc__ else ""
+        lines += [f"## {model.__name__}", "", *([doc, ""] if doc else []), *_table(model, defaults=False), ""]
+    return "\n".join(lines)
+
+
+def rules_page() -> str:
+    lines = ["# Rules and outcomes", "", "Every request gets one outcome; the rules, in the order they are judged, "
+             "read the outcomes, the watchers' samples and the engine's log. A rule's finding is a failure or "
+             "information; the run fails when any finding is a failure. Generated from `loadrepro/judge/` and "
+             "`loadrepro/records.py`.", "", "## Outcomes", "", "| outcome | counts as a failure |", "|---|---|"]
+    lines += [f"| `{o.value}` | {'yes' if o in FAILED else 'no'} |" for o in Outcome]
+    lines += ["", "## Rules", ""]
+    for rule in RULES:
+        lines += [f"### `{rule.__name__}`", "", _cell(rule.__doc__ or ""), ""]
+    return "\n".join(lines)
+
+
+def pages() -> dict[Path, str]:
+    return {DOCS / "reference" / "profile.md": profile_page(), DOCS / "reference" / "report.md": report_page(),
+            DOCS / "reference" / "rules.md": rules_page(),
+            DOCS / "report.schema.json": json.dumps(RunReport.model_json_schema(by_alias=True), indent=2) + "\n"}
+
+
+def main() -> int:
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for path, text in pages().items():
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if stale:
+        print("out of date (run python scripts/docs_reference.py): " + ", ".join(stale))
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
