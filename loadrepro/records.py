@@ -208,12 +208,38 @@ _ONE_BY_ONE = 24  # below this many values, adding each is cheaper than bucketin
 
 @dataclass(slots=True)
 class WindowTally:
-    """One window's counts and latency sketches, over every request sent in it."""
+    """One window's counts and latency sketches, over every request sent in it, and what every scrape of the
+    engine's metrics taken in it said (so the samples themselves may be coarsened)."""
 
     requests: int = 0
     outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
     ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    kv_usage_max: float | None = None
+    kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
+    waiting_max: float | None = None
+    preemptions_low: float | None = None  # the engine's preemption counter, lowest and highest seen
+    preemptions_high: float | None = None
+
+    def scraped(self, values: dict[str, float]) -> None:
+        """One scrape of the engine's canonical metrics."""
+        if (usage := values.get(KV_USAGE)) is not None:
+            self.kv_usage_max = _higher(self.kv_usage_max, usage)
+            if values.get(RUNNING) == 0 and values.get(WAITING, 0) == 0:
+                self.kv_usage_quiet = _lower(self.kv_usage_quiet, usage)
+        if (waiting := values.get(WAITING)) is not None:
+            self.waiting_max = _higher(self.waiting_max, waiting)
+        if (preempted := values.get(PREEMPTIONS)) is not None:
+            self.preemptions_low = _lower(self.preemptions_low, preempted)
+            self.preemptions_high = _higher(self.preemptions_high, preempted)
+
+
+def _higher(kept: float | None, value: float) -> float:
+    return value if kept is None else max(kept, value)
+
+
+def _lower(kept: float | None, value: float) -> float:
+    return value if kept is None else min(kept, value)
 
 
 @dataclass(slots=True)
@@ -241,12 +267,20 @@ class Tally:
     windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float) -> Tally:
-        """The tally of records at hand (a result built from all of its records)."""
+    def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
+           metrics: Iterable[MetricsSample] = ()) -> Tally:
+        """The tally of records and scrapes at hand (a result built from all of them)."""
         tally = cls(window_s, start_ns)
         for r in records:
             tally.add(r)
+        for sample in metrics:
+            tally.scraped(sample)
         return tally
+
+    def scraped(self, sample: MetricsSample) -> None:
+        """A scrape of the engine's metrics, into its window (none before the load's time zero)."""
+        if sample.t_ns >= self.start_ns:
+            self.windows.setdefault(self.window_of(sample.t_ns), WindowTally()).scraped(sample.values)
 
     # TTFT and ITL go into their window's sketch only, and the run's are those merged when asked for: a DDSketch
     # merge of sketches with one mapping is exact, and adding each value once halves the per-record work.
@@ -326,7 +360,7 @@ class RunResult:
         records were not all kept stays in its own windows."""
         if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped):
             return self.tally
-        return Tally.of(self.records, self.start_ns, window_s)
+        return Tally.of(self.records, self.start_ns, window_s, self.metrics)
 
 
 class JsonlWriter:

@@ -206,3 +206,26 @@ def test_ttft_and_error_growth_are_said_together_and_a_thin_window_says_nothing_
 def test_a_small_dip_in_a_creeping_kv_usage_is_tolerated_and_a_larger_one_is_not(dip, fires):
     quiet = [0.02, 0.06, 0.06 + dip, 0.12]  # a tenth of max_kv_leak (0.005) is the largest dip tolerated
     assert (kv_leak(steady_run([100.0] * 4, quiet), SPEC) is not None) is fires
+
+
+def test_a_long_runs_scrapes_are_bounded_in_memory_and_its_windows_still_count_every_one(tmp_path):
+    from loadrepro.drive.recorder import MAX_METRICS, Recorder
+
+    rng = np.random.default_rng(11)
+    scrapes = [metrics(i * 0.5, vllm__kv_cache_usage_perc=float(rng.uniform(0.1, 0.9)),
+                       vllm__num_requests_running=float(i % 3 != 0), vllm__num_requests_waiting=float(i % 7),
+                       vllm__num_preemptions_total=float(i // 100)) for i in range(3 * MAX_METRICS)]
+    scrapes[4321] = metrics(4321 * 0.5, vllm__kv_cache_usage_perc=0.97, vllm__num_requests_running=1.0)  # a peak
+    recorder = Recorder(tmp_path, window_s=600.0)
+    recorder.started(START)
+    for sample in scrapes:
+        recorder.sample(sample)
+    recorder.close()
+    assert len(recorder.metrics) <= MAX_METRICS
+    assert recorder.metrics[0] == scrapes[0] and recorder.metrics[-1] == scrapes[-1]
+    kept = [s.values.get("kv_usage", 0.0) for s in recorder.metrics]
+    assert max(kept) == 0.97 and max(s.values["waiting"] for s in recorder.metrics if "waiting" in s.values) == 6
+    duration_s = 3 * MAX_METRICS * 0.5
+    coarse = dataclasses.replace(result(metrics=recorder.metrics, duration_s=duration_s), tally=recorder.tally)
+    exact = result(metrics=scrapes, duration_s=duration_s)
+    assert windows(coarse, 600.0) == windows(exact, 600.0) and len(windows(exact, 600.0)) == 50

@@ -108,7 +108,7 @@ class Runner:
                 self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
-        previous = self._recorder.metrics[-1] if self._recorder.metrics else None
+        previous = self._recorder.metrics[-1] if self._recorder.metrics else None  # the last is never merged
         self._recorder.sample(sample)
         match sample:
             case HealthSample():

@@ -15,10 +15,6 @@ from ddsketch import DDSketch
 from loadrepro.judge.findings import FAILED, Finding, Severity
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import (
-    KV_USAGE,
-    PREEMPTIONS,
-    RUNNING,
-    WAITING,
     Outcome,
     RunResult,
     WindowTally,
@@ -66,22 +62,7 @@ def windows(result: RunResult, window_s: float) -> list[Window]:
     count = int(duration // window_s) + (1 if duration % window_s >= window_s / 2 else 0)
     if count < 2:
         return []
-    samples: list[list[dict[str, float]]] = [[] for _ in range(count)]
-    for s in result.metrics:
-        i = tally.window_of(s.t_ns)
-        if 0 <= i < count:
-            samples[i].append(s.values)
-    return [_window(i, window_s, tally.windows.get(i, WindowTally()), samples[i]) for i in range(count)]
-
-
-def _metrics_fields(samples: list[dict[str, float]]) -> dict[str, float | None]:
-    usage = [v[KV_USAGE] for v in samples if KV_USAGE in v]
-    quiet = [v[KV_USAGE] for v in samples if KV_USAGE in v and v.get(RUNNING) == 0 and v.get(WAITING, 0) == 0]
-    waiting = [v[WAITING] for v in samples if WAITING in v]
-    preempted = [v[PREEMPTIONS] for v in samples if PREEMPTIONS in v]
-    return dict(kv_usage_max=max(usage) if usage else None, kv_usage_quiet=min(quiet) if quiet else None,
-                waiting_max=max(waiting) if waiting else None,
-                preemptions=max(preempted) - min(preempted) if preempted else None)
+    return [_window(i, window_s, tally.windows.get(i, WindowTally())) for i in range(count)]
 
 
 def _quantile(sketch: DDSketch, q: float) -> float | None:
@@ -89,12 +70,15 @@ def _quantile(sketch: DDSketch, q: float) -> float | None:
     return round(float(value), 3) if value is not None else None
 
 
-def _window(i: int, window_s: float, t: WindowTally, samples: list[dict[str, float]]) -> Window:
+def _window(i: int, window_s: float, t: WindowTally) -> Window:
     failed = sum(n for outcome, n in t.outcomes.items() if Outcome(outcome) in FAILED)
+    preempted = t.preemptions_high - t.preemptions_low if t.preemptions_high is not None and \
+        t.preemptions_low is not None else None
     return Window(index=i + 1, start_s=i * window_s, end_s=(i + 1) * window_s, requests=t.requests,
                   outcomes=dict(t.outcomes), failed=failed, ttft_p50_ms=_quantile(t.ttft_ms, 0.5),
                   ttft_p95_ms=_quantile(t.ttft_ms, 0.95), itl_p50_ms=_quantile(t.itl_ms, 0.5),
-                  itl_p95_ms=_quantile(t.itl_ms, 0.95), **_metrics_fields(samples))
+                  itl_p95_ms=_quantile(t.itl_ms, 0.95), kv_usage_max=t.kv_usage_max,
+                  kv_usage_quiet=t.kv_usage_quiet, waiting_max=t.waiting_max, preemptions=preempted)
 
 
 # -- rules ----------------------------------------------------------------------------------------------------
