@@ -42,41 +42,44 @@ class Latency(_Model):
 
 
 class Throughput(_Model):
-    requests_per_s: float
-    output_tokens_per_s: float
+    requests_per_s: float = Field(description="Completed requests per second of the run.")
+    output_tokens_per_s: float = Field(description="Output tokens per second of the run, every request's.")
 
 
 class Cache(_Model):
-    prompt_tokens: int
-    cached_tokens: int | None  # None: the target reported none
+    prompt_tokens: int = Field(description="Prompt tokens the target counted, over every request.")
+    cached_tokens: int | None = Field(
+        description="Of those, the ones it reported cached; null: the target reports none.")
 
 
 class TokenSpread(_Model):
-    p50: int
-    p95: int
-    max: int
+    p50: int = Field(description="The median.")
+    p95: int = Field(description="The 95th percentile.")
+    max: int = Field(description="The largest.")
 
 
 class WorkloadInfo(_Model):
-    kind: str
-    conversations: int
-    requests: int
-    prompt_tokens: TokenSpread
-    seed: int
-    faker_version: str
-    calibration_source: str
+    kind: str = Field(description="conversations or trace.")
+    conversations: int = Field(description="Conversations planned.")
+    requests: int = Field(description="Requests planned.")
+    prompt_tokens: TokenSpread = Field(description="Planned prompt lengths, in the target's tokens.")
+    seed: int = Field(description="The workload's seed.")
+    faker_version: str = Field(
+        description="The Faker version that wrote the records (the same seed and version, the same text).")
+    calibration_source: str = Field(description="How lengths were counted.")
 
 
 class Target(_Model):
-    base_url: str
-    model: str
-    engine_cmd: str | None = None
+    base_url: str = Field(description="The target's URL.")
+    model: str = Field(description="The model asked for.")
+    engine_cmd: str | None = Field(None, description="The command that started the engine, when loadrepro started it.")
 
 
 class Requests(_Model):
-    total: int
-    by_outcome: dict[str, int]
-    reconnects: int = 0  # requests resent at once because a pooled connection was closed: not outcomes
+    total: int = Field(description="Requests sent or given up, every one.")
+    by_outcome: dict[str, int] = Field(description="Requests by outcome.")
+    reconnects: int = Field(
+        0, description="Requests resent at once because a pooled connection was closed (not outcomes).")
     conversations: int = Field(0, description="Conversations that ran (their first turns were sent): a soak "
                                "repeats the planned ones.")
 
@@ -84,46 +87,46 @@ class Requests(_Model):
 class WorkersInfo(_Model):
     """What sent the load: this process, or worker processes on this machine (`--workers N`)."""
 
-    count: int
-    backend: str  # in-process | processes | ray
+    count: int = Field(description="Processes or actors that sent the load.")
+    backend: str = Field(description="in-process, processes or ray.")
 
 
 class CalibrationInfo(_Model):
     """How the workload's lengths were counted."""
 
-    source: str
-    probe_requests: int  # requests sent to the engine to count tokens (no tokenize endpoint)
-    probe_tokens: int
+    source: str = Field(description="What counted the tokens.")
+    probe_requests: int = Field(description="Requests sent to the engine to count tokens (no tokenize endpoint).")
+    probe_tokens: int = Field(description="Prompt tokens those requests carried.")
 
 
 class WorstLength(_Model):
-    request: int
-    conversation: int
-    turn: int
-    planned: int
-    measured: int
+    request: int = Field(description="The request's id.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    planned: int = Field(description="The prompt length planned.")
+    measured: int = Field(description="The length the target counted.")
 
 
 class Lengths(_Model):
     """Planned prompt lengths against the target's usage.prompt_tokens; errors are shares of the planned length."""
 
-    requests: int  # requests whose usage reported prompt tokens
-    error_p50: float | None
-    error_p95: float | None
-    error_max: float | None
-    bias: float | None  # mean signed error: + the target counted more than planned
-    worst: WorstLength | None
+    requests: int = Field(description="Requests whose usage reported prompt tokens.")
+    error_p50: float | None = Field(description="Median of |error|.")
+    error_p95: float | None = Field(description="95th percentile of |error|.")
+    error_max: float | None = Field(description="Largest |error|.")
+    bias: float | None = Field(description="Mean signed error: + the target counted more than planned.")
+    worst: WorstLength | None = Field(description="The request furthest from its plan.")
 
 
 class Transition(_Model):
-    t_s: float
-    status: int | str
+    t_s: float = Field(description="Seconds since the load started.")
+    status: int | str = Field(description="The /health status from then on.")
 
 
 class Health(_Model):
-    pre: int | str | None
-    post: int | str | None
-    transitions: list[Transition]
+    pre: int | str | None = Field(description="/health before the run.")
+    post: int | str | None = Field(description="/health right after the run.")
+    transitions: list[Transition] = Field(description="Each change of /health status during the run.")
     path: str = Field("/health", description="The health path that was polled ([watch] health_path).")
     latency_ms: Percentiles = Field(Percentiles(), description="How long the polls took to answer (an unanswered "
                                     "poll counts at the time it was given up).")
@@ -158,109 +161,111 @@ class Liveness(_Model):
 
 
 class FirstFailure(_Model):
-    t_s: float
-    request: int
-    outcome: str
-    detail: str
-    conversation: int
-    turn: int
-    status: int | None
+    t_s: float = Field(description="When it ended, seconds since the load started.")
+    request: int = Field(description="The request's id.")
+    outcome: str = Field(description="Its outcome.")
+    detail: str = Field(description="The target's error text, or why the outcome was chosen.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    status: int | None = Field(description="Its HTTP status.")
 
 
 class SignatureCount(_Model):
-    name: str
-    class_: str = Field(alias="class")
-    count: int
-    first_t_s: float
-    sample: str
+    name: str = Field(description="The signature's name.")
+    class_: str = Field(alias="class", description="F fatal, P propagation, T temporary, R recoverable.")
+    count: int = Field(description="How often it was seen.")
+    first_t_s: float = Field(description="First seen, seconds since the load started.")
+    sample: str = Field(description="The first text that matched.")
 
 
 class RuleResult(_Model):
-    name: str
-    fired: bool
-    severity: str | None
-    detail: str
+    name: str = Field(description="The rule.")
+    fired: bool = Field(description="Whether it found something.")
+    severity: str | None = Field(description="fail or info, when it fired.")
+    detail: str = Field(description="What it found, in words.")
 
 
 class Pressure(_Model):
-    kv_usage_peak: float | None
-    waiting_peak: float | None
-    preemptions: float | None
-    pool_usage_peak: dict[str, float] = {}  # per KV pool the engine reports blocks for (the simulated engine)
+    kv_usage_peak: float | None = Field(description="The highest KV usage the engine published.")
+    waiting_peak: float | None = Field(description="The most requests it had waiting.")
+    preemptions: float | None = Field(description="Preemptions (SGLang: retractions) during the run.")
+    pool_usage_peak: dict[str, float] = Field(
+        {}, description="Per KV pool the engine reports blocks for (the simulated engine), its peak usage.")
 
 
 class LogPlace(_Model):
-    process: str
-    signature: str
-    file: str
-    line: int
-    timestamp: str | None
-    text: str
+    process: str = Field(description="The process (rank) that logged it.")
+    signature: str = Field(description="The signature it matched.")
+    file: str = Field(description="The log file.")
+    line: int = Field(description="The line number.")
+    timestamp: str | None = Field(description="The time the line carries.")
+    text: str = Field(description="The line.")
 
 
 class DiagnosisInfo(_Model):
     """The engine-log analysis of a run whose engine log loadrepro kept."""
 
-    fatal: bool
-    pressure_only: bool
-    initiating: LogPlace | None
-    collateral: list[LogPlace]
-    figures: dict[str, float]
-    capacity: str
-    next_step: str
-    verification: str
+    fatal: bool = Field(description="A fatal signature was found.")
+    pressure_only: bool = Field(description="Only pressure was logged (retractions, waiting), nothing fatal.")
+    initiating: LogPlace | None = Field(description="The first fatal line of the process that failed first.")
+    collateral: list[LogPlace] = Field(description="Fatal lines of the other processes, which followed it.")
+    figures: dict[str, float] = Field(description="Capacity figures the engine logged (pool sizes, blocks).")
+    capacity: str = Field(description="What those figures say of the KV pools.")
+    next_step: str = Field(description="What to do next.")
+    verification: str = Field(description="How to check a fix.")
 
 
 class Environment(_Model):
-    loadrepro_version: str
-    python: str
-    platform: str
+    loadrepro_version: str = Field(description="loadrepro's version.")
+    python: str = Field(description="Python's version.")
+    platform: str = Field(description="The operating system and machine.")
 
 
 class RequestRow(_Model):
-    id: int
-    conversation: int
-    turn: int
-    outcome: str
-    status: int | None
-    ttft_ms: float | None
-    e2e_ms: float | None
-    output_tokens: int | None
-    cached_tokens: int | None
-    shared_prefix_tokens: int
-    prediction: str | None = None  # fits | must_wait | never_fits
-    limit: str = ""
-    ttfc_ms: float | None = None  # sent -> first content token
+    id: int = Field(description="The request's id.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    outcome: str = Field(description="Its outcome.")
+    status: int | None = Field(description="Its HTTP status.")
+    ttft_ms: float | None = Field(description="Sent -> first token.")
+    e2e_ms: float | None = Field(description="Sent -> end.")
+    output_tokens: int | None = Field(description="Tokens it received.")
+    cached_tokens: int | None = Field(description="Prompt tokens the target reported cached.")
+    shared_prefix_tokens: int = Field(description="Planned tokens it shares with an earlier request.")
+    prediction: str | None = Field(None, description="What the KV arithmetic predicted: fits, must_wait or never_fits.")
+    limit: str = Field("", description="Which limit the prediction names.")
+    ttfc_ms: float | None = Field(None, description="Sent -> first content token.")
 
 
 class CapacityInfo(_Model):
-    source: str
-    tokens_per_block: int
-    pool_tokens: int
-    draft_pool_tokens: int | None
-    index_entries: int | None
-    max_seq_len: int
-    beam_width: int
-    outcomes_by_prediction: dict[str, dict[str, int]]
+    source: str = Field(description="Where the limits came from.")
+    tokens_per_block: int = Field(description="Tokens per KV block.")
+    pool_tokens: int = Field(description="Tokens the binding KV pool holds.")
+    draft_pool_tokens: int | None = Field(description="Tokens the draft pool holds, when there is one.")
+    index_entries: int | None = Field(description="Entries of the page-index table, when sized.")
+    max_seq_len: int = Field(description="The longest sequence.")
+    beam_width: int = Field(description="Beams per request.")
+    outcomes_by_prediction: dict[str, dict[str, int]] = Field(
+        description="For each prediction, the outcomes its requests had.")
 
 
 class WindowRow(_Model):
     """One window of a long run ([verdict] window_s), by the time its requests were sent."""
 
-    index: int
-    start_s: float
-    end_s: float
-    requests: int
-    outcomes: dict[str, int]
-    failed: int
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    itl_p50_ms: float | None
-    itl_p95_ms: float | None
-    kv_usage_max: float | None
-    kv_usage_quiet: float | None
-    waiting_max: float | None
-    preemptions: float | None
+    index: int = Field(description="1-based.")
+    start_s: float = Field(description="Seconds since the load started.")
+    end_s: float = Field(description="Its end.")
+    requests: int = Field(description="Requests sent in it.")
+    outcomes: dict[str, int] = Field(description="Those requests by outcome.")
+    failed: int = Field(description="Those that failed.")
+    ttft_p50_ms: float | None = Field(description="Median TTFT of its requests.")
+    ttft_p95_ms: float | None = Field(description="95th percentile TTFT.")
+    itl_p50_ms: float | None = Field(description="Median gap between token chunks.")
+    itl_p95_ms: float | None = Field(description="95th percentile gap.")
+    kv_usage_max: float | None = Field(description="The highest KV usage scraped in it.")
+    kv_usage_quiet: float | None = Field(description="The lowest KV usage while nothing ran or waited.")
+    waiting_max: float | None = Field(description="The most requests waiting.")
+    preemptions: float | None = Field(description="The preemption counter's growth in it.")
 
 
 class RunReport(_Model):
