@@ -265,6 +265,11 @@ class Tally:
     queue_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     ttfc_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
+    # Later turns that completed with a shared prefix, by the share of it found cached (in 1/REUSE_SCALE, floored):
+    # each share's count and its first request (id, cached, shared). Judging `cached < min_cache_hit x shared` from
+    # these is exact for a min_cache_hit given to four decimals.
+    reuse: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)
+    reuse_reported: int = 0  # of those, the ones whose usage reported cached tokens at all
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
@@ -305,6 +310,8 @@ class Tally:
         if r.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + r.cached_tokens
         self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
+        if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
+            self._reused(r)
         window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
         window.requests += 1
         window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
@@ -314,6 +321,19 @@ class Tally:
                 sketch.add(max(value, 1e-6))
         if len(r.chunk_ns) > 1:
             add_all(window.itl_ms, r.itl_ms())
+
+
+    def _reused(self, r: RequestRecord) -> None:
+        cached = r.cached_tokens or 0
+        share = cached * REUSE_SCALE // r.shared_prefix_tokens
+        count, first_id, first_cached, first_shared = self.reuse.get(share, (0, r.id, cached, r.shared_prefix_tokens))
+        if r.id < first_id:
+            first_id, first_cached, first_shared = r.id, cached, r.shared_prefix_tokens
+        self.reuse[share] = (count + 1, first_id, first_cached, first_shared)
+        self.reuse_reported += r.cached_tokens is not None
+
+
+REUSE_SCALE = 10_000
 
 
 def _merged(sketches: Iterable[DDSketch]) -> DDSketch:

@@ -196,3 +196,19 @@ def test_pressure_lists_what_the_metrics_showed_at_their_thresholds():
     calm = [metrics(0.5, vllm__num_preemptions_total=3, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.89)]
     assert pressure_in_metrics(result([record(1)], metrics=calm), SPEC) is None
     assert preemptions(result([record(1)])) is None
+
+
+def test_prefix_reuse_is_judged_over_every_request_even_those_not_kept_in_memory():
+    import dataclasses
+
+    from loadrepro.records import Tally
+
+    records = [record(i, turn=2, shared=1000, cached=900) for i in range(1, 41)]
+    records[35] = record(36, turn=2, shared=1000, cached=799)  # late in a long run: not among the kept records
+    full = result(records)
+    tally = dataclasses.replace(Tally.of(records, full.start_ns, 60.0), dropped=30)
+    kept_few = dataclasses.replace(result(records[:10]), tally=tally)
+    finding = prefix_reuse_missing(kept_few, VerdictSpec(min_cache_hit=0.8))
+    assert finding.summary == ("1/40 later turns found less than 80% of their shared prefix in the cache "
+                               "(request 36: 799 of 1000 tokens)")
+    assert prefix_reuse_missing(kept_few, VerdictSpec(min_cache_hit=0.799)) is None  # 799/1000 is 0.799: enough

@@ -12,7 +12,7 @@ from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult
+from loadrepro.records import REUSE_SCALE, HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
 
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
@@ -245,20 +245,21 @@ def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None
     prefix (turns after the first) must report cached tokens >= min_cache_hit x that prefix."""
     if spec.min_cache_hit <= 0:
         return None
-    later = [r for r in result.records if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1]
+    totals = result.totals(spec.window_s)  # every request, kept in memory or not
+    later = sum(count for count, *_ in totals.reuse.values())
     if not later:
         return None
-    if all(r.cached_tokens is None for r in later):
+    if not totals.reuse_reported:
         return Finding("prefix_reuse_missing", Severity.INFO, "the target reports no cached tokens, so prefix reuse "
                        "was not checked (vLLM: --enable-prompt-tokens-details; SGLang: --enable-cache-report)")
-    short = [r for r in later if (r.cached_tokens or 0) < spec.min_cache_hit * r.shared_prefix_tokens]
+    limit = round(spec.min_cache_hit * REUSE_SCALE)
+    short = [first for share, first in totals.reuse.items() if share < limit]
     if not short:
         return None
-    first = short[0]
+    _, request, cached, shared = min(short, key=lambda first: first[1])
     return Finding("prefix_reuse_missing", Severity.FAIL,
-                   f"{len(short)}/{len(later)} later turns found less than {spec.min_cache_hit:.0%} of their shared "
-                   f"prefix in the cache (request {first.id}: {first.cached_tokens or 0} of "
-                   f"{first.shared_prefix_tokens} tokens)")
+                   f"{sum(count for count, *_ in short)}/{later} later turns found less than {spec.min_cache_hit:.0%} "
+                   f"of their shared prefix in the cache (request {request}: {cached} of {shared} tokens)")
 
 
 def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:

@@ -225,8 +225,8 @@ def _kept_note(result: RunResult) -> list[str]:
     if result.tally is None or not result.tally.dropped:
         return []
     return [f"records: {result.tally.dropped:,} of {result.tally.requests:,} completed requests were counted but not "
-            "kept in memory ([load] keep_records): totals and latency cover every request as in any run, the "
-            "prefix-reuse and prompt-length rules and the timeline's request lanes use the kept records; "
+            "kept in memory ([load] keep_records): totals, latency and prefix reuse cover every request as in any run, "
+            "the prompt-length rule and the timeline's request lanes use the kept records; "
             "requests.jsonl has every one"]
 
 
