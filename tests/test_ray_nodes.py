@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from loadrepro.drive.backend import LoadSetup
+from loadrepro.drive.backend import LoadSetup, WorkerCrashed
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.ray_workers import RayArrivals, RayWorker
@@ -74,3 +74,36 @@ async def test_actors_on_two_nodes_and_a_skewed_clock_corrected_within_the_state
     for r in records:  # every time back on the driver's clock, inside the run (within the residual)
         assert before - arrivals.residual_ns <= r.sent_ns <= r.end_ns <= after + arrivals.residual_ns
     assert "2 Ray actors on 2 node(s); clock offsets measured, residual error at most" in arrivals.notes()[0]
+
+
+def failing_on_second_share() -> type[RayWorker]:
+    """RayWorker whose second share raises at once (defined here, so Ray ships it by value)."""
+
+    class Failing(RayWorker):
+        async def _run(self) -> None:
+            if self._share.index == 1:
+                raise RuntimeError("the share broke")
+            await super()._run()
+
+    return Failing
+
+
+@pytest.mark.timeout(300)
+async def test_an_actor_whose_share_raises_ends_the_load_with_the_crash_named_and_keeps_what_arrived(two_nodes):
+    profile = load_profile("healthy", ["workload.conversations=4", "workload.turns=1", "load.concurrency=2",
+                                       "load.duration_s=30", "workload.prefix_tokens=200", "workload.max_tokens=4",
+                                       "model='stub'"])
+    workload = (await plan_workload(profile, SimTokenCounter())).workload
+    records: list[RequestRecord] = []
+    with StubServer("ok", tokens=4, token_delay_s=0.05).running() as stub:
+        config = ClientConfig(base_url=stub.url, api="chat", model="stub", concurrency=2, request_timeout_s=60.0,
+                              stall_timeout_s=30.0)
+        async with Client(config) as client:
+            live = LiveState(time.perf_counter_ns(), None, None)
+            setup = LoadSetup(profile.load, workload, 7, client, live, asyncio.Event(), records.append)
+            arrivals = RayArrivals(setup, 2, None, worker=failing_on_second_share())
+            await arrivals.prepare()
+            live.started_ns = time.perf_counter_ns()
+            with pytest.raises(WorkerCrashed, match="Ray actor 1 raised RuntimeError: the share broke"):
+                await asyncio.wait_for(arrivals.run(), 60)  # a 30 s soak: cancelled long before, not waited out
+    assert all(r.id % 2 == 1 for r in records)  # the first actor's ids: what it sent before it was cancelled
