@@ -83,13 +83,13 @@ def test_a_hanging_server_ends_the_run_within_the_stall_timeout(tmp_path):
 
 
 def test_health_flipping_to_503_while_requests_fail_is_engine_death(tmp_path):
+    """A soak keeps sending while /health answers 503 and every request fails with a 500: the runner judges the
+    engine dead and stops the soak then, not at its end."""
     with StubServer("health_flip", tokens=4, token_delay_s=0.05, flip_after_polls=3).running() as server:
-        result = run(server.url, tmp_path, "workload.conversations=2", "workload.turns=40", "load.concurrency=2")
-    # Each failed conversation ends, so the load may be over before /health has been 503 three polls running;
-    # either way the run is judged an engine death.
-    assert result.stop_reason in ("engine_death", "done")
-    if result.stop_reason == "engine_death":
-        assert any("looks dead" in n.text for n in result.notes)
+        result = run(server.url, tmp_path, "workload.conversations=2", "load.concurrency=2", "load.duration_s=30")
+    assert result.stop_reason == "engine_death" and result.seconds(result.end_ns) < 30
+    death = next(n.text for n in result.notes if n.source == "death")
+    assert death == "/health answered 503 2 times in a row while requests failed and the engine made no progress"
     assert [h.status for h in result.health][:2] == [200, 200] and 503 in [h.status for h in result.health]
     assert any(r.outcome is Outcome.SERVER_ERROR for r in result.records)
     assert result.post_health.status == 503
