@@ -29,6 +29,11 @@ def alive(marker: str) -> bool:
     return subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0
 
 
+def engine_started(marker: str) -> bool:
+    """The never-healthy engine itself runs (loadrepro's own command line names the marker too)."""
+    return alive(rf"^\S+ -c import time; time.sleep\(300\) {marker}")
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "loadrepro", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -44,6 +49,14 @@ def wait_for(process: subprocess.Popen, text: str, timeout_s: float = 120) -> No
         if not line and process.poll() is not None:
             break
     raise AssertionError(f"never saw {text!r}")
+
+
+def until(condition, timeout_s: float = 60) -> None:
+    """Returns once `condition()` holds (looked at every 50 ms), failing after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{condition} never held"
+        time.sleep(0.05)
 
 
 def interrupt(process: subprocess.Popen, signum: int) -> float:
@@ -62,8 +75,7 @@ def interrupt(process: subprocess.Popen, signum: int) -> float:
 def test_ctrl_c_while_an_engine_starts_stops_it_and_exits_130(tmp_path):
     command, marker = never_healthy()
     process = start("run", "--engine-cmd", command, "--out", str(tmp_path), "--quiet")
-    time.sleep(3)
-    assert alive(marker)
+    until(lambda: engine_started(marker))  # the engine was started, and loadrepro waits for its /health
     took = interrupt(process, signal.SIGINT)
     assert process.returncode == 130 and took < 2.0, (process.returncode, took, process.stderr.read()[-1000:])
     assert not alive(marker)
@@ -75,7 +87,8 @@ def test_sigterm_during_the_load_writes_the_report_stops_the_engine_and_exits_13
     process = start("run", "--engine-cmd", healthy, "--out", str(tmp_path), "--quiet",
                     "--set", "workload.turns=6", "--set", "workload.max_tokens=4000")
     wait_for(process, "target: the engine at")
-    time.sleep(3)
+    requests = tmp_path / "requests.jsonl"
+    until(lambda: requests.exists() and requests.read_text().count("\n") >= 1)  # warm-ups done: follow-ups in flight
     took = interrupt(process, signal.SIGTERM)
     assert process.returncode == 130 and took < 2.0, (process.returncode, took)
     report = json.loads((tmp_path / "report.json").read_text())
@@ -91,8 +104,7 @@ def test_sigterm_while_ab_starts_the_patched_engine_stops_it_and_exits_130(tmp_p
     command, marker = never_healthy()
     process = start("ab", "--stock-cmd", SIM, "--patched-cmd", command, "--out", str(tmp_path), "--quiet")
     wait_for(process, "--- patched ---", timeout_s=200)
-    time.sleep(1)
-    assert alive(marker)
+    until(lambda: engine_started(marker))
     took = interrupt(process, signal.SIGTERM)
     assert process.returncode == 130 and took < 2.0, (process.returncode, took)
     assert not alive(marker)
