@@ -66,8 +66,10 @@ def test_soak_cancels_the_chosen_share_and_the_server_sees_each_disconnect(tmp_p
     with StubServer("ok", tokens=40, token_delay_s=0.01).running() as server:
         result = run(server.url, tmp_path, "workload.conversations=4", "workload.max_tokens=40",
                      "load.concurrency=4", "load.duration_s=1.5", "load.cancel_fraction=0.5")
-        time.sleep(0.3)
         cancelled = [r for r in result.records if r.outcome is Outcome.CANCELLED]
+        deadline = time.monotonic() + 10  # the server sees a disconnect when its next write fails
+        while server.stats.disconnects < len(cancelled) - 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert cancelled and server.stats.disconnects >= len(cancelled) - 1
     share = len(cancelled) / len(result.records)
     assert 0.2 < share < 0.8

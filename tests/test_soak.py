@@ -93,7 +93,11 @@ def test_a_soak_killed_by_sigkill_leaves_a_checkpoint_no_older_than_its_interval
             deadline = time.monotonic() + 60
             while not report.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
-            time.sleep(2.0)
+            written = {report.stat().st_mtime_ns}
+            while len(written) < 3 and time.monotonic() < deadline:  # two more checkpoints: the soak is going on
+                time.sleep(0.05)
+                written.add(report.stat().st_mtime_ns)
+            assert len(written) == 3
             os.kill(process.pid, signal.SIGKILL)
             killed = time.time()
         finally:
