@@ -179,6 +179,7 @@ def sample_from_json(data: dict[str, Any]) -> Sample:
     return sample
 
 
+REUSE_SCALE = 10_000  # the share of a prefix found cached is counted in 1/10,000ths (Tally.reuse)
 SKETCH_ACCURACY = 0.01  # relative accuracy of the latency sketches: a reported p95 is within 1% of the true one
 _MAPPING = LogarithmicMapping(SKETCH_ACCURACY)  # DDSketch's own default mapping: the buckets its sketches use
 _LOG_GAMMA = float(np.log(_MAPPING.gamma))
@@ -331,9 +332,6 @@ class Tally:
             first_id, first_cached, first_shared = r.id, cached, r.shared_prefix_tokens
         self.reuse[share] = (count + 1, first_id, first_cached, first_shared)
         self.reuse_reported += r.cached_tokens is not None
-
-
-REUSE_SCALE = 10_000
 
 
 def _merged(sketches: Iterable[DDSketch]) -> DDSketch:

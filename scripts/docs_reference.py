@@ -52,11 +52,10 @@ def _table(model: type[BaseModel], defaults: bool) -> list[str]:
         key = field.alias or name
         described = _cell(field.description or "")
         if defaults:
-            default = "required" if field.is_required() else \
-                f"`{_cell(repr(field.get_default(call_default_factory=True)))}`"
-            rows.append(f"| `{key}` | `{_cell(_type(field.annotation))}` | {default} | {described} |"
-                        if not isinstance(field.get_default(call_default_factory=True), BaseModel) else
-                        f"| `{key}` | section | | see `[{key}]` below |")
+            value = None if field.is_required() else field.get_default(call_default_factory=True)
+            default = "required" if field.is_required() else f"`{_cell(repr(value))}`"
+            rows.append(f"| `{key}` | section | | see `[{key}]` below |" if isinstance(value, BaseModel) else
+                        f"| `{key}` | `{_cell(_type(field.annotation))}` | {default} | {described} |")
         else:
             rows.append(f"| `{key}` | `{_cell(_type(field.annotation))}` | {described} |")
     return rows

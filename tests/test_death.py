@@ -6,8 +6,10 @@ from loadrepro.judge.death import DEATH_POLLS, UPSTREAM_FAILURES, Death, DeathJu
 UPSTREAM = "gateway-upstream-connection"
 
 
-# The judge itself, event by event: h = /health 200, u = /health 503, f = a request failed, t = a token arrived.
-def feed(events: str, usable: bool = True) -> list[int]:
+# The judge itself, event by event: h = /health 200, u = /health unhealthy (`unhealthy`), f = a request failed,
+# t = a token arrived.
+def judged(events: str, usable: bool = True, unhealthy: int | str = 503) -> list[tuple[int, Death]]:
+    """Each Death the judge said, with the 1-based event that made it say so."""
     judge, progress, said = DeathJudge(usable=usable), 0, []
     for i, event in enumerate(events, start=1):
         t_ns = i * 1_000
@@ -15,9 +17,14 @@ def feed(events: str, usable: bool = True) -> list[int]:
             progress = t_ns
         elif event == "f":
             judge.request_failed(t_ns, None, progress)
-        elif judge.poll(t_ns, 200 if event == "h" else 503, progress) is not None:
-            said.append(i)
+        elif (death := judge.poll(t_ns, 200 if event == "h" else unhealthy, progress)) is not None:
+            said.append((i, death))
     return said
+
+
+def feed(events: str, usable: bool = True) -> list[int]:
+    """The events at which death was said."""
+    return [i for i, _ in judged(events, usable)]
 
 
 def test_two_unhealthy_polls_while_requests_fail_and_nothing_progresses_are_death():
@@ -53,18 +60,9 @@ def test_a_success_or_progress_between_gateway_errors_is_not_death():
     assert judge.request_failed(30, "gateway-upstream-connection", 25) is None  # a token came after the first
 
 
-def deaths(events: str, usable: bool = True) -> list[Death]:
-    """As feed(), the Deaths themselves."""
-    judge, progress, said = DeathJudge(usable=usable), 0, []
-    for i, event in enumerate(events, start=1):
-        t_ns = i * 1_000
-        if event == "t":
-            progress = t_ns
-        elif event == "f":
-            judge.request_failed(t_ns, None, progress)
-        elif (death := judge.poll(t_ns, 200 if event == "h" else "unreachable", progress)) is not None:
-            said.append(death)
-    return said
+def deaths(events: str) -> list[Death]:
+    """The Deaths themselves, /health unreachable when unhealthy."""
+    return [death for _, death in judged(events, unhealthy="unreachable")]
 
 
 def test_death_is_dated_at_the_first_poll_of_the_streak_and_says_how_it_was_judged():

@@ -134,9 +134,7 @@ def test_ctrl_c_reaches_every_worker_and_loses_no_record(tmp_path, backend):
          "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
-            time.sleep(0.2)
+        wait_for_records(out, 8)
         workers = children(process.pid)
         assert len(workers) >= 3  # the simulated engine and two workers (or Ray's processes)
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
@@ -164,16 +162,26 @@ def running(pid: int) -> bool:
         return False
 
 
-def test_workers_stop_when_the_driver_is_killed(tmp_path):
-    out = tmp_path / "killed"
-    process = subprocess.Popen(
+def soak_from_two_workers(out: Path) -> subprocess.Popen:
+    """A minute's soak of the healthy profile from two worker processes, started and left running."""
+    return subprocess.Popen(
         [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--workers", "2", "--out", str(out),
          "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_records(out: Path, count: int, timeout_s: float = 90) -> None:
+    """Returns once requests.jsonl holds `count` records, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < count:
+        time.sleep(0.2)
+
+
+def test_workers_stop_when_the_driver_is_killed(tmp_path):
+    out = tmp_path / "killed"
+    process = soak_from_two_workers(out)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
-            time.sleep(0.2)
+        wait_for_records(out, 8)
         workers = {pid for pid in children(process.pid)
                    if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()}
         assert len(workers) >= 2
@@ -190,14 +198,9 @@ def test_workers_stop_when_the_driver_is_killed(tmp_path):
 
 def test_a_worker_that_dies_leaves_the_report_of_everything_received_with_the_crash_named(tmp_path):
     out = tmp_path / "crash"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "loadrepro", "run", "--profile", "healthy", "--workers", "2", "--out", str(out),
-         "--quiet", "--set", "load.duration_s=60", "--set", "load.concurrency=4"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = soak_from_two_workers(out)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < 8:
-            time.sleep(0.2)
+        wait_for_records(out, 8)
         workers = sorted(pid for pid in children(process.pid)
                          if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes())  # not the resource tracker
         assert len(workers) == 2

@@ -38,7 +38,6 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
 from loadrepro.profile import LoadSpec
-from loadrepro.records import RequestRecord
 from loadrepro.workload.model import Workload
 
 POLL_S = 0.05
@@ -57,8 +56,6 @@ class Finished:
 
     error: str | None = None
 
-
-Message = Ready | RequestRecord | Finished
 
 
 @dataclass(frozen=True, slots=True)
