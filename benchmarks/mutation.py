@@ -22,11 +22,11 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ("classify.py", "verdict.py", "capacity.py", "kvcache.py", "death.py", "windows.py")
+CORE = ("classify.py", "verdict.py", "capacity.py", "kvcache.py", "death.py", "windows.py", "counts.py")
 TESTS = ("tests/test_classify.py", "tests/test_classify_exact.py", "tests/test_capacity.py",
          "tests/test_capacity_edges.py", "tests/sim/test_kvcache.py", "tests/sim/test_scheduler.py",
-         "tests/test_death.py", "tests/test_profile_signatures.py", "tests/test_verdict.py", "tests/test_runner.py",
-         "tests/test_statistics.py", "tests/test_soak.py")
+         "tests/test_death.py", "tests/test_profile_signatures.py", "tests/test_runner.py",
+         "tests/test_statistics.py", "tests/test_soak.py", "tests/test_counts.py")
 
 
 def checkout(rev: str, into: Path) -> None:

@@ -24,6 +24,7 @@ from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.capacity import EngineLimits, Prediction
+from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
 from loadrepro.profile import WatchSpec
 
 
@@ -39,6 +40,10 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
     CANCELLED = "cancelled"
+
+
+FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
+                    Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})  # the engine's failures, by outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +261,7 @@ class Tally:
     requests: int = 0
     conversations: int = 0  # conversations started: requests of a first turn
     dropped: int = 0  # records not kept in memory
+    thinned: int = 0  # watcher samples not kept in memory (drive/recorder.py)
     by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
     retries: int = 0
     reconnects: int = 0
@@ -271,22 +277,38 @@ class Tally:
     # these is exact for a min_cache_hit given to four decimals.
     reuse: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)
     reuse_reported: int = 0  # of those, the ones whose usage reported cached tokens at all
+    prompt_errors: PromptErrors = dataclasses.field(default_factory=PromptErrors)
+    recent_ends: RecentEnds = dataclasses.field(default_factory=RecentEnds)
+    per_second: PerSecond = dataclasses.field(default_factory=PerSecond)
+    health_ms: DDSketch = dataclasses.field(default_factory=_sketch)  # every /health poll's latency
+    canaries: int = 0
+    canary_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
+    canary_ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
-           metrics: Iterable[MetricsSample] = ()) -> Tally:
-        """The tally of records and scrapes at hand (a result built from all of them)."""
+           samples: Iterable[Sample] = ()) -> Tally:
+        """The tally of records and samples at hand (a result built from all of them)."""
         tally = cls(window_s, start_ns)
         for r in records:
             tally.add(r)
-        for sample in metrics:
-            tally.scraped(sample)
+        for sample in samples:
+            tally.sampled(sample)
         return tally
 
-    def scraped(self, sample: MetricsSample) -> None:
-        """A scrape of the engine's metrics, into its window (none before the load's time zero)."""
-        if sample.t_ns >= self.start_ns:
-            self.windows.setdefault(self.window_of(sample.t_ns), WindowTally()).scraped(sample.values)
+    def sampled(self, sample: Sample) -> None:
+        """A watcher's sample: a scrape of the engine's metrics into its window (none before the load's time
+        zero), a /health poll's latency, a canary's outcome and time to its token."""
+        match sample:
+            case MetricsSample() if sample.t_ns >= self.start_ns:
+                self.windows.setdefault(self.window_of(sample.t_ns), WindowTally()).scraped(sample.values)
+            case HealthSample():
+                self.health_ms.add(max(sample.latency_ns / 1e6, 1e-6))
+            case CanarySample():
+                self.canaries += 1
+                self.canary_outcomes[sample.outcome] = self.canary_outcomes.get(sample.outcome, 0) + 1
+                if sample.ttft_ns is not None:
+                    self.canary_ttft_ms.add(max(sample.ttft_ns / 1e6, 1e-6))
 
     # TTFT and ITL go into their window's sketch only, and the run's are those merged when asked for: a DDSketch
     # merge of sketches with one mapping is exact, and adding each value once halves the per-record work.
@@ -313,6 +335,12 @@ class Tally:
         self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
         if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
             self._reused(r)
+        if r.prompt_tokens is not None and r.expected_prompt_tokens > 0:
+            self.prompt_errors.add(r.id, r.conversation, r.turn, r.expected_prompt_tokens, r.prompt_tokens)
+        if r.outcome is not Outcome.CANCELLED:
+            self.recent_ends.add(r.end_ns, r.outcome in FAILED)
+        self.per_second.add(None if r.sent_ns is None else (r.sent_ns - self.start_ns) / 1e9,
+                            (r.end_ns - self.start_ns) / 1e9)
         window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
         window.requests += 1
         window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
@@ -374,11 +402,11 @@ class RunResult:
 
     def totals(self, window_s: float) -> Tally:
         """Counts and sketches over every request of the run, in windows of window_s: the run's own tally, or
-        one made from its records when it has none (or has all its records and other windows). A tally whose
-        records were not all kept stays in its own windows."""
-        if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped):
+        one made from its records when it has none (or has all its records and samples and other windows). A
+        tally whose records or samples were not all kept stays in its own windows."""
+        if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped or self.tally.thinned):
             return self.tally
-        return Tally.of(self.records, self.start_ns, window_s, self.metrics)
+        return Tally.of(self.records, self.start_ns, window_s, (*self.metrics, *self.health, *self.canaries))
 
 
 class JsonlWriter:

@@ -15,7 +15,6 @@ from loadrepro.judge.classify import (
     preemptions,
     prefix_reuse_missing,
     pressure_in_metrics,
-    prompt_errors,
     prompt_lengths,
     protocol_errors,
     rejections,
@@ -106,7 +105,10 @@ def test_prefix_reuse_without_cached_tokens_is_an_info_naming_the_flags():
 
 def test_prompt_errors_are_relative_to_the_plan_and_skip_what_was_not_counted():
     run = result([lengths(1, 1000, 1100), lengths(2, 1000, None), lengths(3, 0, 10), lengths(4, 800, 600)])
-    assert [(r.id, e) for r, e in prompt_errors(run)] == [(1, pytest.approx(0.1)), (4, pytest.approx(-0.25))]
+    errors = run.totals(60.0).prompt_errors
+    assert errors.count == 2 and errors.total == pytest.approx(0.1 - 0.25)
+    assert (errors.worst.request, errors.worst.error) == (4, pytest.approx(-0.25))
+    assert (errors.beyond(0.1), errors.beyond(0.0999), errors.beyond(0.25)) == (1, 2, 0)
 
 
 def test_prompt_lengths_warns_with_the_worst_request_beyond_the_threshold_only():

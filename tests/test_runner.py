@@ -103,8 +103,11 @@ def test_an_engine_process_that_exits_mid_run_is_engine_death(tmp_path):
     engine = ManagedEngine(sim_engine_command(profile.sim), tmp_path / "engine.log")
     url = engine.start(30)
     try:
-        async def killer():
-            await asyncio.sleep(1.0)
+        async def killer():  # once the load is under way: its first request has ended
+            written = tmp_path / "requests.jsonl"
+            deadline = time.monotonic() + 20
+            while not (written.exists() and written.stat().st_size) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             os.kill(engine.pid, signal.SIGKILL)
 
         async def go():

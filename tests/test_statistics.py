@@ -209,23 +209,113 @@ def test_a_small_dip_in_a_creeping_kv_usage_is_tolerated_and_a_larger_one_is_not
 
 
 def test_a_long_runs_scrapes_are_bounded_in_memory_and_its_windows_still_count_every_one(tmp_path):
-    from loadrepro.drive.recorder import MAX_METRICS, Recorder
+    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
 
     rng = np.random.default_rng(11)
     scrapes = [metrics(i * 0.5, vllm__kv_cache_usage_perc=float(rng.uniform(0.1, 0.9)),
                        vllm__num_requests_running=float(i % 3 != 0), vllm__num_requests_waiting=float(i % 7),
-                       vllm__num_preemptions_total=float(i // 100)) for i in range(3 * MAX_METRICS)]
+                       vllm__num_preemptions_total=float(i // 100)) for i in range(3 * MAX_SAMPLES)]
     scrapes[4321] = metrics(4321 * 0.5, vllm__kv_cache_usage_perc=0.97, vllm__num_requests_running=1.0)  # a peak
     recorder = Recorder(tmp_path, window_s=600.0)
     recorder.started(START)
     for sample in scrapes:
         recorder.sample(sample)
     recorder.close()
-    assert len(recorder.metrics) <= MAX_METRICS
+    assert len(recorder.metrics) <= MAX_SAMPLES
     assert recorder.metrics[0] == scrapes[0] and recorder.metrics[-1] == scrapes[-1]
     kept = [s.values.get("kv_usage", 0.0) for s in recorder.metrics]
     assert max(kept) == 0.97 and max(s.values["waiting"] for s in recorder.metrics if "waiting" in s.values) == 6
-    duration_s = 3 * MAX_METRICS * 0.5
+    duration_s = 3 * MAX_SAMPLES * 0.5
     coarse = dataclasses.replace(result(metrics=recorder.metrics, duration_s=duration_s), tally=recorder.tally)
     exact = result(metrics=scrapes, duration_s=duration_s)
     assert windows(coarse, 600.0) == windows(exact, 600.0) and len(windows(exact, 600.0)) == 50
+
+
+# -- what rules read per request, when records were dropped ---------------------------------------------------
+
+
+def with_lengths(records: list[RequestRecord]) -> list[RequestRecord]:
+    """Each ok record's prompt counted off its plan by -4% to +6%, in steps of 0.5%."""
+    return [dataclasses.replace(r, expected_prompt_tokens=2000, prompt_tokens=2000 + 10 * (r.id % 21 - 8))
+            if r.outcome is Outcome.OK else r for r in records]
+
+
+def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one_that_kept_all():
+    from loadrepro.judge.classify import engine_death, prompt_lengths
+    from loadrepro.report.build import _lengths
+    from loadrepro.report.timeline import timeline_of
+    from tests.builders import health, note
+
+    records = with_lengths(synthetic())
+    died = dict(health_samples=health(*[200] * 12, *[503] * 8), notes=[note(12.0, "death", "judged")])
+    kept_all = result(records, duration_s=20.0, **died)
+    everything = Tally.of(records, START, 60.0)
+    kept_few = dataclasses.replace(result(records[:40], duration_s=20.0, **died),
+                                   tally=dataclasses.replace(everything, dropped=len(records) - 40))
+    spec = VerdictSpec(max_prompt_error=0.05)
+    assert prompt_lengths(kept_few, spec).summary == prompt_lengths(kept_all, spec).summary
+    assert "off their planned length by more than 5%" in prompt_lengths(kept_all, spec).summary
+    assert _lengths(kept_few, 60.0) == _lengths(kept_all, 60.0)
+    died_words = engine_death(kept_all, spec).summary
+    assert engine_death(kept_few, spec).summary == died_words
+    after = [r for r in records if r.end_ns >= START + 12 * S and r.outcome is not Outcome.CANCELLED]
+    assert f"; {sum(r.outcome is Outcome.SERVER_ERROR for r in after)}/{len(after)} requests ending after" in died_words
+    exact, per_second = timeline_of(kept_all), timeline_of(kept_few)
+    assert per_second.end_counts == exact.end_counts == {"ok": 360, "server_error": 40}
+    for t, level in zip(per_second.in_flight_t[1:], per_second.in_flight_n[1:], strict=True):
+        at_end = np.searchsorted(exact.in_flight_t, t + 1, side="right") - 1  # the exact level as the second ends
+        assert level == exact.in_flight_n[at_end]
+
+
+def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept(tmp_path):
+    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
+    from loadrepro.judge.health import would_restart
+    from loadrepro.profile import WatchSpec
+    from loadrepro.records import HealthSample
+    from loadrepro.report.build import _health
+
+    rng = np.random.default_rng(2)
+    polls = [HealthSample(START + i * S // 2, 200, int(rng.uniform(1, 40) * 1e6)) for i in range(3 * MAX_SAMPLES)]
+    odd = {777: 503, 778: 503, 20_001: 200, 41_000: "unreachable"}  # 20,001: a slow 200
+    for i, status in odd.items():
+        polls[i] = HealthSample(polls[i].t_ns, status, 6_000_000_000 if i == 20_001 else 5_000_000)
+    watch = WatchSpec(liveness_period_s=0.5, liveness_failures=2)
+    recorder = Recorder(tmp_path, window_s=600.0, fast_health_s=1.0)
+    for poll in polls:
+        recorder.sample(poll)
+    recorder.close()
+    assert len(recorder.health) <= MAX_SAMPLES
+    assert all(polls[i] in recorder.health for i in odd)
+    for i in odd:  # and the polls either side of each
+        assert all(polls[j] in recorder.health for j in range(i - 2, i + 3))
+    assert would_restart(recorder.health, watch) == would_restart(polls, watch) is not None
+    duration_s = 1.5 * MAX_SAMPLES
+    coarse = dataclasses.replace(result(health_samples=tuple(recorder.health), duration_s=duration_s),
+                                 tally=recorder.tally)
+    full = result(health_samples=tuple(polls), duration_s=duration_s)
+    assert _health(coarse, 600.0) == _health(full, 600.0)
+    assert _health(full, 600.0).slow == 1 and close(_health(full, 600.0).latency_ms.p95,
+                                                    exact([p.latency_ns / 1e6 for p in polls])["p95"])
+
+
+def test_a_long_runs_canaries_are_bounded_and_every_one_that_got_nothing_is_kept(tmp_path):
+    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
+    from loadrepro.records import CanarySample
+    from loadrepro.report.build import _canary
+
+    canaries = [CanarySample(START + i * S, START + i * S + 20_000_000, "ok", 20_000_000, "", START)
+                for i in range(3 * MAX_SAMPLES)]
+    for i in (5, 30_000, 59_000):
+        canaries[i] = CanarySample(START + i * S, START + i * S + 2 * S, "stalled", None, "", START)
+    recorder = Recorder(tmp_path)
+    for canary in canaries:
+        recorder.sample(canary)
+    recorder.close()
+    assert len(recorder.canaries) <= MAX_SAMPLES
+    assert [c for c in recorder.canaries if not c.ok] == [canaries[i] for i in (5, 30_000, 59_000)]
+    duration_s = 3.0 * MAX_SAMPLES
+    coarse = dataclasses.replace(result(duration_s=duration_s), canaries=tuple(recorder.canaries),
+                                 tally=recorder.tally)
+    info = _canary(coarse, 600.0)
+    assert info == _canary(dataclasses.replace(result(duration_s=duration_s), canaries=tuple(canaries)), 600.0)
+    assert (info.sent, info.ok, info.by_outcome) == (3 * MAX_SAMPLES, 3 * MAX_SAMPLES - 3, {"ok": 59_997, "stalled": 3})

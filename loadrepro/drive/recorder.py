@@ -1,8 +1,9 @@
 """What a run observed, kept as it happens: every request record and watcher sample goes to the run directory's
 JSONL files (written by threads, see records.JsonlWriter), so that a crash loses only what was still in flight.
 In memory: the records up to `keep` completed ones plus up to `keep` others (failures are what rules look at one
-by one), and every sample, except that metrics scrapes past MAX_METRICS are coarsened (pairs merged, each series
-at its highest); every record and every scrape, kept or not, is counted in the Tally, which the windows read."""
+by one), and the samples, each kind bounded by MAX_SAMPLES: metrics scrapes coarsened (pairs merged, each series
+at its highest), long stretches of fast 200 /health polls reduced to their ends, every other successful canary
+let go. Every record and sample, kept or not, is counted in the Tally, which the windows and the report read."""
 
 from __future__ import annotations
 
@@ -21,16 +22,20 @@ from loadrepro.records import (
     Tally,
 )
 
-MAX_METRICS = 20_000  # scrapes kept in memory: ~20 MB; a 12-hour soak scraping every 0.5 s makes 86,400
+MAX_SAMPLES = 20_000  # of each kind kept in memory (a metrics scrape ~1 KB); a 12-hour soak polling every 0.5 s
+# makes 86,400
+EDGE_POLLS = 3  # polls kept at each end of a stretch of fast 200s: rules look up to 2 polls past a failure
 
 
 class Recorder:
-    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000) -> None:
+    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0) -> None:
+        """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out."""
         self.records: list[RequestRecord] = []
         self.tally = Tally(window_s)
         self.last: RequestRecord | None = None
         self._keep = keep
         self._kept = {True: 0, False: 0}  # completed, other
+        self._fast_health_ns = fast_health_s * 1e9
         self.health: list[HealthSample] = []
         self.metrics: list[MetricsSample] = []
         self.matches: list[LogMatch] = []
@@ -56,20 +61,27 @@ class Recorder:
 
     def sample(self, sample: Sample) -> None:
         self._samples_out.write(sample)
+        self.tally.sampled(sample)
         match sample:
             case HealthSample():
                 self.health.append(sample)
+                if len(self.health) > MAX_SAMPLES:
+                    before, self.health = len(self.health), quiet_stretches_cut(self.health, self._fast_health_ns)
+                    self.tally.thinned += before - len(self.health)
             case MetricsSample():
-                self.tally.scraped(sample)
                 self.metrics.append(sample)
-                if len(self.metrics) > MAX_METRICS:
-                    self.metrics = coarsened(self.metrics)
+                if len(self.metrics) > MAX_SAMPLES:
+                    before, self.metrics = len(self.metrics), coarsened(self.metrics)
+                    self.tally.thinned += before - len(self.metrics)
             case LogMatch():
                 self.matches.append(sample)
             case Note():
                 self.notes.append(sample)
             case CanarySample():
                 self.canaries.append(sample)
+                if len(self.canaries) > MAX_SAMPLES:
+                    before, self.canaries = len(self.canaries), fewer_successes(self.canaries)
+                    self.tally.thinned += before - len(self.canaries)
 
     def close(self) -> None:
         """Waits for the writers to finish their files."""
@@ -88,3 +100,32 @@ def coarsened(samples: list[MetricsSample]) -> list[MetricsSample]:
     if len(middle) % 2:
         merged.append(middle[-1])
     return [first, *merged, last]
+
+
+def quiet_stretches_cut(polls: list[HealthSample], fast_ns: float) -> list[HealthSample]:
+    """Each stretch of polls that answered 200 within fast_ns, kept only at its ends (EDGE_POLLS each): every
+    failing or slow poll, every change of status and the polls around them stay, so rules read them alike."""
+    kept: list[HealthSample] = []
+    stretch: list[HealthSample] = []
+    for poll in [*polls, None]:
+        if poll is not None and poll.healthy and poll.latency_ns <= fast_ns:
+            stretch.append(poll)
+            continue
+        kept += stretch if len(stretch) <= 2 * EDGE_POLLS else stretch[:EDGE_POLLS] + stretch[-EDGE_POLLS:]
+        stretch = []
+        if poll is not None:
+            kept.append(poll)
+    if len(kept) > MAX_SAMPLES:  # hours of failing or slow polls: every other one of the older half goes
+        kept = [p for i, p in enumerate(kept) if i % 2 == 0 or i >= len(kept) // 2]
+    return kept
+
+
+def fewer_successes(canaries: list[CanarySample]) -> list[CanarySample]:
+    """Every canary that got nothing (what a rule reads), and every other one that answered (the picture's)."""
+    ok = 0
+    kept = []
+    for canary in canaries:
+        ok += canary.ok
+        if not canary.ok or ok % 2:
+            kept.append(canary)
+    return kept

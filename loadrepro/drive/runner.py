@@ -77,7 +77,9 @@ class Runner:
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
-        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records)
+        watch, limit = profile.watch, profile.verdict.max_health_latency_s
+        fast_s = min(watch.health_timeout_s, watch.liveness_timeout_s, *([limit] if limit > 0 else []))
+        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None

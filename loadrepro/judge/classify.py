@@ -93,9 +93,9 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
         words += f" with {_quote(fatal[1])}"
     if (said := exited or judged) is not None:
         words += f" ({said.text})"
-    later = [r for r in result.records if result.seconds(r.end_ns) >= t_s and r.outcome is not Outcome.CANCELLED]
+    failed, later, complete = result.totals(spec.window_s).recent_ends.since(result.start_ns + round(t_s * 1e9))
     if later:
-        words += f"; {sum(r.outcome in FAILED for r in later)}/{len(later)} requests ending after it failed"
+        words += f"; {failed}/{later} {'' if complete else 'of the latest '}requests ending after it failed"
     return Finding("engine_death", Severity.FAIL, words + _health_after(result, t_ns))
 
 
@@ -291,25 +291,19 @@ def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
 
 
-def prompt_errors(result: RunResult) -> list[tuple[RequestRecord, float]]:
-    """Each request whose usage reported prompt tokens, with (measured - planned) / planned."""
-    return [(r, (r.prompt_tokens - r.expected_prompt_tokens) / r.expected_prompt_tokens) for r in result.records
-            if r.prompt_tokens is not None and r.expected_prompt_tokens > 0]
-
-
 def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Prompts whose usage.prompt_tokens differ from their planned length by more than `max_prompt_error`: the
-    workload that ran is not the one asked for. A warning (info): the engine did nothing wrong."""
-    errors = prompt_errors(result)
-    off = [(r, e) for r, e in errors if abs(e) > spec.max_prompt_error]
-    if not off:
+    workload that ran is not the one asked for. A warning (info): the engine did nothing wrong. Counts every
+    request, kept in memory or not."""
+    errors = result.totals(spec.window_s).prompt_errors
+    off = errors.beyond(spec.max_prompt_error)
+    if not off or errors.worst is None:
         return None
-    worst, error = max(off, key=lambda pair: abs(pair[1]))
+    w = errors.worst
     return Finding("prompt_lengths", Severity.INFO,
-                   f"warning: {len(off)}/{len(errors)} prompts were off their planned length by more than "
-                   f"{spec.max_prompt_error:.0%} (worst: request {worst.id}, planned {worst.expected_prompt_tokens:,}, "
-                   f"the target counted {worst.prompt_tokens:,}, {error:+.1%}): the workload that ran is not the one "
-                   "asked for")
+                   f"warning: {off}/{errors.count} prompts were off their planned length by more than "
+                   f"{spec.max_prompt_error:.0%} (worst: request {w.request}, planned {w.planned:,}, the target "
+                   f"counted {w.measured:,}, {w.error:+.1%}): the workload that ran is not the one asked for")
 
 
 RULES: tuple[Rule, ...] = (

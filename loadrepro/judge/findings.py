@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import Outcome, RunResult
+from loadrepro.records import FAILED, RunResult
 
-FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
-                    Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})
+__all__ = ["FAILED", "Finding", "Rule", "Severity"]
 
 
 class Severity(StrEnum):

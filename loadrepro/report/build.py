@@ -6,16 +6,15 @@ import dataclasses
 import platform
 from collections import Counter
 
-import numpy as np
 from ddsketch import DDSketch
 
 from loadrepro import __version__
-from loadrepro.judge.classify import FAILED, Finding, preemptions, prompt_errors, series
+from loadrepro.judge.classify import FAILED, Finding, preemptions, series
 from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.verdict import Verdict
 from loadrepro.judge.windows import windows
 from loadrepro.profile import Profile
-from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, RunResult
+from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
     Cache,
@@ -54,15 +53,6 @@ def environment() -> Environment:
     return Environment(loadrepro_version=__version__, python=platform.python_version(), platform=platform.platform())
 
 
-def _percentiles(values: list[float] | np.ndarray) -> Percentiles:
-    array = np.asarray(values, dtype=float)
-    if array.size == 0:
-        return Percentiles(count=0)
-    p50, p95, p99 = np.percentile(array, [50, 95, 99])
-    return Percentiles(p50=round(float(p50), 3), p95=round(float(p95), 3), p99=round(float(p99), 3),
-                       max=round(float(array.max()), 3), count=int(array.size))
-
-
 def _sketched(sketch: DDSketch) -> Percentiles:
     if not sketch.count:
         return Percentiles(count=0)
@@ -77,25 +67,24 @@ def _latency(result: RunResult, window_s: float) -> Latency:
                    queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
 
 
-def _health(result: RunResult) -> Health:
+def _health(result: RunResult, window_s: float) -> Health:
     transitions: list[Transition] = []
     for sample in [*result.health, *([result.post_health] if result.post_health else [])]:
         if not transitions or transitions[-1].status != sample.status:
             transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
-    latency = [h.latency_ns / 1e6 for h in result.health]
+    # Every slow poll is kept in memory (drive/recorder.py), so counting them there is counting all of them.
     slow = sum(1 for h in result.health if h.latency_ns > result.watch.health_timeout_s * 1e9)
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
-                  path=result.watch.health_path, latency_ms=_percentiles(latency), slow=slow)
+                  path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow)
 
 
-def _canary(result: RunResult) -> CanaryInfo | None:
-    if not result.canaries:
+def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:
+    t = result.totals(window_s)
+    if not t.canaries:
         return None
-    c = result.canaries
-    return CanaryInfo(sent=len(c), ok=sum(x.ok for x in c),
-                      ttft_ms=_percentiles([x.ttft_ns / 1e6 for x in c if x.ttft_ns is not None]),
-                      by_outcome=dict(sorted(Counter(x.outcome for x in c).items())))
+    return CanaryInfo(sent=t.canaries, ok=t.canary_outcomes.get(Outcome.OK.value, 0),
+                      ttft_ms=_sketched(t.canary_ttft_ms), by_outcome=dict(sorted(t.canary_outcomes.items())))
 
 
 def _liveness(result: RunResult) -> Liveness | None:
@@ -167,17 +156,16 @@ def _capacity(result: RunResult) -> CapacityInfo | None:
                         outcomes_by_prediction={k: dict(sorted(v.items())) for k, v in sorted(table.items())})
 
 
-def _lengths(result: RunResult) -> Lengths:
-    errors = prompt_errors(result)
-    if not errors:
+def _lengths(result: RunResult, window_s: float) -> Lengths:
+    errors = result.totals(window_s).prompt_errors
+    w = errors.worst
+    if w is None:
         return Lengths(requests=0, error_p50=None, error_p95=None, error_max=None, bias=None, worst=None)
-    size = np.abs([e for _, e in errors])
-    worst, _ = max(errors, key=lambda pair: abs(pair[1]))
-    p50, p95 = np.percentile(size, [50, 95])
-    return Lengths(requests=len(errors), error_p50=round(float(p50), 5), error_p95=round(float(p95), 5),
-                   error_max=round(float(size.max()), 5), bias=round(float(np.mean([e for _, e in errors])), 5),
-                   worst=WorstLength(request=worst.id, conversation=worst.conversation, turn=worst.turn,
-                                     planned=worst.expected_prompt_tokens, measured=worst.prompt_tokens or 0))
+    return Lengths(requests=errors.count, error_p50=round(errors.percentile(50), 5),
+                   error_p95=round(errors.percentile(95), 5), error_max=round(abs(w.error), 5),
+                   bias=round(errors.total / errors.count, 5),
+                   worst=WorstLength(request=w.request, conversation=w.conversation, turn=w.turn, planned=w.planned,
+                                     measured=w.measured))
 
 
 def _rows(result: RunResult) -> list[RequestRow]:
@@ -249,7 +237,8 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         stop_reason=result.stop_reason, interrupted=result.interrupted,
         requests=Requests(total=totals.requests, by_outcome=dict(sorted(totals.by_outcome.items())),
                           reconnects=totals.reconnects, conversations=totals.conversations),
-        health=_health(result), first_failure=_first_failure(result), signatures=_signatures(result),
+        health=_health(result, profile.verdict.window_s), first_failure=_first_failure(result),
+        signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity.value if f else None,
                           detail=f.summary if f else "") for name, f in findings],
         latency=_latency(result, profile.verdict.window_s),
@@ -264,9 +253,9 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         pressure=_pressure(result), capacity=_capacity(result), diagnosis=diagnosis,
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
-        lengths=_lengths(result),
+        lengths=_lengths(result, profile.verdict.window_s),
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
-        canary=_canary(result),
+        canary=_canary(result, profile.verdict.window_s),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

@@ -47,7 +47,7 @@ def _load_panel(ax, t: Timeline) -> None:
     for outcome, ends in t.ends.items():
         shown = _thin(np.sort(ends), MAX_MARKS)
         ax.plot(shown, np.full(len(shown), top * 1.08), "|", markersize=10, color=COLOURS.get(outcome, "gray"),
-                label=f"{outcome} ({len(ends)})")
+                label=f"{outcome} ({t.end_counts.get(outcome, len(ends)):,})")
     ax.set_ylim(0, top * 1.2)
     ax.set_ylabel("requests")
     # Above the panel, between its title and the tick band, so that it covers none of the ticks.

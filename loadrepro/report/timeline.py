@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from loadrepro.counts import PerSecond
 from loadrepro.judge.classify import FAILED
 from loadrepro.records import (
     KV_USAGE,
@@ -24,6 +25,7 @@ from loadrepro.records import (
     Note,
     RequestRecord,
     RunResult,
+    Tally,
     read_jsonl,
     sample_from_json,
 )
@@ -45,7 +47,8 @@ class Timeline:
     duration_s: float
     in_flight_t: np.ndarray  # step series of requests in flight
     in_flight_n: np.ndarray
-    ends: dict[str, np.ndarray]  # outcome -> end times
+    ends: dict[str, np.ndarray]  # outcome -> end times (of the records kept in memory)
+    end_counts: dict[str, int]  # outcome -> how many requests ended so (all of them, kept or not)
     health_t: np.ndarray
     health_ok: np.ndarray  # 1 where /health answered 200
     health_status: tuple[str, ...]
@@ -86,20 +89,35 @@ def _peaks(t: np.ndarray, n: np.ndarray, duration_s: float) -> tuple[np.ndarray,
     return buckets[starts] * duration_s / MAX_STEPS, np.maximum.reduceat(n, starts)
 
 
+def _in_flight(sent: list[RequestRecord], start_ns: int, end_ns: int,
+               flow: PerSecond | None) -> tuple[np.ndarray, np.ndarray]:
+    """Requests in flight as a step series: from each request's start and end, or, when not every record was
+    kept, from the run's counts per second (the level at the end of each second)."""
+    if flow is not None:
+        times, counts = flow.in_flight()
+        return _peaks(np.array(times), np.array(counts), max((end_ns - start_ns) / 1e9, 1e-3))
+    events = sorted([((r.sent_ns - start_ns) / 1e9, 1) for r in sent if r.sent_ns is not None]
+                    + [((r.end_ns - start_ns) / 1e9, -1) for r in sent])
+    in_flight_t = np.array([0.0] + [t for t, _ in events])
+    in_flight_n = np.concatenate([[0], np.cumsum([d for _, d in events])]) if events else np.array([0])
+    return _peaks(in_flight_t, in_flight_n, max((end_ns - start_ns) / 1e9, 1e-3))
+
+
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
                    health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch],
-                   canaries: list[CanarySample] | None = None, health_path: str = "/health") -> Timeline:
+                   canaries: list[CanarySample] | None = None, health_path: str = "/health",
+                   totals: Tally | None = None) -> Timeline:
+    """`totals`: the run's tally when not every record was kept in `records`; in flight and the count of each
+    outcome then come from it."""
     def s(t_ns: int) -> float:
         return (t_ns - start_ns) / 1e9
 
     sent = [r for r in records if r.sent_ns is not None]
-    events = sorted([(s(r.sent_ns), 1) for r in sent] + [(s(r.end_ns), -1) for r in sent])
-    in_flight_t = np.array([0.0] + [t for t, _ in events])
-    in_flight_n = np.concatenate([[0], np.cumsum([d for _, d in events])]) if events else np.array([0])
-    in_flight_t, in_flight_n = _peaks(in_flight_t, in_flight_n, max(s(end_ns), 1e-3))
+    in_flight_t, in_flight_n = _in_flight(sent, start_ns, end_ns, totals.per_second if totals else None)
     ends: dict[str, list[float]] = {}
     for r in records:
         ends.setdefault(r.outcome.value, []).append(s(r.end_ns))
+    end_counts = dict(totals.by_outcome) if totals else {k: len(v) for k, v in ends.items()}
     kv_t, kv = _series(metrics, start_ns, KV_USAGE)
     wait_t, waiting = _series(metrics, start_ns, WAITING)
     running_t, running = _series(metrics, start_ns, RUNNING)
@@ -108,7 +126,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     lanes = tuple(Lane(r.conversation, r.turn, s(r.sent_ns), s(r.end_ns), r.outcome.value) for r in sent)
     return Timeline(
         label=label, duration_s=max(s(end_ns), 1e-3), in_flight_t=in_flight_t, in_flight_n=in_flight_n,
-        ends={k: np.array(v) for k, v in sorted(ends.items())},
+        ends={k: np.array(v) for k, v in sorted(ends.items())}, end_counts=end_counts,
         health_t=np.array([s(h.t_ns) for h in health]), health_ok=np.array([h.healthy for h in health], dtype=int),
         health_status=tuple(str(h.status) for h in health),
         health_latency_s=np.array([h.latency_ns / 1e9 for h in health]),
@@ -125,9 +143,10 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
 
 def timeline_of(result: RunResult) -> Timeline:
     health = list(result.health) + ([result.post_health] if result.post_health else [])
+    dropped = result.tally is not None and result.tally.dropped > 0
     return build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
                           list(result.metrics), list(result.log_matches), list(result.canaries),
-                          result.watch.health_path)
+                          result.watch.health_path, result.tally if dropped else None)
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:

@@ -1,0 +1,118 @@
+"""Bounded counters a run's Tally keeps beside its latency sketches, for what rules and pictures read per request
+when the records themselves were not all kept: prompt-length errors, the latest requests' end times, and how many
+requests started and ended in each second. Each is the same whether it was filled as the run went or from the
+records of a finished run, and none grows faster than the run's length in seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+from array import array
+from dataclasses import dataclass
+
+ERROR_SCALE = 10_000  # prompt-length errors are counted in 1/10,000ths of the planned length (rounded up)
+ERROR_CAP = 4 * ERROR_SCALE  # errors beyond 400% share one count (the largest is kept exactly)
+RECENT_ENDS = 50_000  # end times kept of the latest requests: about 0.9 MB
+
+
+@dataclass(frozen=True, slots=True)
+class Worst:
+    """The request whose prompt was furthest off its planned length."""
+
+    error: float  # (measured - planned) / planned
+    request: int
+    conversation: int
+    turn: int
+    planned: int
+    measured: int
+
+
+@dataclass(slots=True)
+class PromptErrors:
+    """Each counted prompt's (measured - planned) / planned, by size in 1/ERROR_SCALE rounded up: how many were off
+    by more than a limit given to four decimals is exact, and a percentile is within 1/ERROR_SCALE of the exact
+    lower rank."""
+
+    count: int = 0
+    total: float = 0.0  # of the signed errors: their mean is the bias
+    by_size: dict[int, int] = dataclasses.field(default_factory=dict)
+    worst: Worst | None = None
+
+    def add(self, request: int, conversation: int, turn: int, planned: int, measured: int) -> None:
+        error = (measured - planned) / planned
+        # Integer arithmetic, so that an error of exactly the limit is never counted beyond it.
+        size = min(-(-abs(measured - planned) * ERROR_SCALE // planned), ERROR_CAP)
+        self.count += 1
+        self.total += error
+        self.by_size[size] = self.by_size.get(size, 0) + 1
+        if self.worst is None or abs(error) > abs(self.worst.error):
+            self.worst = Worst(error, request, conversation, turn, planned, measured)
+
+    def beyond(self, limit: float) -> int:
+        """How many were off by more than `limit` (a share of the planned length)."""
+        scaled = round(limit * ERROR_SCALE)
+        return sum(n for size, n in self.by_size.items() if size > scaled)
+
+    def percentile(self, q: float) -> float:
+        """The size of error at percentile q (0..100), as the lower of the two nearest ranks."""
+        rank = int(q / 100 * (self.count - 1))
+        seen = 0
+        for size in sorted(self.by_size):
+            seen += self.by_size[size]
+            if seen > rank:
+                return abs(self.worst.error) if size == ERROR_CAP and self.worst else size / ERROR_SCALE
+        return 0.0
+
+
+@dataclass(slots=True)
+class RecentEnds:
+    """The end times of the latest RECENT_ENDS requests that ended on their own (not cancelled), each with whether
+    it failed: engine death's "N/M requests ending after it" counts from these."""
+
+    ends: array[int] = dataclasses.field(default_factory=lambda: array("q"))
+    failed: array[int] = dataclasses.field(default_factory=lambda: array("b"))
+    forgotten: int = 0  # ended earlier than every kept one, and no longer kept
+
+    def add(self, end_ns: int, failed: bool) -> None:
+        self.ends.append(end_ns)
+        self.failed.append(failed)
+        if len(self.ends) >= 2 * RECENT_ENDS:  # halve at once: one copy per RECENT_ENDS requests
+            del self.ends[:RECENT_ENDS], self.failed[:RECENT_ENDS]
+            self.forgotten += RECENT_ENDS
+
+    def since(self, t_ns: int) -> tuple[int, int, bool]:
+        """Of the requests kept that ended at or after t_ns: how many failed, how many there were, and whether
+        that is all of them (False when requests were forgotten and the earliest kept ended after t_ns)."""
+        later = [f for e, f in zip(self.ends, self.failed, strict=True) if e >= t_ns]
+        complete = not self.forgotten or (len(later) < len(self.ends))
+        return sum(later), len(later), complete
+
+
+@dataclass(slots=True)
+class PerSecond:
+    """Requests sent and ended in each whole second since the load's time zero: the in-flight picture of a run
+    whose records were not all kept (4 bytes a second per series)."""
+
+    sent: array[int] = dataclasses.field(default_factory=lambda: array("I"))
+    ended: array[int] = dataclasses.field(default_factory=lambda: array("I"))
+
+    def add(self, sent_s: float | None, end_s: float) -> None:
+        if sent_s is None:
+            return
+        _count(self.sent, sent_s)
+        _count(self.ended, end_s)
+
+    def in_flight(self) -> tuple[list[float], list[int]]:
+        """Each second's start, and the requests sent and not yet ended when it was over (a step series)."""
+        times, counts, level = [0.0], [0], 0
+        for k in range(max(len(self.sent), len(self.ended))):
+            level += (self.sent[k] if k < len(self.sent) else 0) - (self.ended[k] if k < len(self.ended) else 0)
+            times.append(float(k))
+            counts.append(level)
+        return times, counts
+
+
+def _count(series: array[int], t_s: float) -> None:
+    k = max(int(t_s), 0)
+    if k >= len(series):
+        series.extend([0] * (k + 1 - len(series)))
+    series[k] += 1
