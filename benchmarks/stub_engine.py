@@ -7,7 +7,8 @@ request durations over the span from the first arrival to the last end: Little's
 TTFT and ITL the server really produced, so a client's timing error can be told from the stub's own jitter, and
 each streamed request's arrival (time.monotonic(), the same clock in every process here) and produced TTFT.
 Prompts are counted in words (a chat prompt: each message's role and content); with --tokenize a vLLM-style
-POST /tokenize counts them the same way, without it a client can only learn lengths from usage.
+POST /tokenize counts them the same way, without it a client can only learn lengths from usage. A request that
+asks for logprobs gets each chunk with its token's logprob and a runner-up's, as vLLM streams them.
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ def main() -> None:
     args = parser.parse_args()
     chunk = ("data: " + json.dumps({"id": "b", "object": "chat.completion.chunk", "model": "stub", "choices": [
         {"index": 0, "delta": {"content": " tok"}, "finish_reason": None}]}) + "\n\n").encode()
+    listed = {"content": [{"token": " tok", "logprob": -0.01, "bytes": [32, 116, 111, 107], "top_logprobs": [
+        {"token": " tok", "logprob": -0.01, "bytes": [32, 116, 111, 107]},
+        {"token": " tik", "logprob": -5.2, "bytes": [32, 116, 105, 107]}]}]}
+    chunk_logprobs = ("data: " + json.dumps({"id": "b", "object": "chat.completion.chunk", "model": "stub", "choices": [
+        {"index": 0, "delta": {"content": " tok"}, "logprobs": listed, "finish_reason": None}]}) + "\n\n").encode()
     final = ("data: " + json.dumps({"id": "b", "object": "chat.completion.chunk", "model": "stub", "choices": [
         {"index": 0, "delta": {}, "finish_reason": "length"}]}) + "\n\n").encode()
     span = {"first": None, "last": 0.0, "busy": 0.0, "n": 0}
     ttfts: list[float] = []
     itls: list[float] = []
     arrivals: list[tuple[float, float]] = []  # (arrival, produced TTFT) per streamed request
+    ends: list[float] = []  # when each streamed request's last byte was written
 
     def usage(prompt_tokens: int, completion_tokens: int) -> dict:
         return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
@@ -57,10 +64,11 @@ def main() -> None:
         if args.ttft_ms:
             await asyncio.sleep(args.ttft_ms / 1000)
         previous = None
+        written = chunk_logprobs if body.get("logprobs") else chunk
         for i in range(args.tokens):
             if i and args.itl_ms:
                 await asyncio.sleep(args.itl_ms / 1000)
-            await response.write(chunk)
+            await response.write(written)
             now = time.monotonic()
             if previous is None:
                 ttfts.append(now - started)
@@ -73,6 +81,7 @@ def main() -> None:
         await response.write(final + f"data: {json.dumps(tail)}\n\ndata: [DONE]\n\n".encode())
         ended = time.monotonic()
         span["last"], span["busy"], span["n"] = ended, span["busy"] + ended - started, span["n"] + 1
+        ends.append(ended)
         return response
 
     async def stats(_: web.Request) -> web.Response:
@@ -80,11 +89,12 @@ def main() -> None:
         body = {"requests": span["n"], "in_flight_avg": span["busy"] / wall if wall > 0 else 0.0,
                 "ttft_median_s": statistics.median(ttfts) if ttfts else 0.0,
                 "itl_mean_s": statistics.mean(itls) if itls else 0.0, "arrivals": sorted(arrivals),
-                "window": [span["first"] or 0.0, span["last"]]}
+                "window": [span["first"] or 0.0, span["last"]], "ends": sorted(ends)}
         span.update(first=None, last=0.0, busy=0.0, n=0)
         ttfts.clear()
         itls.clear()
         arrivals.clear()
+        ends.clear()
         return web.json_response(body)
 
     def count(body: dict) -> int:

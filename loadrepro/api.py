@@ -54,14 +54,17 @@ def run_options(profile: str | Path | Profile, *, base_url: str | None = None, e
                 tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
                 api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
                 target_is_isolated: bool = True, quiet: bool = True, command: str | None = None,
-                on_verdict: Callable[[RunReport], None] | None = None) -> RunOptions:
+                on_verdict: Callable[[RunReport], None] | None = None, verify: bool = False) -> RunOptions:
     """One run's input checked and its defaults chosen (`run`'s arguments; the command line's flags). A program
-    chose its target deliberately, so `target_is_isolated` is True here and a flag on the command line."""
+    chose its target deliberately, so `target_is_isolated` is True here and a flag on the command line. `verify`
+    checks a sample of answers ([verify] outputs = "sample") when the profile checks none."""
     if base_url and engine_cmd:
         raise UsageError("give a base URL or an engine command, not both")
     if size_to_overrun is not None and size_to_overrun <= 0:
         raise UsageError(f"size_to_overrun must be above 0, got {size_to_overrun}")
     resolved = _profile(profile, overrides)
+    if verify and resolved.verify.outputs == "off":
+        resolved = resolved.model_copy(update={"verify": resolved.verify.model_copy(update={"outputs": "sample"})})
     url = _url(base_url, target_is_isolated)
     if tokenizer is not None:
         from loadrepro.workload.tokens import LocalTokenizerCounter
@@ -93,7 +96,8 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
                model: str | None = None, label: str | None = None, workers: int | None = None,
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-               api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> RunReport:
+               api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+               verify: bool = False) -> RunReport:
     """`run` for callers already on an event loop.
 
     >>> import asyncio, tempfile, loadrepro
@@ -104,7 +108,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, out=out,
                           model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s)
+                          engine_start_timeout_s=engine_start_timeout_s, verify=verify)
     session = await run_session(options, say=say or (lambda _: None))
     return session.report.model_copy(update={"run_dir": str(session.run_dir)})
 
@@ -113,13 +117,15 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
         engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
         model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-        api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> RunReport:
+        api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+        verify: bool = False) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
     load from that many processes; `ray` ("local", or a cluster's address) makes them Ray actors (2 by default).
     `tokenizer` counts lengths in a local Hugging Face tokenizer's tokens; `size_to_overrun` F sizes the workload
-    to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`.
+    to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`;
+    `verify` checks a sample of answers against the same requests sent alone after the load.
 
     >>> import tempfile, loadrepro
     >>> report = loadrepro.run("quickstart", overrides=["sim.policy='patched'"], out=tempfile.mkdtemp())
@@ -129,14 +135,15 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     return asyncio.run(arun(profile, say=say, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides,
                             out=out, model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
                             size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                            engine_start_timeout_s=engine_start_timeout_s))
+                            engine_start_timeout_s=engine_start_timeout_s, verify=verify))
 
 
 def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_url: str | None = None,
        stock_cmd: str | None = None, patched_cmd: str | None = None, overrides: Sequence[str] | None = None,
        out: str | Path | None = None, model: str | None = None, say: Say | None = None,
        workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
-       api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0) -> Comparison:
+       api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+       verify: bool = False) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds.
 
@@ -147,7 +154,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
     stock, patched = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd)
     options = run_options(profile, overrides=overrides, out=out, model=model, label="ab", workers=workers, ray=ray,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s)
+                          engine_start_timeout_s=engine_start_timeout_s, verify=verify)
     session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
     return session.comparison
 

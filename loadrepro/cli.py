@@ -62,6 +62,9 @@ def sim(
 WorkersOption = Annotated[int | None, typer.Option(
     min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
                 "N Ray actors (default 2).")]
+VerifyOption = Annotated[bool, typer.Option(
+    "--verify", help="Check a sample of answers against the same requests sent alone after the load (shorthand for "
+                     "--set verify.outputs='\"sample\"' when the profile checks none).")]
 RayOption = Annotated[str | None, typer.Option(
     metavar="[ADDRESS]",
     help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
@@ -93,6 +96,7 @@ def run(
     ] = None,
     workers: WorkersOption = None,
     ray: RayOption = None,
+    verify: VerifyOption = False,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -106,7 +110,7 @@ def run(
                           label=label, workers=workers, ray=ray, tokenizer=tokenizer, size_to_overrun=size_to_overrun,
                           api_key_env=api_key_env, engine_start_timeout_s=engine_start_timeout,
                           target_is_isolated=target_is_isolated, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
+                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict, verify=verify)
     if dry_run_:
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
@@ -152,6 +156,7 @@ def ab(
         help="Confirm non-loopback targets are isolated test engines.")] = False,
     workers: WorkersOption = None,
     ray: RayOption = None,
+    verify: VerifyOption = False,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
@@ -170,7 +175,7 @@ def ab(
     options = run_options(profile, overrides=set_, out=out, model=model, label="ab", workers=workers, ray=ray,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
                           engine_start_timeout_s=engine_start_timeout, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]))
+                          command="loadrepro " + shlex.join(sys.argv[1:]), verify=verify)
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
         _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")

@@ -138,7 +138,7 @@ class SimSpec(_Section):
     engine with. None means the scenario's default (sim/config.py); descriptions are the flags' help.
     """
 
-    scenario: Literal["draft-pool", "page-index", "blocks-exhausted", "healthy"] = Field(
+    scenario: Literal["draft-pool", "page-index", "blocks-exhausted", "healthy", "prefix-corruption"] = Field(
         "draft-pool", description="Which seed failure the engine models.")
     policy: Literal["stock", "patched"] = Field("stock", description="stock: the defect; patched: the admission fix.")
     model: str | None = Field(None, min_length=1, description="Model id served at /v1/models.")
@@ -216,6 +216,24 @@ class VerdictSpec(_Section):
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
 
 
+class VerifySpec(_Section):
+    """Answers checked under load: each checked request is sent again alone on the idle engine after the load, and
+    its answer under load is compared with that reference, token by token."""
+
+    outputs: Literal["off", "sample", "all"] = Field(
+        "off", description="off; sample: `sample` completed requests are checked; all: every completed request. "
+        "Requests then go out with temperature 0, a fixed seed and the top 2 logprobs per position.")
+    sample: int = Field(16, ge=1, description="outputs = sample: how many completed requests are checked.")
+    compare_tokens: int = Field(
+        64, ge=1, le=4096, description="Output positions compared (and kept per request, with their logprobs).")
+    min_margin: float = Field(
+        1.0, gt=0, description="Nats. Where the answers first differ, the reference's token led its runner-up by "
+        "at least this: a wrong answer (rule wrong_output); by less: a near-tie, which batching may flip, reported "
+        "only.")
+    top_logprobs: int = Field(2, ge=2, le=20, description="Logprobs asked for per position (the chosen token's "
+                              "runner-up must be among them).")
+
+
 class SignatureSpec(_Section):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     name: str = Field(description="The signature's name, as reports show it.")
@@ -237,6 +255,8 @@ class Profile(_Section):
     sim: SimSpec = Field(SimSpec(), description="The simulated engine, when it is the target.")
     engine: EngineSpec = Field(EngineSpec(), description="The target's KV-cache numbers, for predictions.")
     verdict: VerdictSpec = Field(VerdictSpec(), description="What passes.")
+    verify: VerifySpec = Field(VerifySpec(), description="Answers checked under load against the same request "
+                               "alone.")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")
 

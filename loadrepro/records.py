@@ -25,7 +25,7 @@ from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.capacity import EngineLimits, Prediction
 from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
-from loadrepro.profile import WatchSpec
+from loadrepro.profile import VerifySpec, WatchSpec
 
 
 class Outcome(StrEnum):
@@ -44,6 +44,48 @@ class Outcome(StrEnum):
 
 FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
                     Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})  # the engine's failures, by outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a request answered, as evidence to compare ([verify]): its first output tokens, each with its logprob
+    and the runner-up's, and the start of its text. Bounded whatever the answer's length."""
+
+    text: str  # the content (reasoning and tool calls apart), its first ANSWER_CHARS characters
+    chars: int  # the content's whole length
+    tokens: tuple[str, ...] = ()  # the first compare_tokens output tokens, from the logprobs; () without them
+    logprobs: tuple[float, ...] = ()  # each token's
+    runner_up: tuple[float | None, ...] = ()  # the best other token's at each position (None: none was given)
+    runner_token: tuple[str, ...] = ()  # that token
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        return cls(str(data["text"]), int(data["chars"]), tuple(data["tokens"]), tuple(data["logprobs"]),
+                   tuple(data["runner_up"]), tuple(data["runner_token"]))
+
+    def margin(self, position: int) -> float | None:
+        """How far the chosen token led its runner-up at `position`, in nats."""
+        other = self.runner_up[position] if position < len(self.runner_up) else None
+        return None if other is None else self.logprobs[position] - other
+
+
+ANSWER_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    """One answer under load judged against the same request sent alone afterwards ([verify])."""
+
+    request: int
+    conversation: int
+    turn: int
+    kind: str  # identical | near_tie | diverged | garbled | cross_talk | unverifiable
+    position: int | None = None  # the first output position where they differ
+    load_token: str = ""  # there, under load ("" past the end of the answer)
+    reference_token: str = ""  # there, alone
+    margin: float | None = None  # nats by which the reference's token led its runner-up there
+    cached_tokens: int | None = None  # the load request's, as its usage reported
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +115,7 @@ class RequestRecord:
     reconnects: int = 0  # times resent at once because a pooled connection turned out closed (not an outcome)
     signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
     first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
+    answer: Answer | None = None  # [verify] on: the evidence its answer is compared by
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
     @property
@@ -107,7 +150,9 @@ class RequestRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RequestRecord:
         data = {k: v for k, v in data.items() if k != "kind"}
-        return cls(**{**data, "outcome": Outcome(data["outcome"]), "chunk_ns": tuple(data["chunk_ns"])})
+        answer = Answer.from_json(data["answer"]) if data.get("answer") else None
+        return cls(**{**data, "outcome": Outcome(data["outcome"]), "chunk_ns": tuple(data["chunk_ns"]),
+                      "answer": answer})
 
 
 def _ms(start_ns: int | None, end_ns: int | None) -> float | None:
@@ -395,6 +440,8 @@ class RunResult:
     backend: str = "in-process"  # in-process | processes | ray
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
     canaries: tuple[CanarySample, ...] = ()
+    answers: tuple[AnswerCheck, ...] = ()  # [verify]: each checked answer's judgement
+    verify: VerifySpec = VerifySpec()  # how answers were checked
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

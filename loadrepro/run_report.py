@@ -142,6 +142,44 @@ class CanaryInfo(_Model):
     by_outcome: dict[str, int] = Field(description="Canaries by outcome.")
 
 
+class WrongAnswer(_Model):
+    """One answer under load that was not the one the same request gets alone."""
+
+    request: int = Field(description="The request's id (requests.jsonl, workload.jsonl.gz).")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    kind: str = Field(description="diverged, garbled or cross_talk.")
+    position: int | None = Field(description="The first output position where the two answers differ.")
+    load_token: str = Field(description="The token there under load (empty: the answer had ended).")
+    reference_token: str = Field(description="The token there when the request was sent alone.")
+    margin: float | None = Field(description="Nats by which the reference's token led its runner-up there.")
+    cached_tokens: int | None = Field(description="Prompt tokens the target reported cached for the load request.")
+    detail: str = Field(description="What made it garbled or cross-talk.")
+
+
+class OutputsInfo(_Model):
+    """Answers checked under load ([verify]): each checked request's answer under load against the same request
+    sent alone on the idle engine afterwards."""
+
+    mode: str = Field(description="sample or all.")
+    checked: int = Field(description="Answers checked.")
+    identical: int = Field(description="The same over the compared tokens.")
+    near_tie: int = Field(description="First different where the reference's token led its runner-up by less than "
+                          "min_margin nats: batching's floating-point noise, not a failure.")
+    diverged: int = Field(description="First different where the reference's token led by at least min_margin: "
+                          "wrong answers (rule wrong_output).")
+    garbled: int = Field(description="U+FFFD, a runaway repeated token, or no text for counted tokens, where the "
+                         "reference has none (rule garbled_output).")
+    cross_talk: int = Field(description="Carrying another conversation's tag (rule cross_talk).")
+    unverifiable: int = Field(description="Different, with no logprobs to tell a near-tie from a wrong answer, or "
+                              "without a reference.")
+    compare_tokens: int = Field(description="Output positions compared.")
+    min_margin: float = Field(description="The margin, in nats, that separates a wrong answer from a near-tie.")
+    near_tie_margin_max: float | None = Field(description="The largest margin among the near-ties.")
+    worst: list[WrongAnswer] = Field(description="The wrong answers (diverged, garbled, cross-talk), first 20 by "
+                                     "request.")
+
+
 class Timing(_Model):
     """What a run costs beside its load, in seconds."""
 
@@ -235,6 +273,8 @@ class RequestRow(_Model):
     prediction: str | None = Field(None, description="What the KV arithmetic predicted: fits, must_wait or never_fits.")
     limit: str = Field("", description="Which limit the prediction names.")
     ttfc_ms: float | None = Field(None, description="Sent -> first content token.")
+    answer: str | None = Field(None, description="[verify]: how its answer compared with the same request alone "
+                               "(identical, near_tie, diverged, garbled, cross_talk, unverifiable); null: not checked.")
 
 
 class CapacityInfo(_Model):
@@ -303,6 +343,8 @@ class RunReport(_Model):
         None, description="When a Kubernetes-style liveness probe would have restarted the engine.")
     canary: CanaryInfo | None = Field(
         None, description="The canary requests sent outside the workload, and their outcomes.")
+    outputs: OutputsInfo | None = Field(
+        None, description="[verify]: answers under load checked against the same requests sent alone.")
     timing: Timing | None = Field(
         None, description=("What the run cost beside its load: to the first request, from the last answer to "
                            "the verdict."))

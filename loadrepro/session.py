@@ -20,6 +20,7 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.limits import discover, from_profile
 from loadrepro.drive.planning import plan_on_target
+from loadrepro.drive.references import verify_answers
 from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.drive.target import check_reachable, discover_model
 from loadrepro.drive.transport import Transport
@@ -31,7 +32,7 @@ from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.profile import LoadSpec, Profile, write_profile
 from loadrepro.progress import Progress
-from loadrepro.records import RunResult
+from loadrepro.records import JsonlWriter, RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.timeline import for_report, timeline_of
@@ -40,6 +41,7 @@ from loadrepro.run_report import RunReport, Timing
 from loadrepro.signatures import compile_catalog
 from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.workload.export import write_workload
+from loadrepro.workload.model import Workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize
 
@@ -198,7 +200,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
             ttft_timeout_s=profile.load.ttft_timeout_s,
             api_key=api_key, max_retries=profile.load.max_retries,
-            signatures=compile_catalog(_extra(profile)))
+            signatures=compile_catalog(_extra(profile)),
+            compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0)
         engine = target.engine
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
@@ -215,6 +218,9 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
                     result = await runner.run(progress)
                 finally:
                     await checkpoints.stop()
+            if profile.verify.outputs != "off":
+                result = await _verified(result, client, target.url, api_key, plan.workload, profile, notes, say,
+                                         run_dir)
     if checkpoints.written:
         notes.append(f"checkpoints: {checkpoints.written} written while the run went on "
                      f"({checkpoints.seconds:.1f} s on a worker thread in all)")
@@ -230,6 +236,32 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
         crash = next(n.text for n in result.notes if n.source == "workers" and n.text.startswith(CRASHED))
         raise InternalError(f"{crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written)
+
+
+async def _verified(result: RunResult, client: Client, url: str, api_key: str | None, workload: Workload,
+                    profile: Profile, notes: list[str], say, run_dir: Path) -> RunResult:
+    """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
+    Ctrl-C stops the checking, keeping what was checked. What each request answered alone is kept in
+    references.jsonl, beside requests.jsonl's answers under load."""
+    if result.stop_reason not in ("done", "duration"):
+        notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
+        return result
+    records = result.records
+    if result.tally is not None and result.tally.dropped:
+        notes.append(f"answers: chosen among the {len(records):,} requests kept in memory "
+                     f"(of {result.tally.requests:,}; [load] keep_records)")
+    stop = asyncio.Event()
+    say(f"checking answers: {profile.verify.outputs} of the completed requests, each sent again alone")
+    with INTERRUPTS.routed_to(stop.set):
+        async with Transport(url, api_key) as http:
+            verified = await verify_answers(client, http, workload, records, profile.verify, stop)
+    written = JsonlWriter(run_dir / "references.jsonl")
+    for reference in verified.references:
+        written.write(reference)
+    written.close()
+    notes.append(verified.note)
+    say(verified.note)
+    return dataclasses.replace(result, answers=verified.checks, verify=profile.verify)
 
 
 def _process_start_ns() -> int | None:

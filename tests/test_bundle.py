@@ -39,22 +39,26 @@ def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path, api):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     bare_python = tmp_path / "bare" / "bin" / "python"
     assert subprocess.run([bare_python, "-c", "import loadrepro"], cwd=folder, capture_output=True).returncode != 0
-    profile = load_profile("quickstart")
     for policy, expected in (("stock", 1), ("patched", 0)):
-        spec = profile.sim.model_copy(update={"policy": policy})
-        engine = ManagedEngine(sim_engine_command(spec), tmp_path / f"{policy}.log")
-        try:
-            url = engine.start(30)
-            replay = subprocess.run([bare_python, "replay.py", "--base-url", url], cwd=folder, capture_output=True,
-                                    text=True, timeout=120)
-        finally:
-            engine.stop()
+        replay = replayed("quickstart", policy, folder, bare_python)
         assert replay.returncode == expected, replay.stdout + replay.stderr
         if policy == "stock":
             assert "first failure" in replay.stdout and "Draft KV cache" in replay.stdout
             assert "/health after: 503" in replay.stdout
         else:
             assert "outcomes: ok 24" in replay.stdout and "/health after: 200" in replay.stdout
+
+
+def replayed(profile: str, policy: str, folder, python, *flags: str) -> subprocess.CompletedProcess:
+    """The bundle's replay.py against a fresh simulated engine of the profile, with the given policy."""
+    spec = load_profile(profile).sim.model_copy(update={"policy": policy})
+    engine = ManagedEngine(sim_engine_command(spec), folder.parent / f"{policy}.log")
+    try:
+        url = engine.start(30)
+        return subprocess.run([python, "replay.py", "--base-url", url, *flags], cwd=folder, capture_output=True,
+                              text=True, timeout=120)
+    finally:
+        engine.stop()
 
 
 def test_scrubbing_secrets_and_hosts():
@@ -65,3 +69,27 @@ def test_scrubbing_secrets_and_hosts():
         assert secret not in cleaned
     assert "http://ENGINE_HOST:8000/v1" in cleaned
     assert "10.2.3.4" in scrub_bundle_text(text, redact_host=False)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_a_wrong_answer_bundle_reproduces_on_a_fresh_stock_engine_and_not_on_patched(tmp_path, api):
+    import loadrepro
+
+    report = loadrepro.run("prefix-corruption", out=tmp_path / "run", overrides=[f"api={api!r}"])
+    assert not report.passed and report.outputs.worst
+    zip_path = make_bundle(tmp_path / "run", tmp_path / "bundle.zip")
+    with zipfile.ZipFile(zip_path) as bundle:
+        bundle.extractall(tmp_path / "unpacked")
+    folder = next((tmp_path / "unpacked").iterdir())
+    wrong = json.loads((folder / "answers.json").read_text())
+    first = wrong[0]
+    assert first["body"] and first["under_load"]["tokens"][first["position"]] != first["alone"]["tokens"][
+        first["position"]]
+    at = first["position"]
+    assert first["alone"]["logprobs"][at] - first["alone"]["runner_up"][at] == pytest.approx(first["margin"], abs=1e-3)
+    assert "--check-answers" in (folder / "README.md").read_text()
+    for policy, expected in (("stock", 1), ("patched", 0)):
+        replay = replayed("prefix-corruption", policy, folder, sys.executable, "--check-answers")
+        assert replay.returncode == expected, replay.stdout + replay.stderr
+        assert ("WRONG ANSWER REPRODUCED" in replay.stdout) is (policy == "stock")
+        assert "prefix cache reset with POST /reset_prefix_cache" in replay.stdout

@@ -1,8 +1,10 @@
 """JSONL records: written in a thread with orjson, read back identical, nothing lost on close."""
 
+import dataclasses
 import time
 
 from loadrepro.records import (
+    Answer,
     CanarySample,
     HealthSample,
     JsonlWriter,
@@ -29,6 +31,8 @@ def record(i: int, chunks: int) -> RequestRecord:
 
 def test_records_and_samples_round_trip_through_the_writer(tmp_path):
     records = [record(1, 0), record(2, 5), record(3, 32_768), record(4, 4097)]  # long ones are written in slices
+    evidence = Answer(" a \ufffd", 4, (" a", " \ufffd"), (-0.1, -0.2), (-4.1, None), (" b", ""))
+    records.append(dataclasses.replace(record(5, 2), answer=evidence))
     samples = [HealthSample(1, 200, 5), HealthSample(2, "unreachable", 7), MetricsSample(3, {"a{b=\"c\"}": 0.5}),
                LogMatch(4, 9, "sig", "F", "a line"), Note(5, "run", "text"),
                CanarySample(6, 8, "stalled", None, "no token", 5, None), CanarySample(7, 9, "ok", 2, "", 9)]

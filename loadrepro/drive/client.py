@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
+from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.drive.transport import Transport
@@ -71,6 +72,7 @@ class ClientConfig:
     max_retries: int = 3
     max_backoff_s: float = 10.0
     signatures: tuple[Signature, ...] = CATALOG
+    compare_tokens: int = 0  # > 0 ([verify] on): each answer's first tokens and logprobs are kept as evidence
 
 
 def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
@@ -152,7 +154,7 @@ class Client:
         content = orjson.dumps(wire_body(self.config.api, planned.body, self.config.model))
         retries = reconnects = 0
         while True:
-            attempt = Attempt()
+            attempt = Attempt(answer=AnswerParts(self.config.compare_tokens) if self.config.compare_tokens else None)
             try:
                 outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
             except asyncio.CancelledError:
@@ -319,7 +321,8 @@ class Client:
             expected_prompt_tokens=planned.expected_prompt_tokens,
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
             signature=signature.name if signature else None,
-            signature_class=signature.klass.value if signature else None, reconnects=reconnects)
+            signature_class=signature.klass.value if signature else None, reconnects=reconnects,
+            answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK else None)
 
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.limits import discover
+from loadrepro.drive.references import reset_path
 from loadrepro.drive.target import check_reachable
 from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.drive.watch.canary import one_token_request, salted_request
@@ -76,6 +77,7 @@ class Probe(_Model):
     usage: Usage | None
     apis: dict[str, ApiCheck] = {}  # chat, completions, responses, messages: which answer
     limits: str | None  # the KV limits the target publishes, in words
+    cache_reset: str | None = None  # the prefix-cache reset it serves ([verify] computes references cold with it)
     requests: int  # what the probe sent, all of it
     generated_prompt_tokens: int
     plan: list[str]  # what a run will therefore do, or cannot do
@@ -96,6 +98,7 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
         counter = await detect_counter(http, models[0] if models else "") if models else None
         tokenize = None if counter is None or counter.probing else counter.source
         limits = await discover(http)
+        cache_reset = await reset_path(http)
     usage = await _usage(base_url, models[0], api_key) if models else None
     apis = await _apis(base_url, models[0], api_key) if models else {}
     described = (f"{limits.source}: {limits.pool_blocks:,} blocks x {limits.tokens_per_block} tokens = "
@@ -103,7 +106,8 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
     generated = 2 * usage.prompt_tokens if usage and usage.prompt_tokens else 0
     result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
                    tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, apis=apis,
-                   limits=described, requests=http.sent + (usage.requests if usage else 0) + len(apis),
+                   limits=described, cache_reset=cache_reset,
+                   requests=http.sent + (usage.requests if usage else 0) + len(apis),
                    generated_prompt_tokens=generated + sum(c.prompt_tokens or 0 for c in apis.values()), plan=[])
     return result.model_copy(update={"plan": plan(result)})
 
@@ -260,6 +264,10 @@ def plan(p: Probe) -> list[str]:
     lines.append(_reuse_line(p.usage))
     lines.append(f"capacity predictions: from {p.limits}" if p.limits else
                  "capacity predictions: the target publishes no KV limits; give the profile's [engine] keys")
+    lines.append(f"answers ([verify]): references computed cold, the prefix cache reset before each with POST "
+                 f"{p.cache_reset}" if p.cache_reset else
+                 "answers ([verify]): no prefix-cache reset is served (vLLM serves /reset_prefix_cache with "
+                 "VLLM_SERVER_DEV_MODE=1; SGLang /flush_cache), so references may meet a warm cache")
     return lines
 
 

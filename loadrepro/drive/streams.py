@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadrepro.drive.answers import AnswerParts, chat_logprobs, completions_logprobs
 from loadrepro.workload.apis import openai_usage
 
 NONE, TOKEN, CONTENT = 0, 1, 2  # what one event carried
@@ -41,6 +42,7 @@ class Attempt:
     reconnects: int = 0  # times the transport sent it again because a pooled connection was closed
     last_byte_ns: int = 0
     silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
+    answer: AnswerParts | None = None  # [verify] on: the answer's evidence, read as it comes
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:
@@ -95,7 +97,8 @@ def _chat_delta(delta: dict[str, Any]) -> int:
     return NONE
 
 
-def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, Any]], int]) -> int:
+def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, Any]], int],
+             answer_of: Callable[[dict[str, Any], AnswerParts], None]) -> int:
     if payload.get("usage"):
         a.usage = _object(payload["usage"], "usage")
     choices = payload.get("choices") or []
@@ -105,9 +108,24 @@ def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, A
     for choice in choices:
         choice = _object(choice, "a choice")
         seen = max(seen, text_of(choice))
+        if a.answer is not None:
+            answer_of(choice, a.answer)
         if choice.get("finish_reason"):
             a.finish_reason = choice["finish_reason"]
     return seen
+
+
+def _chat_answer(choice: dict[str, Any], parts: AnswerParts) -> None:
+    delta = choice.get("delta") or choice.get("message") or {}
+    if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+        parts.content(delta["content"])
+    chat_logprobs(choice.get("logprobs"), parts)
+
+
+def _text_answer(choice: dict[str, Any], parts: AnswerParts) -> None:
+    if isinstance(choice.get("text"), str):
+        parts.content(choice["text"])
+    completions_logprobs(choice.get("logprobs"), parts)
 
 
 def _chat_choice(choice: dict[str, Any]) -> int:
@@ -119,11 +137,11 @@ def _text_choice(choice: dict[str, Any]) -> int:
 
 
 def chat_event(payload: dict[str, Any], a: Attempt) -> int:
-    return _choices(payload, a, _chat_choice)
+    return _choices(payload, a, _chat_choice, _chat_answer)
 
 
 def completions_event(payload: dict[str, Any], a: Attempt) -> int:
-    return _choices(payload, a, _text_choice)
+    return _choices(payload, a, _text_choice, _text_answer)
 
 
 _RESPONSES_TOKENS = {"response.reasoning_text.delta", "response.reasoning_summary_text.delta",
@@ -134,6 +152,9 @@ def responses_event(payload: dict[str, Any], a: Attempt) -> int:
     """OpenAI Responses: typed events; the stream ends with response.completed (or .incomplete), no [DONE]."""
     kind = payload.get("type")
     if kind == "response.output_text.delta":
+        if a.answer is not None and isinstance(payload.get("delta"), str):
+            a.answer.content(payload["delta"])
+            chat_logprobs(payload.get("logprobs"), a.answer)
         return CONTENT if payload.get("delta") else NONE
     if kind in _RESPONSES_TOKENS:
         return TOKEN if payload.get("delta") else NONE
@@ -160,6 +181,8 @@ def messages_event(payload: dict[str, Any], a: Attempt) -> int:
     if kind == "content_block_delta":
         delta = _object(payload.get("delta") or {}, "a delta")
         if delta.get("type") == "text_delta":
+            if a.answer is not None and isinstance(delta.get("text"), str):
+                a.answer.content(delta["text"])
             return CONTENT if delta.get("text") else NONE
         return TOKEN if delta.get("thinking") or delta.get("partial_json") else NONE
     if kind == "message_start":
@@ -196,10 +219,14 @@ def whole_answer(api: str, payload: dict[str, Any], a: Attempt) -> None:
                 raise ProtocolViolation("a response without choices")
             a.usage = _object(payload.get("usage") or {}, "usage")
             a.finish_reason = _object(choices[0], "a choice").get("finish_reason")
+            if a.answer is not None:
+                (_chat_answer if api == "chat" else _text_answer)(choices[0], a.answer)
         case "responses":
             if payload.get("object") != "response":
                 raise ProtocolViolation("a response that is not a Responses API response object")
             a.usage = openai_usage(api, payload.get("usage"))
+            if a.answer is not None:
+                _responses_answer(payload, a.answer)
             details = payload.get("incomplete_details")
             a.finish_reason = (details.get("reason") if isinstance(details, dict) else None) or payload.get("status")
         case "messages":
@@ -207,4 +234,19 @@ def whole_answer(api: str, payload: dict[str, Any], a: Attempt) -> None:
                 raise ProtocolViolation("a response that is not a Messages API message")
             a.usage = openai_usage(api, payload.get("usage"))
             a.finish_reason = payload.get("stop_reason")
+            blocks = payload.get("content") if isinstance(payload.get("content"), list) else []
+            for block in blocks if a.answer is not None else ():
+                if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                    a.answer.content(block["text"])
     a.done = True
+
+
+def _responses_answer(payload: dict[str, Any], parts: AnswerParts) -> None:
+    """A whole Responses answer: the output_text parts of its message items, with their logprobs."""
+    for item in payload.get("output") or []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                parts.content(part["text"])
+                chat_logprobs(part.get("logprobs"), parts)

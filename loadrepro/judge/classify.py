@@ -8,6 +8,7 @@ rule and whether it fired. A finding of severity
 from __future__ import annotations
 
 from loadrepro.capacity import Fit
+from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.windows import SOAK_RULES
@@ -309,7 +310,7 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
     low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics, prompt_lengths, *HEALTH_RULES, *SOAK_RULES,
+    pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *HEALTH_RULES, *SOAK_RULES,
 )
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from ddsketch import DDSketch
 
 from loadrepro import __version__
+from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.classify import FAILED, Finding, preemptions, series
 from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.verdict import Verdict
@@ -28,6 +29,7 @@ from loadrepro.run_report import (
     Latency,
     Lengths,
     Liveness,
+    OutputsInfo,
     Percentiles,
     Pressure,
     RequestRow,
@@ -43,6 +45,7 @@ from loadrepro.run_report import (
     WorkersInfo,
     WorkloadInfo,
     WorstLength,
+    WrongAnswer,
 )
 from loadrepro.workload.summary import WorkloadSummary
 
@@ -77,6 +80,19 @@ def _health(result: RunResult, window_s: float) -> Health:
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
                   path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow)
+
+
+def _outputs(result: RunResult) -> OutputsInfo | None:
+    if not result.answers:
+        return None
+    counts = Counter(c.kind for c in result.answers)
+    wrong = sorted((c for c in result.answers if c.kind in WRONG), key=lambda c: c.request)[:20]
+    ties = [c.margin for c in result.answers if c.kind == "near_tie" and c.margin is not None]
+    v = result.verify
+    return OutputsInfo(mode=v.outputs, checked=len(result.answers), compare_tokens=v.compare_tokens,
+                       min_margin=v.min_margin, near_tie_margin_max=max(ties) if ties else None,
+                       worst=[WrongAnswer.model_validate(dataclasses.asdict(c)) for c in wrong],
+                       **{kind: counts.get(kind, 0) for kind in KINDS})
 
 
 def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:
@@ -170,6 +186,7 @@ def _lengths(result: RunResult, window_s: float) -> Lengths:
 
 def _rows(result: RunResult) -> list[RequestRow]:
     predicted = {(p.conversation, p.turn): p for p in result.predictions}
+    answers = {c.request: c.kind for c in result.answers}
     rows = []
     for r in sorted(result.records, key=lambda r: r.id):
         p = predicted.get((r.conversation, r.turn))
@@ -179,7 +196,7 @@ def _rows(result: RunResult) -> list[RequestRow]:
                                    len(r.chunk_ns) if r.chunk_ns else None),
                                cached_tokens=r.cached_tokens, shared_prefix_tokens=r.shared_prefix_tokens,
                                prediction=p.fit.value if p else None, limit=p.limit if p else "",
-                               ttfc_ms=_round(r.ttfc_ms)))
+                               ttfc_ms=_round(r.ttfc_ms), answer=answers.get(r.id)))
     return rows
 
 
@@ -213,9 +230,9 @@ def _kept_note(result: RunResult) -> list[str]:
     if result.tally is None or not result.tally.dropped:
         return []
     return [f"records: {result.tally.dropped:,} of {result.tally.requests:,} completed requests were counted but not "
-            "kept in memory ([load] keep_records): totals, latency and prefix reuse cover every request as in any run, "
-            "the prompt-length rule and the timeline's request lanes use the kept records; "
-            "requests.jsonl has every one"]
+            "kept in memory ([load] keep_records): totals, latency, prefix reuse, prompt lengths and engine death "
+            "cover every request as in any run; the timeline's request lanes and latency histograms draw the kept "
+            "records; requests.jsonl has every one"]
 
 
 def _windows(result: RunResult, window_s: float) -> list[WindowRow]:
@@ -255,7 +272,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result, profile.verdict.window_s),
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
-        canary=_canary(result, profile.verdict.window_s),
+        canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

@@ -7,6 +7,7 @@ scrubbed from every text file; `redact_host` also replaces host names and IP add
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import zipfile
@@ -14,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from loadrepro.errors import UsageError
+from loadrepro.records import read_jsonl
 from loadrepro.redact import scrub
 from loadrepro.report.json import read_report
 from loadrepro.run_report import RunReport
@@ -33,12 +35,49 @@ def scrub_bundle_text(text: str, redact_host: bool) -> str:
 
 
 def _replay_settings(report: RunReport) -> dict:
-    load, watch = report.profile["load"], report.profile["watch"]
+    load, watch, verify = report.profile["load"], report.profile["watch"], report.profile.get("verify", {})
     fatal = [s.pattern.pattern for s in CATALOG if s.klass is SignatureClass.FATAL]
     fatal += [s["pattern"] for s in report.profile.get("signatures", []) if s.get("class") == "F"]
     return {"api": report.profile["api"], "model": report.target.model, "concurrency": load["concurrency"],
             "request_timeout_s": load["request_timeout_s"], "stall_timeout_s": load["stall_timeout_s"],
-            "health_path": watch["health_path"] or "/health", "fatal_patterns": fatal}
+            "health_path": watch["health_path"] or "/health", "fatal_patterns": fatal,
+            "compare_tokens": verify.get("compare_tokens", 64), "min_margin": verify.get("min_margin", 1.0)}
+
+
+def _answer(record: dict | None) -> dict | None:
+    answer = (record or {}).get("answer")
+    if not answer:
+        return None
+    return {k: answer[k] for k in ("text", "tokens", "logprobs", "runner_up", "runner_token")}
+
+
+def wrong_answers(run_dir: Path, report: RunReport) -> list[dict]:
+    """Each wrong answer the report names, with its request body and both answers (under load and alone) with
+    their logprobs: what a maintainer needs to see it, and what replay.py --check-answers checks again."""
+    if report.outputs is None or not report.outputs.worst:
+        return []
+    wanted = {w.request: w for w in report.outputs.worst}
+    loads = _records(run_dir / "requests.jsonl", wanted)
+    alone = _records(run_dir / "references.jsonl", wanted)
+    bodies = {(row["conversation"], row["turn"]): row["body"] for row in _workload_rows(run_dir)}
+    return [{"request": w.request, "conversation": w.conversation, "turn": w.turn, "kind": w.kind,
+             "position": w.position, "margin": w.margin, "cached_tokens": w.cached_tokens, "detail": w.detail,
+             "body": bodies.get((w.conversation, w.turn)), "under_load": _answer(loads.get(w.request)),
+             "alone": _answer(alone.get(w.request))} for w in wanted.values()]
+
+
+def _records(path: Path, wanted: dict) -> dict[int, dict]:
+    if not path.exists():
+        return {}
+    return {row["id"]: row for row in read_jsonl(path) if row.get("id") in wanted}
+
+
+def _workload_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "workload.jsonl.gz"
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [row for row in map(json.loads, lines) if row.get("type") == "request"]
 
 
 def _readme(report: RunReport, name: str) -> str:
@@ -60,12 +99,24 @@ def _readme(report: RunReport, name: str) -> str:
               "loadrepro run --profile profile.toml --base-url http://HOST:PORT", "```", "",
               "Without it (Python 3.11 or newer, standard library only), replaying the exact payloads:", "",
               "```bash", "python3 replay.py --base-url http://HOST:PORT", "```", "",
-              "`replay.py` exits 1 when the engine failed and 0 when it passed.", "", "## Files", "",
+              "`replay.py` exits 1 when the engine failed and 0 when it passed.", *_answers_readme(report),
+              "", "## Files", "",
               "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
               "- `workload.jsonl.gz`: every request body and its schedule",
-              "- `requests.jsonl`: what each request did", "- `engine-log-excerpt.txt`: the engine log up to its "
-              "first fatal line (when there is one)", "- `replay.py`, `replay.json`: the standalone replay", ""]
+              "- `requests.jsonl`: what each request did",
+              "- `answers.json`: the wrong answers, when the run found any",
+              "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",
+              "- `replay.py`, `replay.json`: the standalone replay", ""]
     return "\n".join(lines)
+
+
+def _answers_readme(report: RunReport) -> list[str]:
+    if report.outputs is None or not report.outputs.worst:
+        return []
+    return ["", f"Wrong answers: `answers.json` holds the {len(report.outputs.worst)} the run found, each with its "
+            "request body and both answers (under load, and the same request alone) with their logprobs. To check "
+            "them again (each request alone, then under the run's traffic; exit 1 when a wrong answer comes back):",
+            "", "```bash", "python3 replay.py --base-url http://HOST:PORT --check-answers", "```"]
 
 
 def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False) -> Path:
@@ -75,6 +126,8 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
     name = f"loadrepro-{run_dir.resolve().name}"
     out = out or run_dir.resolve().parent / f"{name}.zip"
     texts = {"README.md": _readme(report, name), "replay.json": json.dumps(_replay_settings(report), indent=2)}
+    if wrong := wrong_answers(run_dir, report):
+        texts["answers.json"] = json.dumps(wrong, indent=1, ensure_ascii=False)
     for copied in COPIED:
         if (run_dir / copied).exists():
             texts[copied] = (run_dir / copied).read_text(encoding="utf-8", errors="replace")

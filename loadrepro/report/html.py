@@ -7,7 +7,7 @@ from html import escape
 
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
-from loadrepro.report.markdown import health_lines, latency_rows
+from loadrepro.report.markdown import ANSWER_HEADINGS, answer_lines, health_lines, latency_rows
 from loadrepro.run_report import Percentiles, RunReport
 
 _CSS = """
@@ -73,6 +73,10 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
                f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "
                f"{r.cache.prompt_tokens:,}.</p>"
              + "".join(f"<p>{escape(line)}</p>" for line in health_lines(r))]
+    said, rows = answer_lines(r)
+    if said:
+        parts.append(f"<h2>Answers</h2><p>{escape(said)}</p>"
+                     + (_table(list(ANSWER_HEADINGS), [list(row) for row in rows]) if rows else ""))
     if r.signatures:
         parts.append("<h2>Signatures</h2>" + _table(["signature", "class", "count", "first seen (s)", "sample"], [
             [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))

@@ -124,6 +124,38 @@ def health_lines(r: RunReport) -> list[str]:
     return lines
 
 
+def answer_lines(r: RunReport) -> tuple[str, list[list[str]]]:
+    """What the answer check found, in a sentence, and the wrong answers as table rows (report.md and .html)."""
+    o = r.outputs
+    if o is None:
+        return "", []
+    ties = f" (margins up to {o.near_tie_margin_max:.2f} nats)" if o.near_tie_margin_max is not None else ""
+    said = (f"{o.checked} answers under load ({o.mode}) checked against the same request sent alone, over their "
+            f"first {o.compare_tokens} tokens: {o.identical} identical, {o.near_tie} near-ties{ties}, "
+            f"{o.diverged} diverged (the reference led its runner-up by at least {o.min_margin:g} nats), "
+            f"{o.garbled} garbled, {o.cross_talk} cross-talk, {o.unverifiable} unverifiable.")
+    rows = [[str(w.request), f"{w.conversation}/{w.turn}", w.kind, "" if w.position is None else str(w.position),
+             repr(w.load_token) if w.load_token else "", repr(w.reference_token) if w.reference_token else "",
+             "" if w.margin is None else f"{w.margin:.2f}", "" if w.cached_tokens is None else f"{w.cached_tokens:,}",
+             w.detail] for w in o.worst]
+    return said, rows
+
+
+ANSWER_HEADINGS = ("request", "conversation/turn", "kind", "position", "under load", "alone", "margin (nats)",
+                   "cached tokens", "detail")
+
+
+def _answers(r: RunReport) -> list[str]:
+    said, rows = answer_lines(r)
+    if not said:
+        return []
+    lines = ["## Answers", "", said, ""]
+    if rows:
+        lines += ["| " + " | ".join(ANSWER_HEADINGS) + " |", "|" + "---|" * len(ANSWER_HEADINGS)]
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
+    return lines
+
+
 def _health(r: RunReport) -> list[str]:
     lines = ["## Health", "", f"| t (s) | {r.health.path} |", "|---:|---|"]
     lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
@@ -256,8 +288,8 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _target, _workload, _outcomes, _health, _first_failure, _diagnosis, _signatures, _numbers,
-                _windows, capacity_section, _rules]
+    sections = [_header, _target, _workload, _outcomes, _answers, _health, _first_failure, _diagnosis, _signatures,
+                _numbers, _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -28,6 +28,8 @@ def _marks(ax, t: Timeline) -> None:
         ax.axvline(t.first_failure_s, color="#c62828", linestyle="--", linewidth=1.2)
     if t.first_fatal_s is not None:
         ax.axvline(t.first_fatal_s, color="black", linestyle=":", linewidth=1.2)
+    if t.first_wrong_s is not None:
+        ax.axvline(t.first_wrong_s, color="#e65100", linestyle="-.", linewidth=1.2)
 
 
 MAX_MARKS = 1500  # end ticks drawn per outcome: more cannot be told apart, and each one is bytes in the SVG
@@ -144,7 +146,8 @@ def _windows_panel(ax, t: Timeline) -> None:
 def timeline_figure(timelines: list[Timeline]) -> Figure:
     """Requests in flight with completions and failures, /health, KV usage and waiting, and for a long run its
     latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
-    Dashed red: first failure; dotted black: first fatal log line; thin grey: the edges of a long run's windows."""
+    Dashed red: first failure; dotted black: first fatal log line; dash-dotted orange: the first wrong answer (when
+    it ended under load); thin grey: the edges of a long run's windows."""
     windowed = any(t.windows for t in timelines)
     ratios = [3, 1.2, 2] + ([2] if windowed else [])
     rows = len(timelines) * len(ratios)

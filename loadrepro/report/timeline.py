@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from loadrepro.counts import PerSecond
+from loadrepro.judge.answers import WRONG, is_wrong
 from loadrepro.judge.classify import FAILED
 from loadrepro.records import (
     KV_USAGE,
@@ -69,6 +70,7 @@ class Timeline:
     first_fatal_text: str
     health_path: str = "/health"  # the path that was polled ([watch] health_path)
     windows: tuple[WindowRow, ...] = ()  # a long run's windows, as its report has them
+    first_wrong_s: float | None = None  # when the first request whose answer was wrong ([verify]) ended
 
 
 def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -141,12 +143,19 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         first_fatal_text=fatal[0].line if fatal else "", health_path=health_path)
 
 
+def _first_wrong_s(records: list[RequestRecord], wrong: set[int], start_ns: int) -> float | None:
+    ends = [r.end_ns for r in records if r.id in wrong]
+    return (min(ends) - start_ns) / 1e9 if ends else None
+
+
 def timeline_of(result: RunResult) -> Timeline:
     health = list(result.health) + ([result.post_health] if result.post_health else [])
     dropped = result.tally is not None and result.tally.dropped > 0
-    return build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
-                          list(result.metrics), list(result.log_matches), list(result.canaries),
-                          result.watch.health_path, result.tally if dropped else None)
+    timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
+                              list(result.metrics), list(result.log_matches), list(result.canaries),
+                              result.watch.health_path, result.tally if dropped else None)
+    wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
+    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns))
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:
@@ -169,4 +178,6 @@ def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
     if start is None:
         return None
     end = start + int(report.duration_s * 1e9)
-    return for_report(build_timeline(report.label, start, end, records, health, metrics, matches, canaries), report)
+    timeline = build_timeline(report.label, start, end, records, health, metrics, matches, canaries)
+    wrong = {w.request for w in report.outputs.worst} if report.outputs else set()
+    return for_report(dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(records, wrong, start)), report)

@@ -1,6 +1,7 @@
 """Real trials for the shrinker: every candidate runs on a fresh engine (the simulated one from the profile, or
 the engine command), since a failure kills the engine; each is judged by loadrepro's own report. "The same way"
-is the original run's first fatal signature, else its engine death, else its first failure's outcome.
+is the original run's first fatal signature, else its engine death, else its first failure's outcome, else the
+first rule that failed it (a wrong answer fails a run whose requests all completed).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from loadrepro.workload.summary import summarize
 class Failure:
     """How a run failed, for comparing trials with the original."""
 
-    kind: str  # signature | death | outcome
+    kind: str  # signature | death | outcome | rule
     name: str
 
     def __str__(self) -> str:
         return {"signature": f"fatal signature {self.name}", "death": "engine death",
-                "outcome": f"first failure {self.name}"}[self.kind]
+                "outcome": f"first failure {self.name}", "rule": f"rule {self.name}"}[self.kind]
 
 
 def failure_of(report: RunReport, predicate: str | None = None) -> Failure | None:
@@ -43,7 +44,8 @@ def failure_of(report: RunReport, predicate: str | None = None) -> Failure | Non
         return Failure("death", "engine_death")
     if report.first_failure is not None:
         return Failure("outcome", report.first_failure.outcome)
-    return None
+    failed = next((r.name for r in report.rules if r.fired and r.severity == "fail"), None)
+    return Failure("rule", failed) if failed else None
 
 
 def same_way(report: RunReport, wanted: Failure) -> bool:
@@ -51,6 +53,8 @@ def same_way(report: RunReport, wanted: Failure) -> bool:
         return any(s.name == wanted.name for s in report.signatures)
     if wanted.kind == "death":
         return any(r.name == "engine_death" and r.fired for r in report.rules)
+    if wanted.kind == "rule":
+        return any(r.name == wanted.name and r.fired and r.severity == "fail" for r in report.rules)
     return report.first_failure is not None and report.first_failure.outcome == wanted.name
 
 

@@ -28,8 +28,8 @@ from loadrepro.sim.protocol import (
 )
 from loadrepro.sim.runtime import Fatal, RequestHandle, SimRuntime, Token
 from loadrepro.sim.scheduler import Finished, Rejection
-from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, sse
-from loadrepro.sim.tokenizer import output_token, render_chat, token_ids, tokenize
+from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, logprob_entry, sse
+from loadrepro.sim.tokenizer import render_chat, token_ids, tokenize
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # what vLLM and SGLang use when a completions request sets none
 
@@ -107,15 +107,16 @@ def create_app(runtime: SimRuntime) -> Starlette:
         return JSONResponse({"count": len(tokens), "max_model_len": config.max_model_len,
                              "tokens": token_ids(tokens)})
 
-    async def stream(handle: RequestHandle, shape: Shape, include_usage: bool) -> AsyncIterator[str]:
+    async def stream(handle: RequestHandle, shape: Shape, include_usage: bool,
+                     top: int | None) -> AsyncIterator[str]:
         try:
             for opened in shape.opening(handle.prompt_tokens):
                 yield sse(opened)
             async for event in handle.events():
                 match event:
-                    case Token(index=index):
-                        text = output_token(handle.id, index)
-                        for part in shape.token(text, index == 0, index < config.reasoning_tokens):
+                    case Token(index=index, choice=choice):
+                        listed = logprob_entry(choice, top) if top is not None else None
+                        for part in shape.token(choice.text, index == 0, index < config.reasoning_tokens, listed):
                             yield sse(part)
                     case Finished() as finished:
                         for part in shape.closing(finished, include_usage):
@@ -133,8 +134,8 @@ def create_app(runtime: SimRuntime) -> Starlette:
         try:
             async for event in handle.events():
                 match event:
-                    case Token(index=index):
-                        text.append(output_token(handle.id, index))
+                    case Token(choice=choice):
+                        text.append(choice.text)
                     case Finished() as finished:
                         cut = config.reasoning_tokens
                         return JSONResponse(shape.whole("".join(text[cut:]), "".join(text[:cut]), finished))
@@ -185,8 +186,14 @@ def create_app(runtime: SimRuntime) -> Starlette:
         shape = _shape(api, submitted.id, config.model)
         if body.stream:
             include_usage = isinstance(body, (ChatBody, CompletionBody)) and body.include_usage
-            return StreamingResponse(stream(submitted, shape, include_usage), media_type="text/event-stream")
+            return StreamingResponse(stream(submitted, shape, include_usage, body.logprobs_wanted()),
+                                     media_type="text/event-stream")
         return await whole(submitted, shape, api)
+
+    async def reset_prefix_cache(_: Request) -> Response:
+        """vLLM's: forget the cached blocks nothing holds."""
+        runtime.reset_prefix_cache()
+        return Response(status_code=200)
 
     def route(api: str):  # noqa: ANN202 - a Starlette endpoint
         async def endpoint(request: Request) -> Response:
@@ -209,6 +216,7 @@ def create_app(runtime: SimRuntime) -> Starlette:
         Route("/metrics", render_metrics, methods=["GET"]),
         Route("/sim/config", sim_config, methods=["GET"]),
         Route("/tokenize", tokenize_route, methods=["POST"]),
+        Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
         Route("/v1/chat/completions", route("chat"), methods=["POST"]),
         Route("/v1/completions", route("completions"), methods=["POST"]),
         Route("/v1/responses", route("responses"), methods=["POST"]),

@@ -20,6 +20,7 @@ class Scenario(StrEnum):
     PAGE_INDEX = "page-index"
     BLOCKS_EXHAUSTED = "blocks-exhausted"
     HEALTHY = "healthy"
+    PREFIX_CORRUPTION = "prefix-corruption"
 
 
 class Policy(StrEnum):
@@ -69,6 +70,8 @@ _SCENARIO_DEFAULTS: dict[Scenario, dict[str, object]] = {
     # Beam search multiplies blocks per request; one pool of 8192 tokens.
     Scenario.BLOCKS_EXHAUSTED: dict(block_size=32, primary_blocks=256, beam_width=4, max_model_len=4096),
     Scenario.HEALTHY: dict(block_size=16, primary_blocks=16384, max_model_len=131072),
+    # A small pool that prefix-shared turns keep full, so cached blocks are taken for new work all the time.
+    Scenario.PREFIX_CORRUPTION: dict(block_size=16, primary_blocks=640, max_model_len=8192),
 }
 
 

@@ -41,9 +41,15 @@ def page_index_width(clamped_len: int, block_size: int) -> int:
 class BlockPool:
     """A fixed set of KV blocks with reference counts and, when `reuse` is on, a prefix cache."""
 
-    def __init__(self, num_blocks: int, reuse: bool = True) -> None:
+    def __init__(self, num_blocks: int, reuse: bool = True, stale_index: bool = False) -> None:
+        """stale_index: the prefix-corruption defect. A cached block taken for new work stays findable under its
+        old hash, so a later prompt with that prefix reads whatever the block holds now."""
         self.num_blocks = num_blocks
         self.reuse = reuse
+        self.stale_index = stale_index
+        # What each filled block holds: its hash, and the conversation tag among the tokens up to its end (a block
+        # taken for new work holds neither until it is filled again).
+        self._content: dict[int, tuple[bytes, str | None]] = {}
         self._ref = [0] * num_blocks
         # Blocks with no owner, oldest first: allocation evicts from the front.
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
@@ -93,8 +99,9 @@ class BlockPool:
         for _ in range(n):
             block, _ = self._free.popitem(last=False)
             stale = self._hash_of.pop(block, None)
-            if stale is not None:
+            if stale is not None and not self.stale_index:
                 del self._by_hash[stale]
+            self._content.pop(block, None)
             self._ref[block] = 1
             taken.append(block)
         return taken
@@ -110,9 +117,22 @@ class BlockPool:
             if self._ref[b] == 0:
                 self._free[b] = None
 
-    def register(self, block: int, block_hash: bytes) -> None:
+    def register(self, block: int, block_hash: bytes, tag: str | None = None) -> None:
         """Make a filled block findable by later prompts that share its prefix."""
+        self._content[block] = (block_hash, tag)
         if not self.reuse or block in self._hash_of or block_hash in self._by_hash:
             return
         self._hash_of[block] = block_hash
         self._by_hash[block_hash] = block
+
+    def read(self, block: int) -> tuple[bytes, str | None] | None:
+        """What a block holds (its hash and tag); None when it was taken for new work and not filled since."""
+        return self._content.get(block)
+
+    def reset(self) -> None:
+        """Forget every cached block nothing holds (vLLM's /reset_prefix_cache): later prompts compute them anew."""
+        for block_hash, block in list(self._by_hash.items()):
+            if self._ref[block] == 0 or self._hash_of.get(block) != block_hash:
+                del self._by_hash[block_hash]
+                if self._hash_of.get(block) == block_hash:
+                    del self._hash_of[block]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loadrepro.sim.tokenizer import message_text, render_chat
 
@@ -39,6 +39,12 @@ class _Generation(BaseModel):
 class ChatBody(_Generation):
     messages: list[ChatMessage]
     max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+    def logprobs_wanted(self) -> int | None:
+        """Alternatives listed per position, or None when logprobs were not asked for."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
@@ -46,6 +52,10 @@ class ChatBody(_Generation):
 
 class CompletionBody(_Generation):
     prompt: str | list[str]
+    logprobs: int | None = Field(None, ge=0, le=20)
+
+    def logprobs_wanted(self) -> int | None:
+        return self.logprobs
 
     def requested_max_tokens(self) -> int | None:
         return self.max_tokens
@@ -61,6 +71,11 @@ class ResponsesBody(BaseModel):
     max_output_tokens: int | None = None
     stream: bool = False
     ignore_eos: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    include: list[str] | None = None
+
+    def logprobs_wanted(self) -> int | None:
+        return (self.top_logprobs or 0) if "message.output_text.logprobs" in (self.include or []) else None
 
     def prompt(self) -> str:
         messages = [{"role": "system", "content": self.instructions}] if self.instructions else []
@@ -92,6 +107,9 @@ class MessagesBody(BaseModel):
     max_tokens: int
     stream: bool = False
     ignore_eos: bool = False
+
+    def logprobs_wanted(self) -> int | None:
+        return None  # the Messages API has no logprobs
 
     def prompt(self) -> str:
         system = [{"role": "system", "content": message_text(self.system)}] if self.system else []

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from loadrepro.sim.answers import Choice
 from loadrepro.sim.config import SimConfig
 from loadrepro.sim.scheduler import Death, Finished, Rejection, Scheduler, SchedulerStats
 
@@ -20,6 +21,7 @@ from loadrepro.sim.scheduler import Death, Finished, Rejection, Scheduler, Sched
 @dataclass(frozen=True, slots=True)
 class Token:
     index: int
+    choice: Choice
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,9 @@ class SimRuntime:
         self._wake.set()
         return handle
 
+    def reset_prefix_cache(self) -> None:
+        self._scheduler.primary.reset()
+
     def abort(self, request_id: int) -> None:
         """Forget a request whose client left; a no-op once it has finished."""
         if self._handles.pop(request_id, None) is not None and self.fatal is None:
@@ -101,8 +106,8 @@ class SimRuntime:
                 self._crash = f"simulated engine internal error: {exc!r}"
                 self._broadcast_death(Death(self._crash, 0, len(self._handles)))
                 continue
-            for request_id in out.tokens:
-                self._emit_token(request_id)
+            for request_id, choice in out.tokens:
+                self._emit_token(request_id, choice)
             for finished in out.finished:
                 handle = self._handles.pop(finished.request_id, None)
                 if handle is not None:
@@ -114,10 +119,10 @@ class SimRuntime:
                 self._broadcast_death(out.death)
             await self._sleep(max(0.0, self.config.step_s - (self._clock() - started)))
 
-    def _emit_token(self, request_id: int) -> None:
+    def _emit_token(self, request_id: int, choice: Choice) -> None:
         handle = self._handles.get(request_id)
         if handle is not None:
-            handle.queue.put_nowait(Token(handle.emitted))
+            handle.queue.put_nowait(Token(handle.emitted, choice))
             handle.emitted += 1
 
     def _broadcast_death(self, death: Death) -> None:

@@ -10,14 +10,19 @@ Policies:
   page-index table the admission ignored cannot grow.
 - patched reserves prompt + max_tokens (x beam) in every pool at admission, waits while that does not fit, and
   rejects at submission a request that could never fit.
+- prefix-corruption, stock: a cached block taken for new work stays findable under its old hash, so a later turn
+  that shares the old prefix reads the new owner's content and answers from it (sim/answers.py); patched: the
+  block leaves the index when it is taken.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from loadrepro.sim.answers import Choice, choose, continue_chain, tag_in
 from loadrepro.sim.config import Policy, Scenario, SimConfig
 from loadrepro.sim.kvcache import BlockPool, block_hashes, blocks_for, clamped_seq_len, page_index_width
 from loadrepro.sim.tokenizer import natural_length
@@ -45,6 +50,10 @@ class SimRequest:
     registered: int = 0  # prompt blocks already findable in the prefix cache
     cached_tokens: int = -1  # prompt tokens served from the prefix cache at first admission
     preempted: bool = False
+    tag: tuple[str, int] | None = None  # the conversation tag in its prompt, and where
+    fingerprint: bytes = b""  # of the context it computes from (sim/answers.py), set at admission
+    context_tag: str | None = None  # the tag that context holds
+    previous: str = ""  # the last token it generated
 
     @property
     def prompt_len(self) -> int:
@@ -80,7 +89,7 @@ class Death:
 
 @dataclass(slots=True)
 class StepOutput:
-    tokens: list[int] = field(default_factory=list)  # request ids that produced one token this step
+    tokens: list[tuple[int, Choice]] = field(default_factory=list)  # (request id, its token) for each this step
     finished: list[Finished] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     death: Death | None = None
@@ -105,7 +114,9 @@ class SchedulerStats:
 class Scheduler:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.primary = BlockPool(config.primary_blocks, reuse=config.scenario != Scenario.BLOCKS_EXHAUSTED)
+        self.primary = BlockPool(config.primary_blocks, reuse=config.scenario != Scenario.BLOCKS_EXHAUSTED,
+                                 stale_index=config.scenario is Scenario.PREFIX_CORRUPTION
+                                 and config.policy is Policy.STOCK)
         self.draft = BlockPool(config.draft_blocks, reuse=False) if config.draft_blocks else None
         self.table_width = (
             page_index_width(clamped_seq_len(config.index_pool_bytes, config.kv_bytes_per_token,
@@ -132,7 +143,7 @@ class Scheduler:
         output_len = max_tokens if ignore_eos else min(max_tokens, natural_length(
             tokens, self.config.natural_output_tokens))
         request = SimRequest(self._next_id, tokens, block_hashes(tokens, self.config.block_size), max_tokens,
-                             output_len)
+                             output_len, tag=tag_in(tokens))
         self._next_id += 1
         self._requests[request.id] = request
         self._waiting.append(request)
@@ -253,6 +264,7 @@ class Scheduler:
         return self.primary.cached_prefix(request.hashes[:usable])
 
     def _start(self, request: SimRequest, target: int, hits: list[int], fresh: list[int]) -> None:
+        self._read_context(request, hits)
         request.blocks = hits + fresh
         request.target = target
         request.registered = len(hits)
@@ -261,6 +273,23 @@ class Scheduler:
         self._hit_tokens += request.computed
         if request.cached_tokens < 0:
             request.cached_tokens = request.computed
+
+    def _read_context(self, request: SimRequest, hits: list[int]) -> None:
+        """What the request will answer from: its cache hits as the blocks hold them, then its own tokens. A hit
+        that does not hold what its hash says (a stale index) makes another context, and its tag another tag."""
+        size = self.config.block_size
+        held = [self.primary.read(b) for b in hits]
+        wrong = [h for i, h in enumerate(held) if h is None or h[0] != request.hashes[i]]
+        own_tag = request.tag[0] if request.tag else None
+        if not wrong:
+            previous = request.hashes[len(hits) - 1] if hits else b""
+            request.context_tag = own_tag
+        else:
+            previous = hashlib.blake2b(b"".join(h[0] if h else b"?" for h in held), digest_size=16).digest()
+            request.context_tag = next((h[1] for h in reversed(wrong) if h is not None and h[1]), None)
+            if request.tag is not None and request.tag[1] >= len(hits) * size:  # its own tag is computed anew
+                request.context_tag = own_tag
+        request.fingerprint = continue_chain(previous, request.tokens[len(hits) * size:], size)
 
     def _prefill(self, out: StepOutput) -> None:
         budget = self.config.prefill_tokens_per_step
@@ -280,8 +309,10 @@ class Scheduler:
 
     def _register(self, request: SimRequest) -> None:
         full = min(request.computed, request.prompt_len) // self.config.block_size
+        size, tag = self.config.block_size, request.tag
         for i in range(request.registered, full):
-            self.primary.register(request.blocks[i], request.hashes[i])
+            self.primary.register(request.blocks[i], request.hashes[i],
+                                  tag[0] if tag is not None and tag[1] < (i + 1) * size else None)
         request.registered = max(request.registered, full)
 
     def _decode(self, decoding: list[SimRequest], out: StepOutput) -> None:
@@ -294,10 +325,13 @@ class Scheduler:
     def _generate(self, request: SimRequest, out: StepOutput) -> None:
         if not self._grow(request, request.prompt_len + request.generated + 1, out):
             return
+        choice = choose(request.fingerprint, request.generated, request.previous, len(self._running),
+                        request.context_tag)
+        request.previous = choice.text
         request.generated += 1
         request.computed += 1
         request.target += 1
-        out.tokens.append(request.id)
+        out.tokens.append((request.id, choice))
         if request.generated >= request.output_len:
             self._finish(request, out)
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadrepro.sim.answers import Choice
 from loadrepro.sim.protocol import error_body
 from loadrepro.sim.scheduler import Finished
 
@@ -23,6 +24,18 @@ def sse(event: Event) -> str:
     name, payload = event
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
     return (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+
+
+def logprob_entry(choice: Choice, top: int) -> dict[str, Any]:
+    """One position's logprobs as chat completions give them: the token, and the `top` best (it among them)."""
+    best = [(choice.text, choice.logprob), (choice.runner_text, choice.runner_logprob)][:top]
+    return {"token": choice.text, "logprob": choice.logprob, "bytes": list(choice.text.encode()),
+            "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in best]}
+
+
+def _completions_logprobs(entry: dict[str, Any], offset: int) -> dict[str, Any]:
+    return {"tokens": [entry["token"]], "token_logprobs": [entry["logprob"]],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in entry["top_logprobs"]}], "text_offset": [offset]}
 
 
 def openai_usage(finished: Finished) -> dict[str, Any]:
@@ -46,20 +59,26 @@ class ChatShape:
         return {"id": f"{prefix}-{self.request_id}", "object": kind, "created": self.created,
                 "model": self.model, "choices": choices}
 
+    offset: int = 0  # characters of text written so far (completions' text_offset)
+
     def _choice(self, text: str | None, finish_reason: str | None, first: bool = False,
-                reasoning: bool = False) -> dict[str, Any]:
+                reasoning: bool = False, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         if not self.chat:
-            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
+            listed = _completions_logprobs(logprobs, self.offset) if logprobs else None
+            return {"index": 0, "text": text or "", "logprobs": listed, "finish_reason": finish_reason}
         delta: dict[str, Any] = {} if text is None else {"reasoning" if reasoning else "content": text}
         if first:
             delta = {"role": "assistant", **delta}
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        listed = {"content": [logprobs]} if logprobs else None
+        return {"index": 0, "delta": delta, "logprobs": listed, "finish_reason": finish_reason}
 
     def opening(self, prompt_tokens: int) -> list[Event]:
         return []
 
-    def token(self, text: str, first: bool, reasoning: bool) -> list[Event]:
-        return [(None, self._envelope([self._choice(text, None, first, reasoning)], chunk=True))]
+    def token(self, text: str, first: bool, reasoning: bool, logprobs: dict[str, Any] | None = None) -> list[Event]:
+        event = (None, self._envelope([self._choice(text, None, first, reasoning, logprobs)], chunk=True))
+        self.offset += len(text)
+        return [event]
 
     def closing(self, finished: Finished, include_usage: bool) -> list[Event]:
         events: list[Event] = [(None, self._envelope([self._choice(None if self.chat else "",
@@ -102,11 +121,12 @@ class ResponsesShape:
         return [self._event("response.created", response=self._response("in_progress")),
                 self._event("response.in_progress", response=self._response("in_progress"))]
 
-    def token(self, text: str, first: bool, reasoning: bool) -> list[Event]:
+    def token(self, text: str, first: bool, reasoning: bool, logprobs: dict[str, Any] | None = None) -> list[Event]:
         kind = "response.reasoning_text.delta" if reasoning else "response.output_text.delta"
         self.reasoning_tokens += reasoning
         item = f"{'rs' if reasoning else 'msg'}_{self.request_id}"
-        return [self._event(kind, item_id=item, output_index=0, content_index=0, delta=text)]
+        listed = {"logprobs": [logprobs]} if logprobs is not None and not reasoning else {}
+        return [self._event(kind, item_id=item, output_index=0, content_index=0, delta=text, **listed)]
 
     def _usage(self, finished: Finished) -> dict[str, Any]:
         return {"input_tokens": finished.prompt_tokens,
@@ -163,7 +183,7 @@ class MessagesShape:
         self.block = None
         return [("content_block_stop", {"type": "content_block_stop", "index": self.index})]
 
-    def token(self, text: str, first: bool, reasoning: bool) -> list[Event]:
+    def token(self, text: str, first: bool, reasoning: bool, logprobs: dict[str, Any] | None = None) -> list[Event]:
         kind = "thinking" if reasoning else "text"
         events: list[Event] = []
         if self.block != kind:

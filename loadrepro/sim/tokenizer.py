@@ -13,11 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 VOCAB_SIZE = 32000
 _TOKEN = re.compile(r"<\|[a-z_]+\|>|\w+|[^\w\s]")
 
-# Words the simulated model "writes": plain words, so the output re-tokenizes to the same count.
-_OUTPUT_WORDS = (
+# Words the simulated model "writes" (sim/answers.py): plain words, each once, so the output re-tokenizes to the
+# same count and a runner-up is always another word.
+OUTPUT_WORDS = tuple(dict.fromkeys((
     "the request was processed and the cache kept the shared prefix while the scheduler waited for free "
     "blocks before it admitted more work from the queue of pending sequences"
-).split()
+).split()))
 
 
 def tokenize(text: str) -> list[str]:
@@ -47,11 +48,6 @@ def render_chat(messages: Sequence[Mapping[str, object]], add_generation_prompt:
     if add_generation_prompt:
         rendered.append("<|assistant|>\n")
     return "".join(rendered)
-
-
-def output_token(request_id: int, index: int) -> str:
-    """The `index`-th generated token of a request, as text with its leading space."""
-    return " " + _OUTPUT_WORDS[(request_id * 7 + index) % len(_OUTPUT_WORDS)]
 
 
 def natural_length(tokens: Sequence[str], mean: int) -> int:

@@ -2,6 +2,7 @@
 """Replay a loadrepro bundle's exact requests against an OpenAI-compatible engine. Standard library only.
 
     python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N] [--api-key-env VAR]
+    python replay.py --base-url http://127.0.0.1:8000 --check-answers [--copies N]
 
 Reads workload.jsonl.gz and replay.json beside this file. Conversations run concurrently (at most --concurrency
 requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked
@@ -9,6 +10,11 @@ before and after. Prints each request's outcome, the first failure and the post-
 engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200
 after the run), 0 otherwise. Clean 4xx rejections are not failures. The API key, if the target wants one, is read
 from $OPENAI_API_KEY (or the variable --api-key-env names) and sent with every request.
+
+--check-answers re-checks the wrong answers in answers.json: each request is sent alone (its answer the
+reference), the prefix cache is reset where the engine offers it, then the run's traffic is replayed (--copies N
+copies at once) and each request's answer under it is compared with its reference: where they first differ, a
+reference token that led its runner-up by at least min_margin nats makes a wrong answer (exit 1), less a near-tie.
 """
 
 from __future__ import annotations
@@ -81,8 +87,12 @@ class Target:
                 yield data
 
     async def get(self, path: str) -> tuple[int | str, bytes]:
+        return await self.request("GET", path)
+
+    async def request(self, method: str, path: str) -> tuple[int | str, bytes]:
+        """A bodiless request's status and body ("unreachable" when none came)."""
         try:
-            status, headers, reader, writer = await self.open("GET", path)
+            status, headers, reader, writer = await self.open(method, path, b"" if method == "POST" else None)
             data = b"".join([piece async for piece in self.body(headers, reader)])
             writer.close()
             return status, data
@@ -98,8 +108,9 @@ def classify_status(status: int, text: str, fatal: list[re.Pattern]) -> str:
     return "server_error" if status >= 500 else "protocol_error"
 
 
-async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern]) -> tuple[str, str]:
-    """One request: (outcome, detail)."""
+async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern],
+               answer: dict | None = None) -> tuple[str, str]:
+    """One request: (outcome, detail); its text and logprobs go into `answer` when given."""
     content = json.dumps(body).encode()
     deadline = asyncio.timeout(target.timeout_s)
     answered = False
@@ -118,7 +129,7 @@ async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern]) -
                         return "stream_error", error
                     whole = data.get("choices") or data.get("object") == "response" or data.get("type") == "message"
                     return ("ok", "") if whole else ("protocol_error", "no answer in the response")
-                return await read_stream(target, headers, reader)
+                return await read_stream(target, headers, reader, answer)
             finally:
                 writer.close()
     except TimeoutError:
@@ -162,7 +173,35 @@ def finish_of(event: dict) -> str | None:
 END_EVENTS = ("response.completed", "response.incomplete", "response.failed", "message_stop")
 
 
-async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReader) -> tuple[str, str]:
+def take_answer(event: dict, answer: dict) -> None:
+    """Content text and per-position logprobs (token, its logprob, the best other's) of chat, completions and
+    Responses events (loadrepro's drive/answers.py reads them the same way; this file stands alone)."""
+    entries = []
+    for choice in event.get("choices") or []:
+        text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
+        answer["text"] += text if isinstance(text, str) else ""
+        listed = choice.get("logprobs") or {}
+        if isinstance(listed.get("content"), list):
+            entries += listed["content"]
+        elif listed.get("tokens"):
+            tops = listed.get("top_logprobs") or []
+            entries += [{"token": t, "logprob": v, "top_logprobs": [{"token": k, "logprob": x} for k, x in
+                                                                    (tops[i] if i < len(tops) else {}).items()]}
+                        for i, (t, v) in enumerate(zip(listed["tokens"], listed.get("token_logprobs") or []))]
+    if event.get("type") == "response.output_text.delta":
+        answer["text"] += event.get("delta") or ""
+        entries += event.get("logprobs") or []
+    for entry in entries:
+        others = [(o.get("token"), o.get("logprob")) for o in entry.get("top_logprobs") or []]
+        if (entry.get("token"), entry.get("logprob")) in others:
+            others.remove((entry.get("token"), entry.get("logprob")))
+        answer["tokens"].append(entry.get("token"))
+        answer["logprobs"].append(entry.get("logprob"))
+        answer["runner_up"].append(max((v for _, v in others if v is not None), default=None))
+
+
+async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReader,
+                      answer: dict | None = None) -> tuple[str, str]:
     buffer, data_lines, finish, error = b"", [], None, None
     try:
         async for piece in target.body(headers, reader):
@@ -180,6 +219,8 @@ async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReade
                     return ("stream_error", error) if error else (("ok", "") if finish else
                                                                  ("truncated", "no finish reason"))
                 event = json.loads(data)
+                if answer is not None:
+                    take_answer(event, answer)
                 error = error_of(event) or error
                 finish = finish_of(event) or finish
                 if event.get("type") in END_EVENTS:  # Responses and Messages streams end so, without [DONE]
@@ -244,6 +285,81 @@ async def replay(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def new_answer() -> dict:
+    return {"text": "", "tokens": [], "logprobs": [], "runner_up": []}
+
+
+def judge(load: dict, alone: dict, compare_tokens: int, min_margin: float) -> tuple[str, str]:
+    """(identical | near_tie | wrong | differs, words) for an answer against its reference."""
+    if not load["tokens"] or not alone["tokens"]:
+        same = load["text"] == alone["text"]
+        return ("identical", "the same text") if same else ("differs", "different text, no logprobs to judge by")
+    ours, theirs = load["tokens"][:compare_tokens], alone["tokens"][:compare_tokens]
+    position = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+    if position is None:
+        if len(ours) == len(theirs):
+            return "identical", f"the same {len(ours)} tokens"
+        position = min(len(ours), len(theirs))
+    if position >= len(theirs) or alone["runner_up"][position] is None:
+        return "differs", f"different from position {position}, no margin to judge by"
+    margin = alone["logprobs"][position] - alone["runner_up"][position]
+    mine = ours[position] if position < len(ours) else "(end)"
+    words = f"at position {position} {mine!r} where alone {theirs[position]!r}, which led by {margin:.2f} nats"
+    return ("wrong" if margin >= min_margin else "near_tie"), words
+
+
+async def check_answers(args: argparse.Namespace) -> int:
+    config = json.loads((HERE / "replay.json").read_text())
+    fatal = [re.compile(p) for p in config["fatal_patterns"]]
+    target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"],
+                    os.environ.get(args.api_key_env) or None)
+    entries = json.loads((HERE / "answers.json").read_text())
+    path = PATHS[config["api"]]
+    model = args.model or config.get("model")
+    status, data = await target.get("/v1/models")
+    if not args.model and status == 200:
+        model = json.loads(data)["data"][0]["id"]
+    references = {}
+    for e in entries:
+        alone = new_answer()
+        outcome, _ = await send(target, path, {**e["body"], "model": model}, fatal, alone)
+        references[(e["conversation"], e["turn"])] = alone
+        print(f"request {e['request']} (conversation {e['conversation']} turn {e['turn']}) alone: {outcome}: "
+              f"{' '.join(alone['text'].split())[:80]!r}")
+    for reset in ("/reset_prefix_cache", "/flush_cache"):
+        if (await target.request("POST", reset))[0] == 200:
+            print(f"prefix cache reset with POST {reset}")
+            break
+    with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
+        requests = [r for r in map(json.loads, lines) if r.get("type") == "request"]
+    conversations: dict[tuple[int, int], list[dict]] = {}
+    for copy in range(args.copies):
+        for r in requests:
+            conversations.setdefault((copy, r["conversation"]), []).append(r)
+    gate = asyncio.Semaphore(args.concurrency * args.copies)
+    verdicts: list[tuple[str, str]] = []
+
+    async def conversation(turns: list[dict]) -> None:
+        for turn in sorted(turns, key=lambda t: t["turn"]):
+            key = (turn["conversation"], turn["turn"])
+            answer = new_answer() if key in references else None
+            async with gate:
+                outcome, _ = await send(target, path, {**turn["body"], "model": model}, fatal, answer)
+            if answer is not None and outcome == "ok":
+                kind, words = judge(answer, references[key], config["compare_tokens"], config["min_margin"])
+                verdicts.append((kind, f"conversation {key[0]} turn {key[1]} under load: {kind}: {words}"))
+                print(verdicts[-1][1], flush=True)
+            if outcome != "ok":
+                return
+
+    print(f"replaying {len(requests)} requests x {args.copies} at concurrency {args.concurrency * args.copies}")
+    await asyncio.gather(*(conversation(t) for t in conversations.values()))
+    wrong = [words for kind, words in verdicts if kind == "wrong"]
+    print(f"{len(wrong)} of {len(verdicts)} re-checked answers wrong under load")
+    print("WRONG ANSWER REPRODUCED" if wrong else "no wrong answer this time")
+    return 1 if wrong else 0
+
+
 def main() -> None:
     config = json.loads((HERE / "replay.json").read_text())
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -251,7 +367,10 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=config["concurrency"])
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the target's API key")
-    sys.exit(asyncio.run(replay(parser.parse_args())))
+    parser.add_argument("--check-answers", action="store_true", help="re-check the wrong answers in answers.json")
+    parser.add_argument("--copies", type=int, default=1, help="--check-answers: copies of the traffic at once")
+    args = parser.parse_args()
+    sys.exit(asyncio.run(check_answers(args) if args.check_answers else replay(args)))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,17 @@ PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/com
                          "responses": "/v1/responses", "messages": "/v1/messages"}
 
 # Keys of a planned chat body that the other APIs name differently or do not take.
-_CHAT_ONLY = frozenset({"messages", "max_tokens", "max_completion_tokens", "stream_options"})
+_CHAT_ONLY = frozenset({"messages", "max_tokens", "max_completion_tokens", "stream_options", "logprobs"})
+_MESSAGES_LACK = frozenset({"seed", "top_logprobs"})  # Anthropic's Messages API has no seed and no logprobs
+RESPONSES_LOGPROBS = "message.output_text.logprobs"  # what a Responses request must `include` to get logprobs
+
+
+def deterministic(api: str, body: dict[str, Any], seed: int, top: int) -> dict[str, Any]:
+    """A planned body that asks for the same answer every time, with its evidence ([verify]): temperature 0, a
+    fixed seed, and the top `top` logprobs at each position (completions: `logprobs: top`; chat form:
+    `logprobs: true, top_logprobs: top`, which wire_body renames for the Responses API and drops for Messages)."""
+    asked: dict[str, Any] = {"logprobs": top} if not chat_form(api) else {"logprobs": True, "top_logprobs": top}
+    return {**body, "temperature": 0, "seed": seed, **asked}
 
 
 def chat_form(api: str) -> bool:
@@ -35,11 +45,13 @@ def wire_body(api: str, body: dict[str, Any], model: str | None) -> dict[str, An
             return {**body, **named}
         case "responses":
             rest = {k: v for k, v in body.items() if k not in _CHAT_ONLY}
+            if "top_logprobs" in rest:
+                rest["include"] = [RESPONSES_LOGPROBS]
             # store: false, or the server keeps every response of the run in memory for later retrieval.
             return {**named, "input": body["messages"], "max_output_tokens": body["max_tokens"], **rest,
                     "store": False}
         case "messages":
-            rest = {k: v for k, v in body.items() if k not in _CHAT_ONLY}
+            rest = {k: v for k, v in body.items() if k not in _CHAT_ONLY | _MESSAGES_LACK}
             system = [m["content"] for m in body["messages"] if m.get("role") == "system"]
             turns = [m for m in body["messages"] if m.get("role") != "system"]
             return {**named, **({"system": "\n\n".join(system)} if system else {}), "messages": turns,

@@ -9,6 +9,9 @@ prompt starts with the previous one byte for byte, whatever the engine answered.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,15 @@ QUESTION = "Review every record above. Questions about them follow in this conve
 _MIN_OWN_TOKENS = 32
 # Streams for numpy's SeedSequence: (seed, stream, index) keeps each piece independent of the others' sizes.
 _LENGTHS, _GROUP, _CONVERSATION = 1, 2, 3
+
+
+MARKER = re.compile(r"\bLR[A-Z2-7]{8}\b")  # a conversation's tag: found in another's answer, it is cross-talk
+
+
+def marker(seed: int, conversation: int) -> str:
+    """The tag only this conversation's prompt carries (in its case file's first line)."""
+    digest = hashlib.blake2b(f"{seed}:{conversation}".encode(), digest_size=5).digest()
+    return "LR" + base64.b32encode(digest).decode()
 
 
 def _reply(conversation: int, turn: int) -> str:
@@ -100,7 +112,8 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
                                f"for its own records after the system prompt, group prefix and template "
                                f"(at least {_MIN_OWN_TOKENS} needed)")
         rng = np.random.default_rng([spec.seed, _CONVERSATION, i])
-        document = assembler.text(rng, own, lead=f"Case file {spec.seed}-{i}: the records under review.")
+        document = assembler.text(rng, own, lead=f"Case file {spec.seed}-{i} (tag {marker(spec.seed, i)}): the records "
+                                 "under review.")
         body = framing.first(f"{head}{document}\n{QUESTION}")
         expected = float(prefix)
         shared = framing.base + c.estimate(SYSTEM_PROMPT) + head_tokens if head else 0.0

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 from loadrepro.profile import Profile
-from loadrepro.workload.apis import chat_form
+from loadrepro.workload.apis import chat_form, deterministic
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations
 from loadrepro.workload.corpus import RecordPool, record_pool
@@ -50,8 +51,19 @@ def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
     """Pure: the same inputs always give byte-identical request bodies."""
     assembler = Assembler(pool, calibration)
     if profile.workload.kind == "trace":
-        return build_trace(trace or [], profile.workload, profile.api, assembler)
-    return build_conversations(profile.workload, profile.api, assembler, corrections)
+        workload = build_trace(trace or [], profile.workload, profile.api, assembler)
+    else:
+        workload = build_conversations(profile.workload, profile.api, assembler, corrections)
+    return workload if profile.verify.outputs == "off" else _deterministic(workload, profile)
+
+
+def _deterministic(workload: Workload, profile: Profile) -> Workload:
+    """Every request asks for its one greedy answer and its logprobs, so that answers can be checked."""
+    def turn(r: PlannedRequest) -> PlannedRequest:
+        return dataclasses.replace(r, body=deterministic(profile.api, r.body, profile.workload.seed,
+                                                         profile.verify.top_logprobs))
+    return dataclasses.replace(workload, conversations=tuple(
+        dataclasses.replace(c, turns=tuple(turn(r) for r in c.turns)) for c in workload.conversations))
 
 
 def _sample(workload: Workload) -> list[PlannedRequest]:

@@ -83,3 +83,15 @@ def vllm_model(vllm_python) -> Path:
 def loadrepro(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
+
+
+def print_margins(run_dir: Path, outputs: dict) -> None:
+    """For the record (pytest -s): how sure the engine was of its tokens, and what the answer check found."""
+    from loadrepro.records import read_jsonl
+
+    margins = sorted(lp - ru for row in read_jsonl(run_dir / "requests.jsonl") if row.get("answer")
+                     for lp, ru in zip(row["answer"]["logprobs"], row["answer"]["runner_up"]) if ru is not None)
+    share = sum(m < 1.0 for m in margins) / len(margins)
+    print(f"answers: {outputs['identical']} identical, {outputs['near_tie']} near-ties (up to "
+          f"{outputs['near_tie_margin_max']} nats); {len(margins)} positions, margin p5 "
+          f"{margins[len(margins) // 20]:.2f} p50 {margins[len(margins) // 2]:.2f} nats, {share:.0%} under 1 nat")
