@@ -62,9 +62,12 @@ def _page(title: str, body: str) -> str:
             f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
 
 
+LATENCY_CAPTION = "Distributions over the requests sent and kept in memory (each title says how many)."
+
+
 def _sections(r: RunReport, lanes: str, latency: str) -> str:
     parts = [f"<h2>Conversations</h2>{_figure(lanes, 'Each turn of each conversation, coloured by outcome.')}",
-             f"<h2>Latency</h2>{_figure(latency, 'Distributions over every request that was sent.')}",
+             f"<h2>Latency</h2>{_figure(latency, LATENCY_CAPTION)}",
              "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
              "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max", "over"],
                                          [[name, *_ms(p), over] for name, p, over in latency_rows(r)])

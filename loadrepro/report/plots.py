@@ -204,7 +204,8 @@ def latency_figure(t: Timeline) -> Figure:
     for ax, values, name in ((left, t.ttft_ms, "time to first token"), (right, t.e2e_ms, "end to end")):
         if len(values):
             ax.hist(values, bins=min(50, max(5, len(values) // 4)), color="#1565c0")
-        ax.set_title(f"{t.label}: {name} (ms), {len(values)} requests", loc="left")
+        kept = f"; {t.dropped:,} more not kept in memory (requests.jsonl)" if t.dropped else ""
+        ax.set_title(f"{t.label}: {name} (ms), {len(values):,} requests{kept}", loc="left")
         ax.set_xlabel("ms")
     left.set_ylabel("requests")
     return fig

@@ -71,6 +71,7 @@ class Timeline:
     health_path: str = "/health"  # the path that was polled ([watch] health_path)
     windows: tuple[WindowRow, ...] = ()  # a long run's windows, as its report has them
     first_wrong_s: float | None = None  # when the first request whose answer was wrong ([verify]) ended
+    dropped: int = 0  # requests not kept in memory, so not in `lanes`, `ttft_ms` or `e2e_ms`
 
 
 def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +156,8 @@ def timeline_of(result: RunResult) -> Timeline:
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
     wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
-    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns))
+    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
+                               dropped=result.tally.dropped if result.tally is not None else 0)
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:
