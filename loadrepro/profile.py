@@ -90,6 +90,9 @@ class LoadSpec(_Section):
     ttft_timeout_s: float = Field(
         0, ge=0, description="> 0: the longest wait for a first token (else request_timeout_s bounds it).")
     stop_on_death: bool = Field(True, description="Stop starting requests once the engine is judged dead.")
+    stop_when_saturated: bool = Field(
+        False, description="End the load once it is saturated (rule saturated: the queue grew window after window "
+        "under a steady service, nothing failing), checked at the end of each window.")
     max_retries: int = Field(
         3, ge=0,
         description="Retries of 429, 503 with Retry-After, and 503 in a stream, before the request is `throttled`.")

@@ -264,6 +264,8 @@ class WindowTally:
 
     requests: int = 0
     outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
+    sent: int = 0  # of its requests, those sent (not cancelled while queued)
+    ended: int = 0  # requests sent at any time that ended in this window
     ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     kv_usage_max: float | None = None
@@ -388,6 +390,9 @@ class Tally:
                             (r.end_ns - self.start_ns) / 1e9)
         window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
         window.requests += 1
+        if r.sent_ns is not None:
+            window.sent += 1
+            self.windows.setdefault(self.window_of(r.end_ns), WindowTally()).ended += 1
         window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
         for sketch, value in ((self.e2e_ms, r.e2e_ms), (self.queue_ms, r.queue_ms), (window.ttft_ms, r.ttft_ms),
                               (self.ttfc_ms, r.ttfc_ms)):
@@ -441,6 +446,7 @@ class RunResult:
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
     canaries: tuple[CanarySample, ...] = ()
     answers: tuple[AnswerCheck, ...] = ()  # [verify]: each checked answer's judgement
+    stopped_ns: int | None = None  # when the runner stopped starting requests (a stop, not the plan's end)
     verify: VerifySpec = VerifySpec()  # how answers were checked
 
     def seconds(self, t_ns: int) -> float:

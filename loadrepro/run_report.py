@@ -306,6 +306,8 @@ class WindowRow(_Model):
     kv_usage_quiet: float | None = Field(description="The lowest KV usage while nothing ran or waited.")
     waiting_max: float | None = Field(description="The most requests waiting.")
     preemptions: float | None = Field(description="The preemption counter's growth in it.")
+    ended: int = Field(0, description="Requests that ended in it (sent in it or before), to the second.")
+    in_flight_end: int = Field(0, description="Requests loadrepro had in flight when it ended, to the second.")
 
 
 class RunReport(_Model):
@@ -320,7 +322,7 @@ class RunReport(_Model):
     started_at: str = Field(description="When the run started (ISO 8601, UTC).")
     duration_s: float = Field(description="From the load's start to its end, seconds.")
     command: str = Field(description="The command that reproduces this run.")
-    stop_reason: str = Field(description="done, duration, engine_death, interrupted or worker_crashed.")
+    stop_reason: str = Field(description="done, duration, saturated, engine_death, interrupted or worker_crashed.")
     interrupted: bool = Field(description="Ctrl-C or SIGTERM ended the run before its workload finished.")
     requests: Requests = Field(description="Requests by outcome, reconnects and conversations, over every request.")
     health: Health = Field(description="The /health polls: their transitions and latency.")

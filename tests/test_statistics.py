@@ -319,3 +319,48 @@ def test_a_long_runs_canaries_are_bounded_and_every_one_that_got_nothing_is_kept
     info = _canary(coarse, 600.0)
     assert info == _canary(dataclasses.replace(result(duration_s=duration_s), canaries=tuple(canaries)), 600.0)
     assert (info.sent, info.ok, info.by_outcome) == (3 * MAX_SAMPLES, 3 * MAX_SAMPLES - 3, {"ok": 59_997, "stalled": 3})
+
+
+# -- saturation: a queue growing under a steady service is information, not degradation ----------------------
+
+
+def fifo_run(arrivals: list[int], served: list[int], waiting: list[float] | None = None, failed: int | None = None):
+    """Three-second windows: `arrivals[w]` requests sent evenly in window w, served first come first served,
+    `served[w]` of them completing evenly in window w (those not served by the end are cancelled); the engine's
+    waiting count scraped once a window when given. Request `failed` (an index) fails."""
+    sent = [START + int((w * 3 + (j + 0.5) * 3 / n) * S) for w, n in enumerate(arrivals) for j in range(n)]
+    ends = [START + int((w * 3 + (j + 0.9) * 3 / n) * S) for w, n in enumerate(served) for j in range(n)]
+    records = []
+    for i, at in enumerate(sent):
+        end = ends[i] if i < len(ends) and ends[i] > at else START + len(arrivals) * 3 * S
+        outcome = Outcome.SERVER_ERROR if i == failed else Outcome.OK if i < len(ends) else Outcome.CANCELLED
+        first = end - 1000 if outcome is Outcome.OK else None
+        records.append(dataclasses.replace(record(i + 1, outcome), sent_ns=at, queued_ns=at, first_token_ns=first,
+                                           first_content_ns=first, chunk_ns=(first,) if first else (), end_ns=end))
+    samples = [metrics(w * 3 + 2.9, vllm__num_requests_waiting=n) for w, n in enumerate(waiting or [])]
+    return result(records, metrics=samples, duration_s=3.0 * len(arrivals))
+
+
+def test_arrivals_outpacing_a_steady_service_are_saturation_not_degradation():
+    from loadrepro.judge.windows import saturated
+
+    run = fifo_run([9] * 6, [6] * 6, waiting=[3, 6, 9, 12, 15, 18])
+    found = saturated(run, SPEC)
+    assert found is not None and found.severity is Severity.INFO
+    assert re.fullmatch(r"saturated from window 2 \(3-6 s\): requests arrived at 3.00/s and completed at 2.00/s; "
+                        r"requests in flight grew from 6 to 18 over 5 windows; the engine's waiting requests from 6 "
+                        r"to 18; TTFT p95 from [\d,]+ to [\d,]+ ms, with nothing failing: the engine is at capacity, "
+                        r"not broken", found.summary), found.summary
+    assert degradation(run, SPEC) is None  # TTFT grew six-fold, by queueing
+
+
+@pytest.mark.parametrize(("arrivals", "served", "failed"), [
+    ([9] * 6, [9] * 6, None),  # the service keeps up: nothing queues
+    ([9] * 6, [6] * 6, 20),  # a request failed: judged as what it is
+    ([9] * 6, [6, 6, 6, 6, 6, 3], None),  # completions fell: the engine slowed, it is degrading
+    ([9] + [6] * 5, [6] * 6, None),  # a closed loop's backlog stays where it is
+], ids=["keeps-up", "a-failure", "completions-fell", "closed-loop"])
+def test_saturation_near_misses(arrivals, served, failed):
+    from loadrepro.judge.windows import saturated
+
+    assert saturated(fifo_run(arrivals, served, failed=failed), SPEC) is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
+from loadrepro.judge.windows import saturation, windows
 from loadrepro.profile import Profile
 from loadrepro.records import (
     KV_USAGE,
@@ -83,6 +85,7 @@ class Runner:
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: str | None = None
+        self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
@@ -175,6 +178,20 @@ class Runner:
                 return
             await pause(stop, ENGINE_POLL_S)
 
+    async def _watch_saturation(self, stop: asyncio.Event) -> None:
+        """At the end of each window: once the run so far is saturated (judge/windows.py), the load ends there.
+        A request is counted when it ends, so the requests in flight at each window's end are taken live."""
+        window_s = self.profile.verdict.window_s
+        backlog: list[int] = []
+        while not await pause(stop, window_s):
+            backlog.append(self.live.in_flight)
+            found = windows(self.snapshot(), window_s)
+            live = [dataclasses.replace(w, in_flight_end=backlog[i]) for i, w in enumerate(found) if i < len(backlog)]
+            if saturation(live) is not None:
+                self._note("saturation", "the load stopped: it saturated the engine ([load] stop_when_saturated)")
+                self._stop("saturated", GRACE_S)
+                return
+
     def _engine_died(self) -> None:
         if self._load.stop_on_death or self._load_task is None or self._load_task.done():
             self._stop("engine_death", GRACE_S)
@@ -184,6 +201,7 @@ class Runner:
         if self._stop_reason is not None and reason != "interrupted":
             return
         self._stop_reason = reason
+        self._stopped_ns = self._stopped_ns or self._clock()
         self.live.stopping = reason
         self._stopped.set()
         if self._load_task is not None:
@@ -234,6 +252,8 @@ class Runner:
                         tg.create_task(self._watch("canary", canaries.run(stop_watching)))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
+                    if self._load.stop_when_saturated:
+                        tg.create_task(self._watch("saturation", self._watch_saturation(stop_watching)))
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
@@ -284,7 +304,7 @@ class Runner:
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
-            canaries=tuple(recorded.canaries),
+            canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
             tally=copy.deepcopy(recorded.tally))
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:

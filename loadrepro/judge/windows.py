@@ -1,6 +1,7 @@
 """A long run cut into fixed windows (`[verdict] window_s`), and the rules that only a long run can break:
 degradation (TTFT or errors growing from the first steady window to the last), a KV leak (KV usage at quiet
-moments creeping up), and errors that come back after a recovery. Pure.
+moments creeping up), and errors that come back after a recovery; and what is not a failure but looks like one,
+saturation (arrivals outpacing a steady service, the queue growing window after window). Pure.
 
 A request belongs to the window it was sent in. Only whole windows count: a last window shorter than half of
 `window_s` is dropped. The first window holds the ramp-up, so the first steady window is the second.
@@ -8,6 +9,7 @@ A request belongs to the window it was sent in. Only whole windows count: a last
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ddsketch import DDSketch
@@ -23,6 +25,8 @@ from loadrepro.records import (
 REFERENCE_WINDOW = 1  # the degradation rule's reference: the first steady window (the first holds the ramp-up)
 TTFT_FLOOR_MS = 50.0  # TTFT growth below this is noise on a busy machine, whatever the ratio
 MIN_SAMPLES = 5  # a window with fewer first tokens says nothing about its TTFT
+SATURATED_WINDOWS = 3  # the queue grew through this many windows in a row, to the last
+STEADY_SERVICE = 0.8  # saturation, not degradation: completions per window keep at least this share of their best
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,8 @@ class Window:
     kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
     waiting_max: float | None = None
     preemptions: float | None = None  # the engine's counter's growth in the window
+    ended: int = 0  # requests that ended in the window (sent in it or before)
+    in_flight_end: int = 0  # requests loadrepro had in flight when the window ended
 
     @property
     def error_rate(self) -> float:
@@ -62,7 +68,13 @@ def windows(result: RunResult, window_s: float) -> list[Window]:
     count = int(duration // window_s) + (1 if duration % window_s >= window_s / 2 else 0)
     if count < 2:
         return []
-    return [_window(i, window_s, tally.windows.get(i, WindowTally())) for i in range(count)]
+    found = [_window(i, window_s, tally.windows.get(i, WindowTally())) for i in range(count)]
+    backlog = 0
+    for i, w in enumerate(found):  # what loadrepro had in flight at each window's end
+        t = tally.windows.get(i, WindowTally())
+        backlog += t.sent - t.ended
+        found[i] = dataclasses.replace(w, ended=t.ended, in_flight_end=backlog)
+    return found
 
 
 def _quantile(sketch: DDSketch, q: float) -> float | None:
@@ -84,15 +96,88 @@ def _window(i: int, window_s: float, t: WindowTally) -> Window:
 # -- rules ----------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Saturation:
+    windows: tuple[Window, ...]  # from the window it began to the last
+
+    @property
+    def first(self) -> Window:
+        return self.windows[0]
+
+    @property
+    def last(self) -> Window:
+        return self.windows[-1]
+
+
+def load_windows(result: RunResult, window_s: float) -> list[Window]:
+    """The windows while requests were being started: those that ended before the run's stop (the drain after a
+    stop says nothing of arrivals against service)."""
+    found = windows(result, window_s)
+    if result.stopped_ns is None:
+        return found
+    return [w for w in found if w.end_s <= result.seconds(result.stopped_ns) + 1e-9]
+
+
+def saturation(found: list[Window]) -> Saturation | None:
+    """Arrivals outpacing a steady service: from some window to the last (SATURATED_WINDOWS at least), the
+    requests loadrepro had in flight at each window's end stayed above where they began and grew by more than a
+    window's worth of completions (and at least one a window), nothing failed, the requests completed in the last
+    window kept STEADY_SERVICE of the most any of them completed (an engine that slows down is degrading, not
+    saturated), and the engine's waiting count, when it publishes one, grew too. A closed loop, whose requests in
+    flight are bounded by its concurrency, does not saturate."""
+    steady = found[REFERENCE_WINDOW:]
+    for start in range(len(steady) - SATURATED_WINDOWS + 1):
+        run = steady[start:]
+        base, most = run[0].in_flight_end, max(w.ended for w in run)
+        # Grown past noise: by more than a window's worth of completions, and at least one a window.
+        grown = run[-1].in_flight_end - base >= max(len(run) - 1, most)
+        if grown and all(w.in_flight_end > base for w in run[1:]):
+            break
+    else:
+        return None
+    if any(w.failed for w in run) or run[-1].ended < STEADY_SERVICE * most:
+        return None
+    waiting = [w.waiting_max for w in run]
+    if all(v is not None for v in waiting) and waiting[-1] <= waiting[0]:  # type: ignore[operator]
+        return None  # the engine says nothing waits more: what loadrepro holds is in the network, or streaming
+    return Saturation(tuple(run))
+
+
+def _grew(name: str, values: list[float | None], unit: str = "") -> str:
+    known = [v for v in values if v is not None]
+    return f"; {name} from {known[0]:,.0f} to {known[-1]:,.0f}{unit}" if len(known) >= 2 else ""
+
+
+def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Information, not a failure: arrivals outpaced the engine's steady service (see `saturation`), so requests
+    queued and waited longer window after window while nothing failed. Says when it began, at what rates, and how
+    the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there."""
+    found = saturation(load_windows(result, spec.window_s))
+    if found is None:
+        return None
+    first, last, run = found.first, found.last, list(found.windows)
+    window_s = first.end_s - first.start_s
+    return Finding("saturated", Severity.INFO,
+                   f"saturated from {first.span}: requests arrived at {first.requests / window_s:,.2f}/s and "
+                   f"completed at {first.ended / window_s:,.2f}/s; requests in flight grew from "
+                   f"{first.in_flight_end:,} to {last.in_flight_end:,} over {len(run)} windows"
+                   + _grew("the engine's waiting requests", [w.waiting_max for w in run])
+                   + _grew("TTFT p95", [w.ttft_p95_ms for w in run], " ms")
+                   + ", with nothing failing: the engine is at capacity, not broken")
+
+
 def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
-    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows."""
+    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows. TTFT grown by
+    saturation (a queue growing under a steady service, rule `saturated`) is not degradation."""
     found = windows(result, spec.window_s)
     if len(found) < 3:
         return None
     first, last = found[REFERENCE_WINDOW], found[-1]
     parts = []
-    if _enough(first) and _enough(last) and first.ttft_p95_ms is not None and last.ttft_p95_ms is not None:
+    queued = saturation(load_windows(result, spec.window_s)) is not None  # a queue under a steady service
+    if not queued and _enough(first) and _enough(last) and first.ttft_p95_ms is not None and \
+            last.ttft_p95_ms is not None:
         grown = last.ttft_p95_ms - first.ttft_p95_ms
         if grown > TTFT_FLOOR_MS and last.ttft_p95_ms > first.ttft_p95_ms * (1 + spec.max_ttft_growth):
             parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
@@ -138,4 +223,4 @@ def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | Non
     return None
 
 
-SOAK_RULES = (degradation, kv_leak, errors_after_recovery)
+SOAK_RULES = (degradation, kv_leak, errors_after_recovery, saturated)

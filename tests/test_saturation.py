@@ -1,0 +1,132 @@
+"""Saturation is not a bug: arrivals that outpace a server's steady service make a queue that grows window after
+window, and the run says so (rule `saturated`, information) instead of failing for degradation; with
+[load] stop_when_saturated the load ends there. A server whose service keeps up makes no such finding."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+
+import loadrepro
+from tests.stub_server import serving
+
+
+@dataclass
+class QueueServer:
+    """`slots` streams at once, each `service_s` long; the rest wait in order (vLLM's num_requests_waiting)."""
+
+    slots: int = 2
+    service_s: float = 0.3
+    waiting: int = 0
+    busy: int = 0
+    url: str = ""
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.waiting += 1
+        admitted = False
+        try:
+            async with self._slots:
+                self.waiting, self.busy, admitted = self.waiting - 1, self.busy + 1, True
+                return await self._stream(request, body)
+        finally:  # a client that leaves while waiting leaves the queue
+            if admitted:
+                self.busy -= 1
+            else:
+                self.waiting -= 1
+
+    async def _stream(self, request: web.Request, body: dict) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        tokens = int(body.get("max_tokens") or 3)
+        for _ in range(tokens):
+            await asyncio.sleep(self.service_s / tokens)
+            await response.write(_event({"choices": [{"index": 0, "delta": {"content": " t"},
+                                                      "finish_reason": None}]}))
+        await response.write(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=f"vllm:num_requests_running {self.busy}\nvllm:num_requests_waiting "
+                                 f"{self.waiting}\nvllm:kv_cache_usage_perc 0.1\n")
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[QueueServer]:
+        app = web.Application()
+
+        async def startup(_: web.Application) -> None:
+            self._slots = asyncio.Semaphore(self.slots)  # made on the server's own loop
+
+        app.on_startup.append(startup)
+        async def health(_: web.Request) -> web.Response:
+            return web.Response()
+
+        async def models(_: web.Request) -> web.Response:
+            return web.json_response({"data": [{"id": "q"}]})
+
+        app.add_routes([web.get("/health", health), web.get("/metrics", self.metrics), web.get("/v1/models", models),
+                        web.post("/v1/chat/completions", self.chat)])
+        with serving(app) as self.url:
+            yield self
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': 'q', **payload})}\n\n".encode()
+
+
+PROFILE = """
+name = "saturation"
+api = "chat"
+[workload]
+seed = 3
+conversations = 400
+turns = 1
+prefix_tokens = 200
+max_tokens = 3
+[load]
+concurrency = 400
+arrival = "poisson"
+rate = {rate}
+duration_s = {duration}
+stall_timeout_s = 30
+stop_when_saturated = true
+[watch]
+metrics_interval_s = 0.25
+[verdict]
+window_s = 1.5
+"""
+
+
+def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir):
+    path = tmp_path / "saturation.toml"
+    path.write_text(PROFILE.format(rate=rate, duration=duration_s))
+    with QueueServer().running() as server:
+        return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def fired(report, rule: str) -> str | None:
+    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
+
+
+def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_passes(tmp_path, tokenizer_dir):
+    report = soak(16.0, 60, tmp_path, tokenizer_dir)  # the server serves 2 / 0.3 s = 6.7 requests a second
+    assert report.passed, report
+    words = fired(report, "saturated")
+    assert words and "requests in flight grew from" in words and "the engine's waiting requests from" in words
+    assert report.stop_reason == "saturated" and report.duration_s < 60
+    assert not fired(report, "degradation")
+
+
+def test_arrivals_the_server_keeps_up_with_do_not_saturate(tmp_path, tokenizer_dir):
+    report = soak(2.0, 9, tmp_path, tokenizer_dir)
+    assert report.passed and not fired(report, "saturated") and report.stop_reason == "duration"
+
+
+pytestmark = pytest.mark.timeout(120)
