@@ -164,6 +164,9 @@ class SimSpec(_Section):
     reasoning_tokens: int | None = Field(
         None, ge=0, description="The first N tokens of every answer are reasoning, streamed before its content "
         "(chat: delta.reasoning; responses: reasoning_text deltas; messages: a thinking block).")
+    leak_on_abort: bool | None = Field(
+        None, description="The abort defect: with the stock policy a request whose client disconnects keeps its "
+        "running slot and its KV blocks for good (a zombie); patched frees them.")
 
 
 class EngineSpec(_Section):
@@ -247,6 +250,20 @@ class SignatureSpec(_Section):
         False, description="The text means 'busy, retry later': such a request is retried, then `throttled`.")
 
 
+class ChaosEvent(_Section):
+    """A fault loadrepro causes on purpose while the load runs, for soaks."""
+
+    at_s: float = Field(gt=0, description="Seconds into the load.")
+    action: Literal["abort_burst"] = Field(
+        description="abort_burst: cancel `count` requests in flight at once, the oldest first (the client "
+        "disconnects mid-stream); the engine must free what they held (rule zombie_requests).")
+    count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once.")
+
+
+class ChaosSpec(_Section):
+    events: tuple[ChaosEvent, ...] = Field((), description="The faults, each at its time ([[chaos.events]]).")
+
+
 class Profile(_Section):
     name: str = Field(description="The profile's name.")
     description: str = Field("", description="What the profile reproduces, in a sentence.")
@@ -260,6 +277,7 @@ class Profile(_Section):
     verdict: VerdictSpec = Field(VerdictSpec(), description="What passes.")
     verify: VerifySpec = Field(VerifySpec(), description="Answers checked under load against the same request "
                                "alone.")
+    chaos: ChaosSpec = Field(ChaosSpec(), description="Faults caused on purpose during the load.")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")
 

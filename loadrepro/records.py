@@ -328,6 +328,7 @@ class Tally:
     recent_ends: RecentEnds = dataclasses.field(default_factory=RecentEnds)
     per_second: PerSecond = dataclasses.field(default_factory=PerSecond)
     health_ms: DDSketch = dataclasses.field(default_factory=_sketch)  # every /health poll's latency
+    last_end_ns: int = 0  # when the latest request ended, whatever its outcome
     canaries: int = 0
     canary_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
     canary_ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
@@ -373,6 +374,7 @@ class Tally:
 
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
+        self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
         self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects

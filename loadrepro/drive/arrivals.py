@@ -41,6 +41,7 @@ class Arrivals:
         self._streams = () if stream is None else (stream,)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
         self._slots = asyncio.Semaphore(load.concurrency)
+        self._sending: dict[asyncio.Task[RequestRecord], None] = {}  # requests in flight, oldest first
         self._ids = itertools.count(1 + (stream or 0), streams)
         self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
@@ -83,11 +84,33 @@ class Arrivals:
                 self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
                 raise
         self._live.in_flight += 1
+        ended: list[RequestRecord] = []
+
+        def on_record(record: RequestRecord) -> None:
+            ended.append(record)
+            self._on_record(record)
+
+        send = asyncio.create_task(self._client.send(request_id, planned, queued_ns, wall, on_record, cancel_after))
+        self._sending[send] = None
         try:
-            return await self._client.send(request_id, planned, queued_ns, wall, self._on_record, cancel_after)
+            return await send
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if ended and current is not None and not current.cancelling():  # aborted on purpose: not this task
+                return ended[-1]
+            raise
         finally:
+            self._sending.pop(send, None)
             self._live.in_flight -= 1
             self._slots.release()
+
+    def abort(self, count: int) -> int:
+        """Cancel up to `count` requests in flight at once, the oldest first, as a client that disconnects does;
+        each ends `cancelled` and its conversation stops. How many were cancelled."""
+        oldest = list(self._sending)[:count]
+        for send in oldest:
+            send.cancel()
+        return len(oldest)
 
     async def _conversation(self, conversation: Conversation) -> None:
         for planned in conversation.turns:

@@ -59,6 +59,9 @@ class LoadBackend(Protocol):
     def notes(self) -> list[str]:
         """What the report says of how the load was sent (clocks, how max_rps was shared)."""
 
+    def abort(self, count: int) -> int:
+        """Cancels up to `count` requests in flight at once (a [[chaos.events]] abort burst); how many."""
+
 
 class InProcess:
     """The load sent from this process's event loop."""
@@ -77,6 +80,9 @@ class InProcess:
 
     async def run(self) -> None:
         await self._arrivals.run()
+
+    def abort(self, count: int) -> int:
+        return self._arrivals.abort(count)
 
     def notes(self) -> list[str]:
         return []

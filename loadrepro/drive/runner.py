@@ -31,7 +31,7 @@ from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
-from loadrepro.profile import Profile
+from loadrepro.profile import ChaosEvent, Profile
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
@@ -49,6 +49,7 @@ from loadrepro.redact import scrub
 from loadrepro.workload.model import Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
+SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
 ENGINE_POLL_S = 0.1
 
 
@@ -178,6 +179,25 @@ class Runner:
                 return
             await pause(stop, ENGINE_POLL_S)
 
+    def _fault(self, event: ChaosEvent) -> None:
+        """A [[chaos.events]] fault, at its time, unless the load has already stopped."""
+        if self._stopped.is_set():
+            return
+        cancelled = self._backend.abort(event.count)
+        self._note("chaos", f"abort burst at {event.at_s:g} s: cancelled {cancelled} of the requests in flight "
+                            f"(asked for {event.count})")
+
+    async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
+        """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
+        is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests)."""
+        deadline = self._clock() + int(SETTLE_S * 1e9)
+        while True:
+            await metrics.scrape()
+            last = self._recorder.metrics[-1].values if self._recorder.metrics else {}
+            if not last.get(RUNNING) and not last.get(WAITING) or self._clock() >= deadline:
+                return
+            await asyncio.sleep(SETTLE_POLL_S)
+
     async def _watch_saturation(self, stop: asyncio.Event) -> None:
         """At the end of each window: once the run so far is saturated (judge/windows.py), the load ends there.
         A request is counted when it ends, so the requests in flight at each window's end are taken live."""
@@ -257,20 +277,22 @@ class Runner:
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
+                    faults = [loop.call_later(e.at_s, self._fault, e) for e in self.profile.chaos.events]
                     try:
                         await self._load_task
                     except asyncio.CancelledError:
                         if self._stop_reason is None:
                             raise
                     finally:
-                        if deadline is not None:
-                            deadline.cancel()
+                        for handle in [deadline, *faults]:
+                            if handle is not None:
+                                handle.cancel()
                     await self._settle_engine()
                     stop_watching.set()
                 for text in self._backend.notes():
                     self._note("workers", text)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
-                    await self._watch("metrics", metrics.scrape())
+                    await self._watch("metrics", self._settle_metrics(metrics))
                 if logs and not logs.found:
                     self._note("engine log", f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()

@@ -13,7 +13,7 @@ from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import REUSE_SCALE, HealthSample, Outcome, RequestRecord, RunResult
+from loadrepro.records import KV_USAGE, REUSE_SCALE, RUNNING, HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
 
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
@@ -307,9 +307,29 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    f"counted {w.measured:,}, {w.error:+.1%}): the workload that ran is not the one asked for")
 
 
+def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """After the load, with none of loadrepro's requests in flight, the engine still reported requests running
+    (its metrics, scraped after the load until nothing ran, for up to 5 s): requests it never freed, as after
+    aborted streams. Needs the engine's running count; not judged once the engine died."""
+    totals = result.totals(spec.window_s)
+    final = result.metrics[-1] if result.metrics else None
+    running = final.values.get(RUNNING) if final else None
+    if final is None or not running or final.t_ns <= totals.last_end_ns or result.stop_reason == "engine_death":
+        return None
+    cancelled = totals.by_outcome.get(Outcome.CANCELLED.value, 0)
+    words = (f"the engine still reported {running:g} requests running {(final.t_ns - totals.last_end_ns) / 1e9:.1f} "
+             "s after loadrepro's last request ended, with none of loadrepro's in flight: requests it never freed")
+    if cancelled:
+        words += f" ({cancelled} of loadrepro's requests had been cancelled mid-stream)"
+    if (kv := final.values.get(KV_USAGE)) is not None:
+        words += f"; KV usage {kv:.1%} held"
+    return Finding("zombie_requests", Severity.FAIL, words)
+
+
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
-    low_completion, post_run_health, interrupted, capacity_mismatch, prefix_reuse_missing, rejections, throttling,
+    low_completion, post_run_health, interrupted, zombie_requests, capacity_mismatch, prefix_reuse_missing,
+    rejections, throttling,
     pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *HEALTH_RULES, *SOAK_RULES,
 )
 

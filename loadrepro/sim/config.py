@@ -56,6 +56,7 @@ class SimConfig:
     death_status: int = 500  # 400 is how TensorRT-LLM reports engine failures
     death_mode: DeathMode = DeathMode.ERROR_EVENT
     reasoning_tokens: int = 0  # the first N output tokens of each answer are reasoning
+    leak_on_abort: bool = False  # stock: an aborted request is never freed (a zombie)
 
     @property
     def prefill_tokens_per_step(self) -> int:

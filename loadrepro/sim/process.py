@@ -13,7 +13,8 @@ def sim_engine_command(spec: SimSpec) -> str:
     since the `sim` command's flags are generated from the same fields."""
     words = [sys.executable, "-m", "loadrepro", "sim"]
     for key, value in spec.model_dump(exclude_none=True).items():
-        words += [f"--{key.replace('_', '-')}", str(value)]
+        flag = key.replace("_", "-")
+        words += [f"--{flag}" if value else f"--no-{flag}"] if isinstance(value, bool) else [f"--{flag}", str(value)]
     return shlex.join(words) + " --host {host} --port {port}"
 
 

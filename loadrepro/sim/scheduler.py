@@ -128,6 +128,7 @@ class Scheduler:
         self._waiting: deque[SimRequest] = deque()
         self._running: list[SimRequest] = []
         self._next_id = 1
+        self._zombies: set[int] = set()  # aborted requests the defect never freed: running, holding blocks
         self._preemptions = self._queried_tokens = self._hit_tokens = self._rejected = 0
 
     # -- submission -------------------------------------------------------------------------------------------
@@ -179,9 +180,13 @@ class Scheduler:
         return None
 
     def abort(self, request_id: int) -> None:
-        """Drop a request (its client went away) and free whatever it holds."""
+        """Drop a request (its client went away) and free whatever it holds; with the abort defect (stock,
+        leak_on_abort) a running one stays running, holding its blocks, and never makes progress again."""
         request = self._requests.pop(request_id, None)
         if request is None or request.state is State.DONE:
+            return
+        if self.config.leak_on_abort and self.config.policy is Policy.STOCK and request.state is State.RUNNING:
+            self._zombies.add(request.id)
             return
         if request.state is State.RUNNING:
             self._running.remove(request)
@@ -194,13 +199,13 @@ class Scheduler:
 
     @property
     def idle(self) -> bool:
-        return not self._running and not self._waiting
+        return len(self._running) == len(self._zombies) and not self._waiting
 
     def step(self) -> StepOutput:
         out = StepOutput()
         if self.death is not None:
             return out
-        decoding = [r for r in self._running if r.computed >= r.target]
+        decoding = [r for r in self._running if r.computed >= r.target and r.id not in self._zombies]
         for phase in (self._admit, lambda o: self._decode(decoding, o), self._prefill):
             phase(out)
             if self.death is not None:
@@ -296,7 +301,7 @@ class Scheduler:
         for request in list(self._running):
             if budget <= 0 or self.death is not None:
                 return
-            if request.state is not State.RUNNING or request.computed >= request.target:
+            if request.state is not State.RUNNING or request.computed >= request.target or request.id in self._zombies:
                 continue
             chunk = min(budget, request.target - request.computed)
             request.computed += chunk
@@ -348,7 +353,7 @@ class Scheduler:
                 request.blocks += self.primary.allocate_upto(extra)
                 return self._die("Available blocks exhausted", request)
             while self.primary.num_free < extra:
-                victim = self._running[-1]
+                victim = next(r for r in reversed(self._running) if r.id not in self._zombies)
                 self._preempt(victim, out)
                 if victim is request:
                     return False

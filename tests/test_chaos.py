@@ -1,0 +1,145 @@
+"""Faults on purpose: an abort burst cancels streams in flight mid-answer, and an engine that keeps the aborted
+requests running afterwards fails (rule zombie_requests), while one that frees them, at once or a moment later,
+passes. Against servers written for it and the simulated engine's abort defect."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+
+import loadrepro
+from loadrepro.errors import UsageError
+from tests.stub_server import serving
+
+
+@dataclass
+class AbortServer:
+    """Streams of `tokens` tokens every `delay_s`; /metrics' running count holds every stream being written, and
+    a stream whose client left: never freed ("leaks"), freed `linger_s` later ("lingers"), or at once ("frees")."""
+
+    mode: str = "frees"
+    tokens: int = 60
+    delay_s: float = 0.05
+    linger_s: float = 1.5
+    streaming: int = 0
+    zombies: int = 0
+    disconnects: int = 0
+    url: str = ""
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        self.streaming += 1
+        try:
+            for _ in range(self.tokens):
+                await asyncio.sleep(self.delay_s)
+                await response.write(_event({"choices": [{"index": 0, "delta": {"content": " t"},
+                                                          "finish_reason": None}]}))
+            await response.write(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+            await response.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnects += 1
+            if self.mode != "frees":
+                self.zombies += 1
+                if self.mode == "lingers":
+                    asyncio.get_running_loop().call_later(self.linger_s, self._free_one)
+            raise
+        finally:
+            self.streaming -= 1
+        return response
+
+    def _free_one(self) -> None:
+        self.zombies -= 1
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=f"vllm:num_requests_running {self.streaming + self.zombies}\n"
+                                 "vllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.1\n")
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[AbortServer]:
+        async def health(_: web.Request) -> web.Response:
+            return web.Response()
+
+        async def models(_: web.Request) -> web.Response:
+            return web.json_response({"data": [{"id": "a"}]})
+
+        app = web.Application(handler_args={"handler_cancellation": True})
+        app.add_routes([web.get("/health", health), web.get("/metrics", self.metrics), web.get("/v1/models", models),
+                        web.post("/v1/chat/completions", self.chat)])
+        with serving(app) as self.url:
+            yield self
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': 'a', **payload})}\n\n".encode()
+
+
+PROFILE = """
+name = "abort"
+api = "chat"
+[workload]
+seed = 3
+conversations = 8
+turns = 1
+prefix_tokens = 200
+max_tokens = 60
+[load]
+concurrency = 6
+duration_s = 4
+stall_timeout_s = 10
+[watch]
+metrics_interval_s = 0.25
+[[chaos.events]]
+at_s = 1
+action = "abort_burst"
+count = 4
+"""
+
+
+def burst(mode: str, tmp_path, tokenizer_dir):
+    path = tmp_path / "abort.toml"
+    path.write_text(PROFILE)
+    with AbortServer(mode).running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    return report, server
+
+
+def fired(report, rule: str) -> str | None:
+    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
+
+
+def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_requests(tmp_path, tokenizer_dir):
+    report, server = burst("leaks", tmp_path, tokenizer_dir)
+    assert server.disconnects >= 4 and server.zombies >= 4
+    assert not report.passed
+    words = fired(report, "zombie_requests")
+    assert words and words.startswith(f"the engine still reported {server.zombies} requests running")
+    assert "had been cancelled mid-stream" in words
+    assert "chaos: abort burst at 1 s: cancelled 4 of the requests in flight (asked for 4)" in report.notes
+
+
+@pytest.mark.parametrize("mode", ["frees", "lingers"])
+def test_an_engine_that_frees_aborted_requests_at_once_or_a_moment_later_passes(mode, tmp_path, tokenizer_dir):
+    report, server = burst(mode, tmp_path, tokenizer_dir)
+    assert server.disconnects >= 4
+    assert report.passed, report
+    assert report.requests.by_outcome.get("cancelled", 0) >= 4
+
+
+def test_ab_confirms_the_simulated_engines_abort_fix(tmp_path):
+    comparison = loadrepro.ab("zombie-on-abort", out=tmp_path)
+    assert comparison.fix_confirmed, comparison.detail
+    assert "requests it never freed (6 of loadrepro's requests had been cancelled mid-stream)" in comparison.detail
+
+
+def test_abort_bursts_need_the_load_in_this_process():
+    from loadrepro.api import run_options
+
+    with pytest.raises(UsageError, match="run them without --workers and --ray"):
+        run_options("zombie-on-abort", workers=2)
