@@ -29,7 +29,7 @@ def test_the_engine_command_round_trips_every_setting(monkeypatch):
     spec = SimSpec(scenario="page-index", policy="patched", model="m", block_size=8, primary_blocks=99,
                    draft_blocks=3, max_model_len=4096, beam_width=2, kv_bytes_per_token=1024,
                    index_pool_bytes=1 << 20, prefill_tokens_per_s=1000.5, step_s=0.02, natural_output_tokens=9,
-                   death_status=400, death_mode="cut", reasoning_tokens=2)
+                   death_status=400, death_mode="cut", reasoning_tokens=2, leak_on_abort=True)
     assert set(spec.model_dump(exclude_none=True)) == set(SimSpec.model_fields)
     started = {}
     monkeypatch.setattr(serve, "serve_forever", lambda config, *rest: started.setdefault("config", config))
@@ -37,6 +37,8 @@ def test_the_engine_command_round_trips_every_setting(monkeypatch):
     result = CliRunner().invoke(cli.app, argv[argv.index("sim"):])
     assert result.exit_code == 0, result.output
     assert started["config"] == resolve(spec)
+    off = spec.model_copy(update={"leak_on_abort": False})
+    assert "--no-leak-on-abort" in sim_engine_command(off)
 
 
 def test_scenario_defaults_fill_what_is_left_out():
