@@ -18,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from tests.stub_server import serving
+from tests.stub_server import chat_app, chunk_event, serving
 
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima")
 CONFIDENT, NEAR_TIE, NEAR_TIE_EVERY = 5.0, 0.2, 4
@@ -101,12 +100,6 @@ class AnswerServer:
         await response.write(b"data: [DONE]\n\n")
         return response
 
-    async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200)
-
-    async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "answers", "object": "model"}]})
-
     async def flush(self, request: web.Request) -> web.Response:
         """SGLang's prefix-cache reset."""
         self.resets += 1
@@ -115,13 +108,10 @@ class AnswerServer:
     @contextlib.contextmanager
     def running(self) -> Iterator[AnswerServer]:
         assert self.mode in MODES, self.mode
-        app = web.Application()
-        app.add_routes([web.get("/health", self.health), web.get("/v1/models", self.models),
-                        web.post("/v1/chat/completions", self.chat), web.post("/flush_cache", self.flush)])
+        app = chat_app("answers", self.chat, web.post("/flush_cache", self.flush))
         with serving(app) as self.url:
             yield self
 
 
 def _event(payload: dict) -> bytes:
-    return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': 'answers', **payload})}\n\n"\
-        .encode()
+    return chunk_event(payload, "answers")

@@ -256,6 +256,27 @@ class StubServer:
             yield self
 
 
+def chat_app(model: str, chat, *extra: web.RouteDef, **options) -> web.Application:
+    """A test server's OpenAI-shaped surface: /health 200, /v1/models listing `model`, POST /v1/chat/completions
+    answered by `chat`, and the `extra` routes of its own."""
+    async def health(_: web.Request) -> web.Response:
+        return web.Response()
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
+
+    app = web.Application(**options)
+    app.add_routes([web.get("/health", health), web.get("/v1/models", models),
+                    web.post("/v1/chat/completions", chat), *extra])
+    return app
+
+
+def chunk_event(payload: dict, model: str = "stub") -> bytes:
+    """One chat-completions chunk event carrying `payload` (choices, usage)."""
+    body = {"id": "x", "object": "chat.completion.chunk", "model": model, **payload}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
 @contextlib.contextmanager
 def serving(app: web.Application) -> Iterator[str]:
     """An aiohttp application on an ephemeral loopback port, on a thread with its own event loop, for the block;

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from aiohttp import web
 
 import loadrepro
 from loadrepro.errors import UsageError
-from tests.stub_server import serving
+from tests.stub_server import chat_app, chunk_event, serving
 
 
 @dataclass
@@ -63,21 +62,14 @@ class AbortServer:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[AbortServer]:
-        async def health(_: web.Request) -> web.Response:
-            return web.Response()
-
-        async def models(_: web.Request) -> web.Response:
-            return web.json_response({"data": [{"id": "a"}]})
-
-        app = web.Application(handler_args={"handler_cancellation": True})
-        app.add_routes([web.get("/health", health), web.get("/metrics", self.metrics), web.get("/v1/models", models),
-                        web.post("/v1/chat/completions", self.chat)])
+        app = chat_app("a", self.chat, web.get("/metrics", self.metrics),
+                       handler_args={"handler_cancellation": True})
         with serving(app) as self.url:
             yield self
 
 
 def _event(payload: dict) -> bytes:
-    return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': 'a', **payload})}\n\n".encode()
+    return chunk_event(payload, "a")
 
 
 PROFILE = """

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ import pytest
 from aiohttp import web
 
 import loadrepro
-from tests.stub_server import serving
+from tests.stub_server import chat_app, chunk_event, serving
 
 
 @dataclass
@@ -59,26 +58,17 @@ class QueueServer:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[QueueServer]:
-        app = web.Application()
-
         async def startup(_: web.Application) -> None:
             self._slots = asyncio.Semaphore(self.slots)  # made on the server's own loop
 
+        app = chat_app("q", self.chat, web.get("/metrics", self.metrics))
         app.on_startup.append(startup)
-        async def health(_: web.Request) -> web.Response:
-            return web.Response()
-
-        async def models(_: web.Request) -> web.Response:
-            return web.json_response({"data": [{"id": "q"}]})
-
-        app.add_routes([web.get("/health", health), web.get("/metrics", self.metrics), web.get("/v1/models", models),
-                        web.post("/v1/chat/completions", self.chat)])
         with serving(app) as self.url:
             yield self
 
 
 def _event(payload: dict) -> bytes:
-    return f"data: {json.dumps({'id': 'x', 'object': 'chat.completion.chunk', 'model': 'q', **payload})}\n\n".encode()
+    return chunk_event(payload, "q")
 
 
 PROFILE = """

@@ -137,8 +137,9 @@ def saturation(found: list[Window]) -> Saturation | None:
         return None
     if any(w.failed for w in run) or run[-1].ended < STEADY_SERVICE * most:
         return None
-    waiting = [w.waiting_max for w in run]
-    if all(v is not None for v in waiting) and waiting[-1] <= waiting[0]:  # type: ignore[operator]
+    first_waiting, last_waiting = run[0].waiting_max, run[-1].waiting_max
+    published = all(w.waiting_max is not None for w in run)
+    if published and first_waiting is not None and last_waiting is not None and last_waiting <= first_waiting:
         return None  # the engine says nothing waits more: what loadrepro holds is in the network, or streaming
     return Saturation(tuple(run))
 
