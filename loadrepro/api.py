@@ -63,7 +63,7 @@ def run_options(profile: str | Path | Profile, *, base_url: str | None = None, e
     if size_to_overrun is not None and size_to_overrun <= 0:
         raise UsageError(f"size_to_overrun must be above 0, got {size_to_overrun}")
     resolved = _profile(profile, overrides)
-    if resolved.chaos.events and ((workers or 1) > 1 or ray):
+    if ((workers or 1) > 1 or ray) and any(e.action == "abort_burst" for e in resolved.chaos.events):
         raise UsageError("[[chaos.events]] abort bursts cancel requests in flight in this process: run them without "
                          "--workers and --ray")
     if verify and resolved.verify.outputs == "off":

@@ -250,14 +250,34 @@ class SignatureSpec(_Section):
         False, description="The text means 'busy, retry later': such a request is retried, then `throttled`.")
 
 
+OUTAGES = frozenset({"kill", "restart", "pause"})  # faults that stop the engine: requests failing then are theirs
+WIPES = frozenset({"kill", "restart"})  # faults after which the engine starts with an empty prefix cache
+
+
 class ChaosEvent(_Section):
-    """A fault loadrepro causes on purpose while the load runs, for soaks."""
+    """A fault loadrepro causes on purpose while the load runs, for soaks; the engine must be back to its state
+    before it within `recover_within_s` (rule no_recovery)."""
 
     at_s: float = Field(gt=0, description="Seconds into the load.")
-    action: Literal["abort_burst"] = Field(
-        description="abort_burst: cancel `count` requests in flight at once, the oldest first (the client "
-        "disconnects mid-stream); the engine must free what they held (rule zombie_requests).")
+    action: Literal["kill", "restart", "pause", "abort_burst", "oversize"] = Field(
+        description="kill: SIGKILL the engine loadrepro started and start it again after `duration_s`; restart: "
+        "SIGTERM it, wait for its exit, start it again; pause: SIGSTOP its process group for `duration_s`, then "
+        "SIGCONT; abort_burst: cancel `count` requests in flight at once, the oldest first (the client disconnects "
+        "mid-stream: the engine must free what they held, rule zombie_requests); oversize: send one request just "
+        "beyond what the engine can ever hold (its KV pool or longest sequence, from its limits), which it must "
+        "refuse cleanly without holding up the requests after it. kill, restart and pause need an engine "
+        "loadrepro starts (not --base-url).")
+    duration_s: float = Field(5.0, ge=0, description="kill: seconds before the engine is started again; pause: "
+                              "seconds it stays stopped.")
     count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once.")
+    recover_within_s: float = Field(60.0, gt=0, description="The engine must answer /health 200, serve first tokens "
+                                    "within [verdict] max_ttft_growth of before, and run no more requests than "
+                                    "loadrepro has in flight, within this many seconds of the fault.")
+
+    @property
+    def outage(self) -> bool:
+        """Whether the engine is stopped or restarted: requests failing meanwhile are the fault's."""
+        return self.action in OUTAGES
 
 
 class ChaosSpec(_Section):

@@ -25,7 +25,7 @@ from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.capacity import EngineLimits, Prediction
 from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
-from loadrepro.profile import VerifySpec, WatchSpec
+from loadrepro.profile import OUTAGES, VerifySpec, WatchSpec
 
 
 class Outcome(StrEnum):
@@ -40,6 +40,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
     CANCELLED = "cancelled"
+    FAULTED = "faulted"  # failed while a fault loadrepro caused on purpose ([[chaos.events]]) was in effect
 
 
 FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
@@ -180,6 +181,7 @@ POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (t
 class MetricsSample:
     t_ns: int
     values: dict[str, float]  # canonical series (drive/watch/metrics.py) -> value: kv_usage, running, waiting, ...
+    in_flight: int | None = None  # loadrepro's requests in flight when the scrape was sent (None: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +217,29 @@ class Note:
     t_ns: int
     source: str
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A [[chaos.events]] fault as it happened: what loadrepro did, and when the engine answered /health again."""
+
+    action: str  # kill | restart | pause | abort_burst | oversize
+    at_ns: int  # when it was caused
+    done_ns: int  # when loadrepro's part ended: the engine started again, SIGCONT sent; at_ns for the others
+    back_ns: int | None  # /health 200 again after it (None: not within recover_within_s of done_ns)
+    recover_within_s: float
+    detail: str  # what was done and what the engine did, in words
+    clean: bool = True  # oversize: the request was refused cleanly (or served); False: it failed otherwise
+
+    @property
+    def outage(self) -> bool:
+        """Whether requests may fail during it through no fault of the engine's (it was stopped or restarted)."""
+        return self.action in OUTAGES
+
+    @property
+    def over_ns(self) -> int:
+        """When it was over: /health 200 again, or when the engine's time to be back ran out."""
+        return self.back_ns or self.done_ns + int(self.recover_within_s * 1e9)
 
 
 Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
@@ -450,6 +475,7 @@ class RunResult:
     answers: tuple[AnswerCheck, ...] = ()  # [verify]: each checked answer's judgement
     stopped_ns: int | None = None  # when the runner stopped starting requests (a stop, not the plan's end)
     verify: VerifySpec = VerifySpec()  # how answers were checked
+    faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

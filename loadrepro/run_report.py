@@ -180,6 +180,30 @@ class OutputsInfo(_Model):
                                      "request.")
 
 
+class ChaosRow(_Model):
+    at_s: float = Field(description="When the fault was caused, seconds into the load.")
+    action: str = Field(description="kill, restart, pause, abort_burst or oversize.")
+    done_s: float = Field(description="When loadrepro's part of it ended (the engine started again after a kill or "
+                          "restart, SIGCONT after a pause; at_s for the others), seconds into the load: the times "
+                          "below count from here.")
+    recovered: bool = Field(description="The engine was back to its state before within recover_within_s.")
+    recovery_s: float | None = Field(
+        description="Seconds until every part judged was back, from when loadrepro's part of the fault ended (the "
+        "engine started again after a kill or restart, SIGCONT after a pause; the fault itself for the others).")
+    recover_within_s: float = Field(description="How long it had ([[chaos.events]] recover_within_s).")
+    health_s: float | None = Field(description="Seconds until /health answered 200 again (from the same moment).")
+    ttft_s: float | None = Field(
+        description="Seconds until first tokens came within max_ttft_growth of before (null: not seen or not judged).")
+    running_s: float | None = Field(
+        description="Seconds until the engine ran no more requests than loadrepro had in flight (null: not seen or "
+        "not judged).")
+    before_ttft_p95_ms: float | None = Field(description="TTFT p95 of the requests sent in the 10 s before it.")
+    before_running: float | None = Field(description="The engine's running requests at the last scrape before it.")
+    before_kv_usage: float | None = Field(description="The engine's KV usage at the last scrape before it.")
+    faulted: int = Field(description="Requests that failed while it was in effect (outcome faulted).")
+    detail: str = Field(description="What was done, what the engine did, and each part of its way back, in words.")
+
+
 class Timing(_Model):
     """What a run costs beside its load, in seconds."""
 
@@ -347,6 +371,8 @@ class RunReport(_Model):
         None, description="The canary requests sent outside the workload, and their outcomes.")
     outputs: OutputsInfo | None = Field(
         None, description="[verify]: answers under load checked against the same requests sent alone.")
+    chaos: list[ChaosRow] = Field(
+        [], description="[[chaos.events]]: each fault caused on purpose, and the engine's recovery from it.")
     timing: Timing | None = Field(
         None, description=("What the run cost beside its load: to the first request, from the last answer to "
                            "the verdict."))

@@ -16,6 +16,7 @@ from pathlib import Path
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.backend import CRASHED
+from loadrepro.drive.chaos import oversize_tokens
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.limits import discover, from_profile
@@ -30,7 +31,7 @@ from loadrepro.judge.classify import classify
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.verdict import decide, in_progress
-from loadrepro.profile import LoadSpec, Profile, write_profile
+from loadrepro.profile import OUTAGES, LoadSpec, Profile, write_profile
 from loadrepro.progress import Progress
 from loadrepro.records import JsonlWriter, RunResult
 from loadrepro.report.build import build_report
@@ -109,6 +110,10 @@ class _Target:
 async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Target]:
     """The URL to load: given, or an engine loadrepro starts (the user's command, else the simulated engine)."""
     if options.base_url is not None:
+        if stopping := sorted({e.action for e in options.profile.chaos.events} & OUTAGES):
+            raise UsageError(f"[[chaos.events]] {', '.join(stopping)} stop and start the engine, which needs an "
+                             f"engine loadrepro starts (--engine-cmd, or the simulated engine), not a URL "
+                             f"({options.base_url})")
         yield _Target(options.base_url, False, None)
         return
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
@@ -128,6 +133,16 @@ async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Tar
             raise
         finally:
             say(f"engine: {engine.ended.how if engine.ended else 'stopping'}")
+
+
+def _oversize(profile: Profile, limits: EngineLimits | None) -> int | None:
+    """The prompt of a [[chaos.events]] oversize request, from the target's limits; TargetError without them."""
+    if not any(e.action == "oversize" for e in profile.chaos.events):
+        return None
+    if limits is None:
+        raise TargetError("[[chaos.events]] oversize sends a request just beyond what the engine can hold, which "
+                          "needs the target's KV limits: it publishes none, so add an [engine] section")
+    return oversize_tokens(limits.max_seq_len, smallest_pool_tokens(limits))
 
 
 def _predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> tuple[Prediction, ...]:
@@ -206,7 +221,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
                                engine_exit=engine.exit_code if engine else None,
-                               engine_log=engine.log if engine else None)
+                               engine_log=engine.log if engine else None, engine=engine,
+                               oversize_tokens=_oversize(profile, limits))
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray)

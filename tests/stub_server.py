@@ -256,11 +256,13 @@ class StubServer:
             yield self
 
 
-def chat_app(model: str, chat, *extra: web.RouteDef, **options) -> web.Application:
-    """A test server's OpenAI-shaped surface: /health 200, /v1/models listing `model`, POST /v1/chat/completions
-    answered by `chat`, and the `extra` routes of its own."""
-    async def health(_: web.Request) -> web.Response:
+def chat_app(model: str, chat, *extra: web.RouteDef, health=None, **options) -> web.Application:
+    """A test server's OpenAI-shaped surface: /health (200, or what `health` answers), /v1/models listing `model`,
+    POST /v1/chat/completions answered by `chat`, and the `extra` routes of its own."""
+    async def always_200(_: web.Request) -> web.Response:
         return web.Response()
+
+    health = health or always_200
 
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})

@@ -45,3 +45,29 @@ def test_the_workflow_runs_the_recipe_keeps_the_run_and_publishes_junit():
     assert "run: bash examples/ci/soak.sh" in workflow
     assert "path: soak-run/" in workflow and "report_paths: soak-run/junit.xml" in workflow
     assert workflow.count("if: always()") == 2  # the artifact and the test results are kept when the soak fails
+
+
+@pytest.mark.parametrize(("after", "code", "verdict"), [
+    (None, 0, "pass"),  # the simulated engine: back after the kill, the aborted streams freed
+    ("dead", 1, "fail"),  # an engine of ours that comes back answering /health 503 and every request 500
+])
+def test_the_chaos_soak_recipe_kills_and_aborts_and_judges_recovery(tmp_path, after, code, verdict):
+    loadrepro = f"{sys.executable} -m loadrepro"
+    env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / "run"), "DURATION": "9", "KILL_DOWN": "1",
+           "RECOVER": "5", "ABORTS": "2"}
+    if after:
+        env["ENGINE_CMD"] = (f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'} "
+                             f"--after {after}")
+    done = subprocess.run(["bash", str(ROOT / "examples" / "ci" / "chaos-soak.sh"), *SHORT, "--set",
+                           "workload.prefix_tokens=300"], env=env, capture_output=True, text=True, timeout=180,
+                          cwd=ROOT)
+    assert done.returncode == code, done.stdout + done.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["verdict"] == verdict
+    kill, burst = report["chaos"]
+    assert (kill["action"], kill["at_s"] // 1, burst["action"], burst["at_s"] // 1) == ("kill", 3, "abort_burst", 6)
+    assert kill["recovered"] is (after is None)
+    if after is None:
+        assert burst["recovered"] and "cancelled" in burst["detail"]
+    log = (tmp_path / "run" / "engine.log").read_text()
+    assert "===== loadrepro: killed at 3 s (chaos), started again =====" in log

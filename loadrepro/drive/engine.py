@@ -7,6 +7,10 @@ It runs in a process group of its own, but not a session of its own: Linux sched
 and an engine in its own takes half the CPU from the load generator however few threads that has. Its stdout and
 stderr go to a fresh log file; it is asked to die with loadrepro (Linux: the parent-death signal). Stopping sends
 SIGTERM to the group, waits, then SIGKILL.
+
+Faults on purpose ([[chaos.events]]): `kill` and `terminate` end it while `down` says the exit is planned (no
+one reads it as the engine dying), `restart` starts the same command on the same port with the log continuing in
+the same file after a marked line, and `pause`/`resume` stop and continue its whole process group.
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ class ManagedEngine:
         self._auth = credentials(self.url, api_key)[1]
         self._process: subprocess.Popen[bytes] | None = None
         self.ended: EngineEnd | None = None
+        self.down = False  # ended on purpose and not yet started again: its exit is not the engine dying
+        self.starts = 0
 
     @property
     def pid(self) -> int | None:
@@ -105,16 +111,22 @@ class ManagedEngine:
         """`astart` for callers without an event loop of their own (tests, scripts)."""
         return asyncio.run(self.astart(timeout_s))
 
-    def _spawn(self) -> None:
+    def _spawn(self, why: str | None = None) -> None:
+        """A fresh log for the first start (an earlier run's lines would mislead); a start again continues it
+        after a line saying `why`."""
         env, argv = split_command(self.command)
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("wb") as sink:  # a fresh log per start: an earlier run's lines would mislead
+        with self.log.open("ab" if why else "wb") as sink:
+            if why:
+                sink.write(f"\n===== loadrepro: {why} =====\n".encode())
+                sink.flush()
             try:
                 self._process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                                                  stdout=sink, stderr=subprocess.STDOUT, process_group=0,
                                                  preexec_fn=_die_with_parent)
             except OSError as exc:
                 raise TargetError(f"cannot start the engine {argv[0]!r}: {exc.strerror}") from exc
+        self.starts += 1
 
     def _exited_early(self) -> bool:
         code = self._process.poll() if self._process else None
@@ -147,7 +159,55 @@ class ManagedEngine:
             return False
 
     def exit_code(self) -> int | None:
+        """The engine's exit code; None while it runs, or while it is down on purpose (a planned kill/restart)."""
+        if self.down:
+            return None
         return self._process.poll() if self._process else None
+
+    # -- faults on purpose ------------------------------------------------------------------------------------
+
+    async def kill(self) -> str:
+        """SIGKILL the whole group at once, as a crash or the OOM killer would; how it ended."""
+        self.down = True
+        self._kill_group(signal.SIGKILL)
+        return describe_exit(await asyncio.to_thread(self._reap))
+
+    async def terminate(self, grace_s: float = 30.0) -> str:
+        """SIGTERM the group, wait up to `grace_s` for it to exit (then SIGKILL); how it ended."""
+        self.down = True
+        self._kill_group(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while await asyncio.to_thread(self._group_alive) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self._group_alive():
+            self._kill_group(signal.SIGKILL)
+            return f"{describe_exit(await asyncio.to_thread(self._reap))} after {grace_s:g} s of SIGTERM"
+        return describe_exit(await asyncio.to_thread(self._reap))
+
+    def _reap(self) -> int:
+        code = self._process.wait()  # type: ignore[union-attr]
+        while self._group_alive():  # children of the group it may have left
+            time.sleep(0.05)
+        return code
+
+    def restart(self, why: str) -> str | None:
+        """Start the same command again on the same port, the log continuing after a line saying `why`; None, or
+        why it could not be started. Either way it is no longer down: from here its exit is the engine's (whether
+        it comes back is for /health to say)."""
+        try:
+            self._spawn(why)
+        except TargetError as exc:
+            return str(exc)
+        finally:
+            self.down = False
+        return None
+
+    def pause(self) -> None:
+        """SIGSTOP the whole group: a GPU hang, a long GC pause, a frozen node."""
+        self._kill_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._kill_group(signal.SIGCONT)
 
     def stop(self, grace_s: float = 10.0) -> EngineEnd:
         """End the whole process group; says how it ended. Safe to call twice."""
@@ -160,6 +220,7 @@ class ManagedEngine:
             self.ended = EngineEnd(code, describe_exit(code) + " by itself")
             self._kill_group(signal.SIGKILL)  # children it may have left
         else:
+            self._kill_group(signal.SIGCONT)  # a paused engine cannot act on SIGTERM
             self._kill_group(signal.SIGTERM)
             deadline = time.monotonic() + grace_s
             while self._group_alive() and time.monotonic() < deadline:

@@ -95,7 +95,7 @@ def coarsened(samples: list[MetricsSample]) -> list[MetricsSample]:
     low point would show, KV usage at quiet moments, the tally has counted)."""
     first, middle, last = samples[0], samples[1:-1], samples[-1]
     merged = [MetricsSample(b.t_ns, {k: max(x.values[k] for x in (a, b) if k in x.values)
-                                     for k in a.values.keys() | b.values.keys()})
+                                     for k in a.values.keys() | b.values.keys()}, b.in_flight)
               for a, b in zip(middle[::2], middle[1::2], strict=False)]
     if len(middle) % 2:
         merged.append(middle[-1])

@@ -1,6 +1,10 @@
 """Runs a workload's arrivals (drive/arrivals.py) against a target, watches the target meanwhile, and returns a
 RunResult. Owns every task.
 
+Faults on purpose ([[chaos.events]], drive/chaos.py) run beside the load at their times. While one stops the engine
+(kill, restart, pause) and until /health answers 200 again, a request that fails is the fault's (outcome
+`faulted`), and neither its failures nor the engine's exit or silence are judged as the engine dying.
+
 Stops: the workload is done, the duration is reached, the engine died (with `stop_on_death`: no new requests, a
 short grace for those in flight, then they are cancelled), or an interrupt (in-flight requests are cancelled at
 once). Every record is written the moment it completes.
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.drive.backend import LoadBackend, LoadSetup, WorkerCrashed, backend_for
+from loadrepro.drive.chaos import ChaosTools, EngineControl, cause
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.live import LiveState
@@ -31,12 +36,14 @@ from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
-from loadrepro.profile import ChaosEvent, Profile
+from loadrepro.profile import WIPES, ChaosEvent, Profile
 from loadrepro.records import (
+    FAILED,
     KV_USAGE,
     RUNNING,
     WAITING,
     CanarySample,
+    Fault,
     HealthSample,
     MetricsSample,
     Note,
@@ -46,7 +53,7 @@ from loadrepro.records import (
     Sample,
 )
 from loadrepro.redact import scrub
-from loadrepro.workload.model import Workload
+from loadrepro.workload.model import PlannedRequest, Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
@@ -61,6 +68,8 @@ class RunTarget:
     engine_cmd: str | None = None
     engine_exit: Callable[[], int | None] | None = None  # a managed engine's exit code, None while it runs
     engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
+    engine: EngineControl | None = None  # an engine loadrepro started, for faults on purpose
+    oversize_tokens: int | None = None  # a request just beyond what the engine can ever hold (from its limits)
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
@@ -92,6 +101,12 @@ class Runner:
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
+        self._outages: list[list[int]] = []  # [began, over] of each fault that stops the engine; over: 0 while on
+        self._faults: list[Fault] = []
+        self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
+        self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
+        self._wipes = any(e.action in WIPES for e in profile.chaos.events)
+        self._fault_tasks: set[asyncio.Task[None]] = set()
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
         setup = LoadSetup(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
@@ -102,11 +117,16 @@ class Runner:
     # -- records and samples ----------------------------------------------------------------------------------
 
     def _on_record(self, record: RequestRecord) -> None:
+        if record.outcome in FAILED and self._during_outage(record.sent_or_queued_ns, record.end_ns):
+            record = dataclasses.replace(record, outcome=Outcome.FAULTED,
+                                         detail=f"{record.outcome} during a fault on purpose: {record.detail}")
+        if self._wipes:
+            record = self._after_wipe(record)
         self._recorder.record(record)
         self.live.outcomes[record.outcome] += 1
         if record.outcome is Outcome.OK:
             self._death.request_ok()
-        elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED):
+        elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED, Outcome.FAULTED):
             # A refusal to come back later is not the upstream gone, whatever page the proxy sent with it.
             signature = record.signature if record.outcome is not Outcome.THROTTLED else None
             self._request_failed(record.end_ns, signature, self.client.activity.last_ns)
@@ -114,16 +134,19 @@ class Runner:
                 self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
+        if isinstance(sample, MetricsSample):  # what the engine's running count is judged against
+            sample = dataclasses.replace(sample, in_flight=self.live.in_flight)
         previous = self._recorder.metrics[-1] if self._recorder.metrics else None  # the last is never merged
         self._recorder.sample(sample)
         match sample:
             case HealthSample():
                 self.live.health = sample.status
-                self._judge_health(sample)
+                if not self._during_outage(sample.t_ns - sample.latency_ns, sample.t_ns):
+                    self._judge_health(sample)
             case CanarySample():  # a request to the engine like any other, for judging its death
                 if sample.ok:
                     self._death.request_ok()
-                else:
+                elif not self._during_outage(sample.t_ns, sample.end_ns):
                     throttled = sample.outcome == Outcome.THROTTLED.value
                     self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
             case MetricsSample(values=values):
@@ -179,13 +202,69 @@ class Runner:
                 return
             await pause(stop, ENGINE_POLL_S)
 
-    def _fault(self, event: ChaosEvent) -> None:
-        """A [[chaos.events]] fault, at its time, unless the load has already stopped."""
+    def _after_wipe(self, record: RequestRecord) -> RequestRecord:
+        """A later turn whose conversation's previous turn the engine served before a restart expects nothing from
+        the prefix cache: the restart emptied it (not the engine failing to reuse a prefix)."""
+        previous = self._turn_ends.get(record.conversation)
+        self._turn_ends[record.conversation] = record.end_ns
+        if record.turn > 1 and previous is not None and any(
+                previous <= at <= record.sent_or_queued_ns for at in self._wiped):
+            return dataclasses.replace(record, shared_prefix_tokens=0)
+        return record
+
+    def _during_outage(self, start_ns: int, end_ns: int) -> bool:
+        """Whether [start_ns, end_ns] overlaps a fault that stopped the engine, up to /health 200 again."""
+        return any(began <= end_ns and (not over or start_ns <= over) for began, over in self._outages)
+
+    def _fault(self, event: ChaosEvent, tools: ChaosTools) -> None:
+        """A [[chaos.events]] fault, at its time, unless the load has already stopped; it runs beside the load."""
         if self._stopped.is_set():
             return
-        cancelled = self._backend.abort(event.count)
-        self._note("chaos", f"abort burst at {event.at_s:g} s: cancelled {cancelled} of the requests in flight "
-                            f"(asked for {event.count})")
+        task = asyncio.get_running_loop().create_task(self._cause(event, tools))
+        self._fault_tasks.add(task)
+        task.add_done_callback(self._fault_tasks.discard)
+
+    async def _cause(self, event: ChaosEvent, tools: ChaosTools) -> None:
+        span = [0, 0]
+
+        def began(at_ns: int) -> None:
+            span[0] = at_ns
+            if event.outage:
+                self._outages.append(span)
+            if event.action in WIPES:
+                self._wiped.append(at_ns)
+
+        try:
+            fault = await cause(event, tools, began)
+        except BaseException:
+            span[1] = self._clock()  # interrupted: the outage ends here
+            raise
+        span[1] = fault.over_ns
+        self._faults.append(fault)
+        back = (f"/health 200 {(fault.back_ns - fault.done_ns) / 1e9:.1f} s after" if fault.back_ns else
+                f"/health not 200 within {event.recover_within_s:g} s of")
+        self._note("chaos", f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "
+                            f"{'it was started again' if event.action in WIPES else 'that'}")
+
+    def _chaos_tools(self, health: HealthWatcher | None) -> ChaosTools:
+        async def healthy() -> bool:
+            return (await health.poll()).healthy if health else True
+
+        async def send(planned: PlannedRequest) -> RequestRecord:
+            config = dataclasses.replace(self.client.config, concurrency=1, max_retries=0)
+            async with Client(config, self._clock) as own:  # its own connection, outside the load's limit
+                return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
+
+        return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
+                          self.client.config.api, self.target.oversize_tokens, self._clock)
+
+    async def _faults_done(self) -> None:
+        """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
+        the run was interrupted."""
+        if self._stop_reason == "interrupted":
+            for task in self._fault_tasks:
+                task.cancel()
+        await asyncio.gather(*self._fault_tasks, return_exceptions=True)
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
@@ -277,7 +356,8 @@ class Runner:
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
-                    faults = [loop.call_later(e.at_s, self._fault, e) for e in self.profile.chaos.events]
+                    tools = self._chaos_tools(health)
+                    faults = [loop.call_later(e.at_s, self._fault, e, tools) for e in self.profile.chaos.events]
                     try:
                         await self._load_task
                     except asyncio.CancelledError:
@@ -287,6 +367,7 @@ class Runner:
                         for handle in [deadline, *faults]:
                             if handle is not None:
                                 handle.cancel()
+                    await self._faults_done()
                     await self._settle_engine()
                     stop_watching.set()
                 for text in self._backend.notes():
@@ -327,7 +408,7 @@ class Runner:
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
-            tally=copy.deepcopy(recorded.tally))
+            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)))
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

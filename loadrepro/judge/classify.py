@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from loadrepro.capacity import Fit
 from loadrepro.judge.answers import ANSWER_RULES
+from loadrepro.judge.chaos import CHAOS_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.windows import SOAK_RULES
@@ -16,6 +17,7 @@ from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, REUSE_SCALE, RUNNING, HealthSample, Outcome, RequestRecord, RunResult
 from loadrepro.signatures import CATALOG, SignatureClass
 
+UNADMITTED = (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED, Outcome.FAULTED)  # not the engine's to serve
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
 
 
@@ -160,11 +162,12 @@ protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "respon
 
 
 def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Fewer than `min_completed` of the admitted requests (all but rejected, throttled and cancelled) completed,
+    """Fewer than `min_completed` of the admitted requests (all but rejected, throttled, cancelled and those failed
+    during a fault on purpose) completed,
     or none completed at all (unless every request was cleanly rejected: correct for requests that never fit)."""
     counts = result.totals(spec.window_s).by_outcome
     total = sum(counts.values())
-    admitted = total - sum(counts.get(o.value, 0) for o in (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED))
+    admitted = total - sum(counts.get(o.value, 0) for o in UNADMITTED)
     ok = counts.get(Outcome.OK.value, 0)
     if total and counts.get(Outcome.REJECTED.value, 0) == total:
         return None  # every request refused cleanly at admission: the rejections rule judges that
@@ -328,8 +331,8 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 RULES: tuple[Rule, ...] = (
     engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
-    low_completion, post_run_health, interrupted, zombie_requests, capacity_mismatch, prefix_reuse_missing,
-    rejections, throttling,
+    low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES, capacity_mismatch,
+    prefix_reuse_missing, rejections, throttling,
     pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *HEALTH_RULES, *SOAK_RULES,
 )
 

@@ -16,9 +16,28 @@ from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
 
 
+def _outages(result: RunResult) -> list[tuple[int, int]]:
+    return [(f.at_ns, f.over_ns) for f in result.faults if f.outage]
+
+
+def outside_outages(result: RunResult, spans: list[tuple[int, int]]) -> list[int]:
+    """The indexes of the (start, end) spans that overlap no fault that stopped the engine on purpose (from the
+    fault to /health 200 again): a silent or slow engine then is the fault's doing, not the engine's."""
+    outages = _outages(result)
+    return [i for i, (start, end) in enumerate(spans)
+            if not any(began <= end and start <= over for began, over in outages)]
+
+
+def _polls(result: RunResult) -> list[HealthSample]:
+    """The health samples outside faults on purpose."""
+    polls = list(result.health)
+    return [polls[i] for i in outside_outages(result, [(_sent(h), h.t_ns) for h in polls])]
+
+
 def usable_health(result: RunResult) -> list[HealthSample]:
-    """The run's health samples, if /health answered 200 before the run (else it says nothing of the engine)."""
-    return list(result.health) if result.health and result.health[0].healthy else []
+    """The run's health samples (outside faults on purpose), if /health answered 200 before the run (else it
+    says nothing of the engine)."""
+    return _polls(result) if result.health and result.health[0].healthy else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +103,7 @@ def health_latency(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """/health answered slower than [watch] health_timeout_s (a warning: a slow answer is still an answer), or
     slower than [verdict] max_health_latency_s when that is > 0 (a failure). Unanswered polls count at the time
     they were given up."""
-    polls = list(result.health)
+    polls = _polls(result)
     limit = spec.max_health_latency_s
     over = [h for h in polls if limit > 0 and h.latency_ns > limit * 1e9]
     if over:
@@ -116,7 +135,9 @@ def wedged_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None
     during and after it: the engine is wedged while telling its orchestrator all is well. Names when the engine
     last made progress. Threshold: one canary."""
     polls = usable_health(result)
-    wedged = [c for c in result.canaries if c.outcome in (Outcome.STALLED.value, Outcome.TIMEOUT.value)
+    canaries = list(result.canaries)
+    canaries = [canaries[i] for i in outside_outages(result, [(c.t_ns, c.end_ns) for c in canaries])]
+    wedged = [c for c in canaries if c.outcome in (Outcome.STALLED.value, Outcome.TIMEOUT.value)
               and _healthy_through(polls, c.t_ns, c.end_ns)]
     if not wedged:
         return None
@@ -126,7 +147,7 @@ def wedged_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None
     return Finding("wedged_while_healthy", Severity.FAIL,
                    f"engine wedged while /health answered 200: {since}; the canary sent at "
                    f"{result.seconds(first.t_ns):.1f} s got nothing in {(first.end_ns - first.t_ns) / 1e9:.1f} s "
-                   f"({len(wedged)} of {len(result.canaries)} canaries got nothing)")
+                   f"({len(wedged)} of {len(canaries)} canaries got nothing)")
 
 
 HEALTH_RULES = (health_latency, liveness, wedged_while_healthy)

@@ -10,11 +10,12 @@ from ddsketch import DDSketch
 
 from loadrepro import __version__
 from loadrepro.judge.answers import KINDS, WRONG
+from loadrepro.judge.chaos import recoveries
 from loadrepro.judge.classify import FAILED, Finding, preemptions, series
 from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.verdict import Verdict
 from loadrepro.judge.windows import windows
-from loadrepro.profile import Profile
+from loadrepro.profile import Profile, VerdictSpec
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
@@ -22,6 +23,7 @@ from loadrepro.run_report import (
     CalibrationInfo,
     CanaryInfo,
     CapacityInfo,
+    ChaosRow,
     DiagnosisInfo,
     Environment,
     FirstFailure,
@@ -93,6 +95,18 @@ def _outputs(result: RunResult) -> OutputsInfo | None:
                        min_margin=v.min_margin, near_tie_margin_max=max(ties) if ties else None,
                        worst=[WrongAnswer.model_validate(dataclasses.asdict(c)) for c in wrong],
                        **{kind: counts.get(kind, 0) for kind in KINDS})
+
+
+def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
+    def r3(x: float | None) -> float | None:
+        return round(x, 3) if x is not None else None
+
+    return [ChaosRow(at_s=round(r.at_s, 3), action=r.fault.action, done_s=round(result.seconds(r.fault.done_ns), 3),
+                     recovered=r.recovered, recovery_s=r3(r.recovery_s),
+                     recover_within_s=r.fault.recover_within_s, health_s=r3(r.health_s), ttft_s=r3(r.ttft_s),
+                     running_s=r3(r.running_s), before_ttft_p95_ms=r3(r.before_ttft_p95_ms),
+                     before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), faulted=r.faulted,
+                     detail=scrub(r.words)) for r in recoveries(result, spec)]
 
 
 def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:
@@ -273,6 +287,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         lengths=_lengths(result, profile.verdict.window_s),
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
         canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
+        chaos=_chaos(result, profile.verdict),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

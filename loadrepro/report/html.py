@@ -7,7 +7,14 @@ from html import escape
 
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
-from loadrepro.report.markdown import ANSWER_HEADINGS, answer_lines, health_lines, latency_rows
+from loadrepro.report.markdown import (
+    ANSWER_HEADINGS,
+    CHAOS_HEADINGS,
+    answer_lines,
+    chaos_rows,
+    health_lines,
+    latency_rows,
+)
 from loadrepro.run_report import Percentiles, RunReport
 
 _CSS = """
@@ -80,6 +87,8 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
     if said:
         parts.append(f"<h2>Answers</h2><p>{escape(said)}</p>"
                      + (_table(list(ANSWER_HEADINGS), [list(row) for row in rows]) if rows else ""))
+    if chaos := chaos_rows(r):
+        parts.append("<h2>Faults on purpose</h2>" + _table(list(CHAOS_HEADINGS), [list(row) for row in chaos]))
     if r.signatures:
         parts.append("<h2>Signatures</h2>" + _table(["signature", "class", "count", "first seen (s)", "sample"], [
             [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))

@@ -156,6 +156,27 @@ def _answers(r: RunReport) -> list[str]:
     return lines
 
 
+CHAOS_HEADINGS = ("at (s)", "fault", "recovered", "in (s)", "/health 200 (s)", "TTFT back (s)", "running back (s)",
+                  "failed meanwhile", "detail")
+
+
+def chaos_rows(r: RunReport) -> list[list[str]]:
+    """Each fault on purpose and the engine's recovery, as table rows (report.md and .html)."""
+    def s(x: float | None) -> str:
+        return "" if x is None else f"{x:.1f}"
+
+    return [[f"{c.at_s:.1f}", c.action, "yes" if c.recovered else "NO", s(c.recovery_s), s(c.health_s), s(c.ttft_s),
+             s(c.running_s), str(c.faulted), c.detail] for c in r.chaos]
+
+
+def _chaos(r: RunReport) -> list[str]:
+    rows = chaos_rows(r)
+    if not rows:
+        return []
+    lines = ["## Faults on purpose", "", "| " + " | ".join(CHAOS_HEADINGS) + " |", "|" + "---|" * len(CHAOS_HEADINGS)]
+    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
+
+
 def _health(r: RunReport) -> list[str]:
     lines = ["## Health", "", f"| t (s) | {r.health.path} |", "|---:|---|"]
     lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
@@ -288,8 +309,8 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _target, _workload, _outcomes, _answers, _health, _first_failure, _diagnosis, _signatures,
-                _numbers, _windows, capacity_section, _rules]
+    sections = [_header, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
+                _signatures, _numbers, _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

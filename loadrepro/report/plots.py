@@ -18,7 +18,9 @@ from loadrepro.report.timeline import Timeline  # noqa: E402
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
-           "timeout": "#827717", "unreachable": "#212121", "cancelled": "#bdbdbd"}
+           "timeout": "#827717", "unreachable": "#212121", "cancelled": "#bdbdbd",
+           "faulted": "#9575cd"}
+CHAOS = "#5e35b1"
 MAX_LANES = 200
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9})
 
@@ -30,6 +32,9 @@ def _marks(ax, t: Timeline) -> None:
         ax.axvline(t.first_fatal_s, color="black", linestyle=":", linewidth=1.2)
     if t.first_wrong_s is not None:
         ax.axvline(t.first_wrong_s, color="#e65100", linestyle="-.", linewidth=1.2)
+    for at_s, back_s, _ in t.chaos:  # each fault on purpose, its recovery shaded
+        ax.axvline(at_s, color=CHAOS, linestyle=(0, (1, 1)), linewidth=1.4)
+        ax.axvspan(at_s, back_s, color=CHAOS, alpha=0.1, linewidth=0)
 
 
 MAX_MARKS = 1500  # end ticks drawn per outcome: more cannot be told apart, and each one is bytes in the SVG
@@ -147,7 +152,8 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
     """Requests in flight with completions and failures, /health, KV usage and waiting, and for a long run its
     latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
     Dashed red: first failure; dotted black: first fatal log line; dash-dotted orange: the first wrong answer (when
-    it ended under load); thin grey: the edges of a long run's windows."""
+    it ended under load); densely dotted purple: a fault on purpose, shaded until the engine recovered; thin grey:
+    the edges of a long run's windows."""
     windowed = any(t.windows for t in timelines)
     ratios = [3, 1.2, 2] + ([2] if windowed else [])
     rows = len(timelines) * len(ratios)

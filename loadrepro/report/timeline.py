@@ -72,6 +72,7 @@ class Timeline:
     windows: tuple[WindowRow, ...] = ()  # a long run's windows, as its report has them
     first_wrong_s: float | None = None  # when the first request whose answer was wrong ([verify]) ended
     dropped: int = 0  # requests not kept in memory, so not in `lanes`, `ttft_ms` or `e2e_ms`
+    chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
 
 
 def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -161,8 +162,11 @@ def timeline_of(result: RunResult) -> Timeline:
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:
-    """The timeline with what its run's report adds: its windows and the health path it polled."""
-    return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path)
+    """The timeline with what its run's report adds: its windows, the health path it polled, its faults on
+    purpose (each shaded until it recovered, or for all of recover_within_s when it did not)."""
+    chaos = tuple((c.at_s, c.done_s + (c.recovery_s if c.recovered and c.recovery_s else c.recover_within_s),
+                   c.action) for c in report.chaos)
+    return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path, chaos=chaos)
 
 
 def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:

@@ -1,0 +1,161 @@
+"""Recovery from faults on purpose ([[chaos.events]]): for each, the engine's state before it and how long until it
+was back to that state; rule no_recovery. Pure.
+
+Back means, each from when loadrepro's part of the fault ended (the engine started again after a kill or restart,
+SIGCONT after a pause; at once for an abort burst or an oversize request): /health answered 200 again (the
+fault's own polls); requests sent after that got their first tokens within [verdict] max_ttft_growth of the TTFT
+p95 before the fault (groups of GROUP requests, in the order they were sent, until one group's p95 is within it);
+and the engine ran no more requests than loadrepro had in flight (its running count at a scrape against
+loadrepro's in-flight count then: more is requests it never freed). A part with nothing to judge it by (no
+requests before the fault, no running count) is said, and not held against the engine. An oversize request must
+also have been refused cleanly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import KV_USAGE, RUNNING, Fault, Outcome, RequestRecord, RunResult
+
+BEFORE_S = 10.0  # the TTFT before a fault: requests sent in this many seconds before it (since any earlier fault)
+SINCE = {"kill": "after it was started again", "restart": "after it was started again", "pause": "after SIGCONT"}
+GROUP = 8  # requests sent after a fault, judged together: one slow first token is not "not back"
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """One fault and the engine's way back, in seconds from when loadrepro's part of it ended (the engine started
+    again, SIGCONT sent; the fault itself for an abort burst or an oversize request)."""
+
+    fault: Fault
+    at_s: float
+    before_ttft_p95_ms: float | None
+    before_running: float | None
+    before_kv_usage: float | None
+    health_s: float | None  # /health 200 again (None: not within recover_within_s)
+    ttft_s: float | None  # first tokens back within max_ttft_growth (None: not seen)
+    ttft_judged: bool  # there were requests before the fault to compare with
+    running_s: float | None  # the engine's running count back to loadrepro's in flight (None: not seen)
+    running_judged: bool  # the engine publishes its running count
+    faulted: int  # requests that failed while it was in effect (outcome faulted)
+    recovered: bool
+    recovery_s: float | None  # when every part judged was back
+    words: str
+
+
+def _ttft(records: list[RequestRecord]) -> float | None:
+    ttfts = [t for r in records if r.outcome is Outcome.OK and (t := r.ttft_ms) is not None]
+    return float(np.percentile(ttfts, 95)) if len(ttfts) >= MIN_SAMPLES else None
+
+
+def _ttft_back(records: list[RequestRecord], from_ns: int, limit_ms: float) -> int | None:
+    """When the first group of GROUP completed requests sent from `from_ns` had its TTFT p95 within `limit_ms`."""
+    after = sorted((r for r in records if r.sent_or_queued_ns >= from_ns and r.outcome is Outcome.OK
+                    and r.ttft_ms is not None), key=lambda r: r.sent_or_queued_ns)
+    for i in range(0, len(after) - GROUP + 1, GROUP):
+        group = after[i:i + GROUP]
+        p95 = _ttft(group)
+        if p95 is not None and p95 <= limit_ms:
+            return max(r.sent_or_queued_ns + round((r.ttft_ms or 0.0) * 1e6) for r in group)
+    return None
+
+
+def _before(result: RunResult, at_ns: int) -> tuple[float | None, float | None]:
+    """The engine's running count and KV usage at the last scrape before the fault."""
+    samples = [m for m in result.metrics if m.t_ns < at_ns]
+    last = samples[-1].values if samples else {}
+    return last.get(RUNNING), last.get(KV_USAGE)
+
+
+def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, int | None]:
+    """Whether the running count is published, and the first scrape from `from_ns` (None: never) where it was no
+    more than loadrepro's requests in flight."""
+    scrapes = [m for m in result.metrics if RUNNING in m.values and m.in_flight is not None]
+    back = next((m.t_ns for m in scrapes if from_ns is not None and m.t_ns >= from_ns
+                 and m.values[RUNNING] <= (m.in_flight or 0)), None)
+    return bool(scrapes), back
+
+
+def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
+    records = list(result.records)
+    at = fault.at_ns
+    since = max([at - int(BEFORE_S * 1e9), *(f.over_ns for f in result.faults if f.at_ns < at)])
+    before = _ttft([r for r in records if since <= r.sent_or_queued_ns < at])
+    running, kv = _before(result, at)
+    back = fault.back_ns
+    limit = max(before * (1 + spec.max_ttft_growth), before + TTFT_FLOOR_MS) if before is not None else None
+    ttft_ns = _ttft_back(records, back, limit) if back is not None and limit is not None else None
+    published, running_ns = _running_back(result, back)
+    faulted = sum(1 for r in records if r.outcome is Outcome.FAULTED and r.end_ns >= at
+                  and r.sent_or_queued_ns <= fault.over_ns)
+    parts = [back, *([ttft_ns] if before is not None else []), *([running_ns] if published else [])]
+    known = [p for p in parts if p is not None]
+    recovered_ns = max(known) if len(known) == len(parts) else None
+    done = fault.done_ns  # the engine's time to be back runs from when loadrepro's part of the fault ended
+    seconds = (recovered_ns - done) / 1e9 if recovered_ns is not None else None
+    recovered = fault.clean and seconds is not None and seconds <= fault.recover_within_s
+
+    def after(t: int | None) -> float | None:
+        return (t - done) / 1e9 if t is not None else None
+
+    rec = Recovery(fault, result.seconds(at), before, running, kv, after(back), after(ttft_ns), before is not None,
+                   after(running_ns), published, faulted, recovered, seconds, "")
+    return _with_words(rec, limit)
+
+
+def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
+    f = r.fault
+    parts = [f.detail]
+    parts.append(f"/health 200 after {r.health_s:.1f} s" if r.health_s is not None else
+                 f"/health not 200 within {f.recover_within_s:g} s")
+    if not r.ttft_judged:
+        parts.append("TTFT not judged: fewer than 5 first tokens in the 10 s before it (since any earlier fault)")
+    elif r.ttft_s is not None:
+        parts.append(f"TTFT p95 back within {limit_ms:,.0f} ms (it was {r.before_ttft_p95_ms:,.0f} ms) after "
+                     f"{r.ttft_s:.1f} s")
+    else:
+        parts.append(f"TTFT p95 never back within {limit_ms:,.0f} ms (it was {r.before_ttft_p95_ms:,.0f} ms "
+                     f"before)")
+    if not r.running_judged:
+        parts.append("running requests not judged: the engine publishes no running count")
+    elif r.running_s is not None:
+        parts.append(f"running no more than loadrepro's in flight after {r.running_s:.1f} s")
+    else:
+        parts.append("the engine kept running more requests than loadrepro had in flight")
+    if r.faulted:
+        parts.append(f"{r.faulted} requests failed meanwhile (the fault's, not the engine's)")
+    late = r.recovery_s is None or r.recovery_s > f.recover_within_s
+    heads = [*(["not refused cleanly"] if not f.clean else []),
+             *([f"not back within {f.recover_within_s:g} s"] if late else [])]
+    head = " and ".join(heads) if heads else f"back {r.recovery_s:.1f} s {SINCE.get(f.action, 'after it')}"
+    return dataclasses.replace(r, words=f"{head}: " + "; ".join(parts))
+
+
+def recoveries(result: RunResult, spec: VerdictSpec) -> list[Recovery]:
+    return [recovery(result, f, spec) for f in result.faults]
+
+
+def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A fault on purpose ([[chaos.events]]) after which the engine was not back within the event's
+    recover_within_s: /health 200, TTFT p95 within max_ttft_growth of before, no more requests running than
+    loadrepro had in flight (or an oversize request not refused cleanly). Threshold: one fault. When every fault
+    recovered, says how fast (info)."""
+    found = recoveries(result, spec)
+    missed = [r for r in found if not r.recovered]
+    if not found:
+        return None
+    if not missed:
+        return Finding("no_recovery", Severity.INFO, "every fault on purpose recovered: " + ", ".join(
+            f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
+            f"{SINCE.get(r.fault.action, 'after it')}" for r in found))
+    return Finding("no_recovery", Severity.FAIL, "; ".join(
+        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.words}" for r in missed))
+
+
+CHAOS_RULES = (no_recovery,)

@@ -1,0 +1,125 @@
+"""Faults on purpose that stop the engine (kill, restart, pause) and one request it can never hold (oversize), with
+recovery judged: an engine of our own (tests/restart_server.py) that comes back as it was passes, and one that
+comes back slow, with requests it never frees, or not at all fails no_recovery; requests failing while it was
+down are the fault's (outcome faulted), not the engine's; /health silent during a pause is not read as the engine
+failing."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import loadrepro
+from loadrepro.errors import TargetError, UsageError
+from tests.stub_server import StubServer
+
+PROFILE = """
+name = "recovery"
+api = "chat"
+[workload]
+seed = 3
+conversations = 400
+turns = 1
+prefix_tokens = 200
+max_tokens = 8
+[load]
+arrival = "poisson"
+rate = 20.0
+concurrency = 8
+duration_s = 7
+stall_timeout_s = 10
+[watch]
+metrics_interval_s = 0.25
+health_interval_s = 0.25
+health_timeout_s = 0.5
+canary_interval_s = 0.5
+[verdict]
+max_health_latency_s = 1.0
+[[chaos.events]]
+at_s = 2
+action = "{action}"
+duration_s = {duration}
+recover_within_s = 4
+"""
+
+
+def recover(tmp_path, tokenizer_dir, action: str, after: str = "healthy", duration: float = 1.0):
+    path = tmp_path / "recovery.toml"
+    path.write_text(PROFILE.format(action=action, duration=duration))
+    engine = f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'} --after {after}"
+    return loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def fired(report, rule: str) -> str | None:
+    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
+
+
+@pytest.mark.parametrize("action", ["kill", "restart"])
+def test_an_engine_that_comes_back_as_it_was_passes_and_its_recovery_is_timed(action, tmp_path, tokenizer_dir):
+    report = recover(tmp_path, tokenizer_dir, action)
+    assert report.passed, report
+    [row] = report.chaos
+    assert row.action == action and row.recovered and row.recovery_s is not None and row.recovery_s <= 4
+    assert row.health_s is not None and row.ttft_s is not None and row.running_s is not None
+    assert row.before_ttft_p95_ms is not None
+    failing = {"truncated", "unreachable", "server_error", "stalled", "timeout"}
+    assert not failing & set(report.requests.by_outcome), report.requests.by_outcome  # the fault's, not the engine's
+    assert fired(report, "engine_death") is None
+    assert f"{action} at 2.0 s back" in (fired(report, "no_recovery") or "")
+    log = (tmp_path / "run" / "engine.log").read_text()
+    assert '"start": 1' in log and '"start": 2' in log and "===== loadrepro: " in log  # one log, marked
+
+
+def test_requests_cut_by_a_kill_are_the_faults(tmp_path, tokenizer_dir):
+    report = recover(tmp_path, tokenizer_dir, "kill", duration=2.0)
+    assert report.passed, report
+    faulted = report.requests.by_outcome.get("faulted", 0)
+    assert faulted > 0 and report.chaos[0].faulted == faulted
+    records = [json.loads(line) for line in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
+    cut = [r for r in records if r["outcome"] == "faulted"]
+    assert len(cut) == faulted and all("during a fault on purpose" in r["detail"] for r in cut)
+
+
+def test_a_paused_engine_silent_on_health_meanwhile_is_not_failing(tmp_path, tokenizer_dir):
+    report = recover(tmp_path, tokenizer_dir, "pause", duration=2.0)
+    assert report.passed, report
+    assert report.chaos[0].recovered and "SIGSTOP" in report.chaos[0].detail
+    for rule in ("health_latency", "liveness", "wedged_while_healthy", "engine_death"):
+        assert fired(report, rule) is None, (rule, fired(report, rule))
+
+
+@pytest.mark.parametrize(("after", "words"), [
+    ("slow", "TTFT p95 never back within"),
+    ("zombies", "the engine kept running more requests than loadrepro had in flight"),
+    ("dead", "/health not 200 within 4 s"),
+])
+def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, words, tmp_path, tokenizer_dir):
+    report = recover(tmp_path, tokenizer_dir, "restart", after)
+    assert not report.passed
+    found = fired(report, "no_recovery")
+    assert found and found.startswith("restart at 2.0 s not back within 4 s") and words in found, found
+    assert not report.chaos[0].recovered
+
+
+def test_the_oversize_twin_wedges_stock_and_patched_refuses_it(tmp_path):
+    comparison = loadrepro.ab("oversize-wedge", out=tmp_path)
+    assert comparison.fix_confirmed, comparison.detail
+    assert "oversize at 3.0 s not refused cleanly and not back within 4 s" in comparison.detail
+    [patched] = json.loads((tmp_path / "patched" / "report.json").read_text())["chaos"]
+    assert patched["recovered"] and "was refused cleanly" in patched["detail"]
+
+
+def test_stopping_an_engine_loadrepro_did_not_start_is_a_usage_error(tmp_path):
+    path = tmp_path / "kill.toml"
+    path.write_text(PROFILE.format(action="kill", duration=1))
+    with StubServer().running() as server, pytest.raises(UsageError, match="needs an engine loadrepro starts"):
+        loadrepro.run(path, base_url=server.url, out=tmp_path / "run")
+
+
+def test_an_oversize_request_needs_the_targets_limits(tmp_path, tokenizer_dir):
+    path = tmp_path / "oversize.toml"
+    path.write_text(PROFILE.format(action="oversize", duration=1))
+    with StubServer().running() as server, pytest.raises(TargetError, match="needs the target's KV limits"):
+        loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
