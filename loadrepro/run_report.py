@@ -197,7 +197,8 @@ class ChaosRow(_Model):
     running_s: float | None = Field(
         description="Seconds until the engine ran no more requests than loadrepro had in flight (null: not seen or "
         "not judged).")
-    before_ttft_p95_ms: float | None = Field(description="TTFT p95 of the requests sent in the 10 s before it.")
+    before_ttft_p95_ms: float | None = Field(
+        description="TTFT p95 of the last 16 requests completed that were sent before it (since any earlier fault).")
     before_running: float | None = Field(description="The engine's running requests at the last scrape before it.")
     before_kv_usage: float | None = Field(description="The engine's KV usage at the last scrape before it.")
     faulted: int = Field(description="Requests that failed while it was in effect (outcome faulted).")

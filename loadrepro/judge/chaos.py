@@ -4,11 +4,11 @@ was back to that state; rule no_recovery. Pure.
 Back means, each from when loadrepro's part of the fault ended (the engine started again after a kill or restart,
 SIGCONT after a pause; at once for an abort burst or an oversize request): /health answered 200 again (the
 fault's own polls); requests sent after that got their first tokens within [verdict] max_ttft_growth of the TTFT
-p95 before the fault (groups of GROUP requests, in the order they were sent, until one group's p95 is within it);
-and the engine ran no more requests than loadrepro had in flight (its running count at a scrape against
-loadrepro's in-flight count then: more is requests it never freed). A part with nothing to judge it by (no
-requests before the fault, no running count) is said, and not held against the engine. An oversize request must
-also have been refused cleanly.
+p95 of the last BEFORE requests before the fault (groups of GROUP requests, in the order they were sent, until
+one group's p95 is within it); and the engine ran no more requests than loadrepro had in flight (its running
+count at a scrape against loadrepro's in-flight count then: more is requests it never freed). A part with nothing
+to judge it by (too few requests before the fault, no running count) is said, and not held against the engine.
+An oversize request must also have been refused cleanly.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, RUNNING, Fault, Outcome, RequestRecord, RunResult
 
-BEFORE_S = 10.0  # the TTFT before a fault: requests sent in this many seconds before it (since any earlier fault)
+BEFORE = 16  # the TTFT before a fault: the last this many completed requests sent before it (since any earlier
+# fault): a count, not a time, so that the load's ramp-up leaves it once the load is steady
 SINCE = {"kill": "after it was started again", "restart": "after it was started again", "pause": "after SIGCONT"}
 GROUP = 8  # requests sent after a fault, judged together: one slow first token is not "not back"
 
@@ -85,8 +86,10 @@ def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, int | N
 def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     records = list(result.records)
     at = fault.at_ns
-    since = max([at - int(BEFORE_S * 1e9), *(f.over_ns for f in result.faults if f.at_ns < at)])
-    before = _ttft([r for r in records if since <= r.sent_or_queued_ns < at])
+    since = max([result.start_ns, *(f.over_ns for f in result.faults if f.at_ns < at)])
+    served = sorted((r for r in records if since <= r.sent_or_queued_ns < at and r.outcome is Outcome.OK
+                     and r.ttft_ms is not None), key=lambda r: r.sent_or_queued_ns)
+    before = _ttft(served[-BEFORE:])
     running, kv = _before(result, at)
     back = fault.back_ns
     limit = max(before * (1 + spec.max_ttft_growth), before + TTFT_FLOOR_MS) if before is not None else None
@@ -115,7 +118,8 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
     parts.append(f"/health 200 after {r.health_s:.1f} s" if r.health_s is not None else
                  f"/health not 200 within {f.recover_within_s:g} s")
     if not r.ttft_judged:
-        parts.append("TTFT not judged: fewer than 5 first tokens in the 10 s before it (since any earlier fault)")
+        parts.append(f"TTFT not judged: fewer than {MIN_SAMPLES} requests completed before it (since any earlier "
+                     "fault)")
     elif r.ttft_s is not None:
         parts.append(f"TTFT p95 back within {limit_ms:,.0f} ms (it was {r.before_ttft_p95_ms:,.0f} ms) after "
                      f"{r.ttft_s:.1f} s")

@@ -96,3 +96,26 @@ def test_a_healthy_server_that_closes_kept_alive_connections_passes(gguf_26m, tm
     assert outputs["checked"] == 160 and outputs["diverged"] == outputs["garbled"] == outputs["cross_talk"] == 0
     assert outputs["unverifiable"] == 0, outputs  # llama.cpp streams logprobs
     print_margins(tmp_path, outputs)
+
+
+def test_a_paused_engine_and_an_abort_burst_both_recover(gguf_26m, tmp_path):
+    """llama-server stopped (SIGSTOP) for 5 s mid-soak, then 3 streams cancelled at once: it serves again within
+    the recovery limits, and its slots come back (its running count no more than loadrepro's in flight, and
+    nothing running after the load)."""
+    events = ('[{at_s=10, action="pause", duration_s=5, recover_within_s=20}, '
+              '{at_s=22, action="abort_burst", count=3, recover_within_s=20}]')
+    done = loadrepro("run", "--profile", "llamacpp-unified-pool", "--out", str(tmp_path), "--quiet",
+                     "--engine-cmd", command(gguf_26m, "-c", "4096", "-np", "4"),
+                     "--set", "workload.conversations=400", "--set", "workload.turns=2",
+                     "--set", "workload.prefix_tokens=200", "--set", "workload.prefix_tokens_p95=0",
+                     "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=32",
+                     "--set", "load.concurrency=4", "--set", "load.duration_s=30", "--set", f"chaos.events={events}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    r = report(tmp_path)
+    pause, burst = r["chaos"]
+    assert pause["action"] == "pause" and pause["recovered"] and pause["health_s"] is not None, pause
+    assert burst["action"] == "abort_burst" and burst["recovered"] and burst["running_s"] is not None, burst
+    assert "cancelled 3 of the requests in flight" in burst["detail"]
+    assert r["requests"]["by_outcome"].get("cancelled") == 3
+    assert not next(x for x in r["rules"] if x["name"] == "zombie_requests")["fired"]
+    print(f"llama.cpp: pause {pause['detail']}\nabort burst {burst['detail']}")
