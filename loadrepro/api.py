@@ -54,10 +54,13 @@ def run_options(profile: str | Path | Profile, *, base_url: str | None = None, e
                 tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
                 api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
                 target_is_isolated: bool = True, quiet: bool = True, command: str | None = None,
-                on_verdict: Callable[[RunReport], None] | None = None, verify: bool = False) -> RunOptions:
+                on_verdict: Callable[[RunReport], None] | None = None, verify: bool = False, trials: int = 1,
+                vary_seed: bool = False, alpha: float = 0.05) -> RunOptions:
     """One run's input checked and its defaults chosen (`run`'s arguments; the command line's flags). A program
     chose its target deliberately, so `target_is_isolated` is True here and a flag on the command line. `verify`
     checks a sample of answers ([verify] outputs = "sample") when the profile checks none."""
+    if trials < 1 or not 0 < alpha < 1:
+        raise UsageError(f"trials must be at least 1 and alpha between 0 and 1, got {trials} and {alpha}")
     if base_url and engine_cmd:
         raise UsageError("give a base URL or an engine command, not both")
     if size_to_overrun is not None and size_to_overrun <= 0:
@@ -78,7 +81,8 @@ def run_options(profile: str | Path | Profile, *, base_url: str | None = None, e
                       command=command or f"loadrepro run --profile {resolved.name}", engine_cmd=engine_cmd,
                       engine_start_timeout_s=engine_start_timeout_s, size_to_overrun=size_to_overrun,
                       tokenizer=Path(tokenizer) if tokenizer is not None else None,
-                      workers=workers if workers is not None else 2 if ray else 1, ray=ray, on_verdict=on_verdict)
+                      workers=workers if workers is not None else 2 if ray else 1, ray=ray, on_verdict=on_verdict,
+                      trials=trials, vary_seed=vary_seed, alpha=alpha)
 
 
 def ab_sides(stock_url: str | None, stock_cmd: str | None, patched_url: str | None, patched_cmd: str | None,
@@ -100,7 +104,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                model: str | None = None, label: str | None = None, workers: int | None = None,
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
                api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
-               verify: bool = False) -> RunReport:
+               verify: bool = False, trials: int = 1, vary_seed: bool = False) -> RunReport:
     """`run` for callers already on an event loop.
 
     >>> import asyncio, tempfile, loadrepro
@@ -111,7 +115,13 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, out=out,
                           model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s, verify=verify)
+                          engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
+                          vary_seed=vary_seed)
+    if options.trials > 1:
+        from loadrepro.trial_runs import run_trials
+
+        trial_set = await run_trials(options, say=say or (lambda _: None))
+        return trial_set.report.model_copy(update={"run_dir": str(trial_set.run_dir)})
     session = await run_session(options, say=say or (lambda _: None))
     return session.report.model_copy(update={"run_dir": str(session.run_dir)})
 
@@ -121,14 +131,16 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
         model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
         api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
-        verify: bool = False) -> RunReport:
+        verify: bool = False, trials: int = 1, vary_seed: bool = False) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
     load from that many processes; `ray` ("local", or a cluster's address) makes them Ray actors (2 by default).
     `tokenizer` counts lengths in a local Hugging Face tokenizer's tokens; `size_to_overrun` F sizes the workload
     to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`;
-    `verify` checks a sample of answers against the same requests sent alone after the load.
+    `verify` checks a sample of answers against the same requests sent alone after the load. `trials` N runs it N
+    times, each on a fresh engine (`vary_seed`: seeds seed, seed+1, ...), and returns the summary: failing when any
+    trial failed, its `trials` giving the failure rate and its interval.
 
     >>> import tempfile, loadrepro
     >>> report = loadrepro.run("quickstart", overrides=["sim.policy='patched'"], out=tempfile.mkdtemp())
@@ -138,7 +150,8 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     return asyncio.run(arun(profile, say=say, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides,
                             out=out, model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
                             size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                            engine_start_timeout_s=engine_start_timeout_s, verify=verify))
+                            engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
+                            vary_seed=vary_seed))
 
 
 def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_url: str | None = None,
@@ -146,9 +159,11 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
        out: str | Path | None = None, model: str | None = None, say: Say | None = None,
        workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
        api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
-       verify: bool = False) -> Comparison:
+       verify: bool = False, trials: int = 1, vary_seed: bool = False, alpha: float = 0.05) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
-    simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds.
+    simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
+    `trials` N, each side runs up to N times, alternately, until decided: a fix is confirmed only when patched
+    failed in no trial and stock failed significantly more often (one-sided Fisher exact test, p < `alpha`).
 
     >>> import tempfile, loadrepro
     >>> loadrepro.ab("quickstart", out=tempfile.mkdtemp()).fix_confirmed
@@ -157,7 +172,12 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
     stock, patched = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd)
     options = run_options(profile, overrides=overrides, out=out, model=model, label="ab", workers=workers, ray=ray,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s, verify=verify)
+                          engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
+                          vary_seed=vary_seed, alpha=alpha)
+    if options.trials > 1:
+        from loadrepro.trial_runs import run_ab_trials
+
+        return asyncio.run(run_ab_trials(options, stock, patched, say=say or (lambda _: None))).comparison
     session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
     return session.comparison
 

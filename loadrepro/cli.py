@@ -65,6 +65,9 @@ WorkersOption = Annotated[int | None, typer.Option(
 VerifyOption = Annotated[bool, typer.Option(
     "--verify", help="Check a sample of answers against the same requests sent alone after the load (shorthand for "
                      "--set verify.outputs='\"sample\"' when the profile checks none).")]
+TrialsOption = Annotated[int, typer.Option(
+    min=1, help="Run it N times, each on a fresh engine, and report how often it failed (with a 95% interval).")]
+VarySeedOption = Annotated[bool, typer.Option(help="With --trials: trial i gets the seed + i - 1.")]
 RayOption = Annotated[str | None, typer.Option(
     metavar="[ADDRESS]",
     help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
@@ -97,6 +100,8 @@ def run(
     workers: WorkersOption = None,
     ray: RayOption = None,
     verify: VerifyOption = False,
+    trials: TrialsOption = 1,
+    vary_seed: VarySeedOption = False,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
@@ -110,7 +115,8 @@ def run(
                           label=label, workers=workers, ray=ray, tokenizer=tokenizer, size_to_overrun=size_to_overrun,
                           api_key_env=api_key_env, engine_start_timeout_s=engine_start_timeout,
                           target_is_isolated=target_is_isolated, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict, verify=verify)
+                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict, verify=verify,
+                          trials=trials, vary_seed=vary_seed)
     if dry_run_:
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
@@ -122,6 +128,13 @@ def run(
         if result.written:
             _echo(f"written    {result.written}")
         return
+    if options.trials > 1:
+        from loadrepro.trial_runs import run_trials
+
+        trial_set = asyncio.run(run_trials(options, say=_say))
+        for path in trial_set.written:
+            _echo(f"report: {path}")
+        raise typer.Exit(0 if trial_set.report.verdict == "pass" else 1)
     session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
     for path in session.written:
         _echo(f"report: {path}")
@@ -157,6 +170,11 @@ def ab(
     workers: WorkersOption = None,
     ray: RayOption = None,
     verify: VerifyOption = False,
+    trials: Annotated[int, typer.Option(
+        min=1, help="Up to N trials a side, alternately, stopping once decided: a fix is confirmed only when "
+                    "patched failed in none and stock significantly more often (one-sided Fisher exact test).")] = 1,
+    vary_seed: VarySeedOption = False,
+    alpha: Annotated[float, typer.Option(help="With --trials: the p below which a fix is shown.")] = 0.05,
     quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
 ) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
@@ -175,7 +193,14 @@ def ab(
     options = run_options(profile, overrides=set_, out=out, model=model, label="ab", workers=workers, ray=ray,
                           size_to_overrun=size_to_overrun, api_key_env=api_key_env,
                           engine_start_timeout_s=engine_start_timeout, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]), verify=verify)
+                          command="loadrepro " + shlex.join(sys.argv[1:]), verify=verify, trials=trials,
+                          vary_seed=vary_seed, alpha=alpha)
+    if options.trials > 1:
+        from loadrepro.trial_runs import run_ab_trials
+
+        trial_sets = asyncio.run(run_ab_trials(options, *checked, say=_say))
+        _echo(render_comparison(trial_sets.comparison))
+        raise typer.Exit(0 if trial_sets.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):
         _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")

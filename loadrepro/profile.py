@@ -167,6 +167,13 @@ class SimSpec(_Section):
     leak_on_abort: bool | None = Field(
         None, description="The abort defect: with the stock policy a request whose client disconnects keeps its "
         "running slot and its KV blocks for good (a zombie); patched frees them.")
+    race_probability: float | None = Field(
+        None, ge=0, le=1, description="The race defect: with the stock policy the engine dies, on this share of its "
+        "starts, at an admission the draw picks (a scheduler race that frees a request's blocks twice); patched "
+        "never. A flaky failure, for repeated trials.")
+    race_seed: int | None = Field(
+        None, description="The race's draw: given, the same at every start; not given, drawn anew at each start "
+        "(from the time it starts).")
 
 
 class EngineSpec(_Section):

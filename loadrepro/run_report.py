@@ -205,6 +205,27 @@ class ChaosRow(_Model):
     detail: str = Field(description="What was done, what the engine did, and each part of its way back, in words.")
 
 
+class TrialRow(_Model):
+    index: int = Field(description="The trial's number, from 1.")
+    seed: int = Field(description="Its workload seed.")
+    verdict: str = Field(description="pass or fail.")
+    failing_rules: list[str] = Field(description="The rules whose failures failed it.")
+    first_failure_s: float | None = Field(description="When its first request failed, seconds into its load.")
+    run_dir: str = Field(description="Its run directory, with its own reports.")
+
+
+class TrialsInfo(_Model):
+    n: int = Field(description="Trials run.")
+    planned: int = Field(description="Trials asked for (--trials); fewer ran when the answer was decided early.")
+    failed: int = Field(description="Trials that failed.")
+    failure_rate: float = Field(description="failed / n.")
+    ci95: list[float] = Field(description="Exact (Clopper-Pearson) 95% interval of the failure rate, [low, high].")
+    signatures: dict[str, int] = Field(description="Each failing rule, and in how many trials it failed.")
+    first_failure_s: list[float] = Field(description="Each failing trial's first failure, seconds into its load.")
+    vary_seed: bool = Field(description="Whether each trial had its own seed (seed, seed+1, ...).")
+    trials: list[TrialRow] = Field(description="Each trial, in the order run.")
+
+
 class Timing(_Model):
     """What a run costs beside its load, in seconds."""
 
@@ -374,6 +395,9 @@ class RunReport(_Model):
         None, description="[verify]: answers under load checked against the same requests sent alone.")
     chaos: list[ChaosRow] = Field(
         [], description="[[chaos.events]]: each fault caused on purpose, and the engine's recovery from it.")
+    trials: TrialsInfo | None = Field(
+        None, description="--trials: the same workload run N times, each on a fresh engine; the verdict fails when "
+        "any trial failed, and the failure rate says how flaky.")
     timing: Timing | None = Field(
         None, description=("What the run cost beside its load: to the first request, from the last answer to "
                            "the verdict."))

@@ -69,6 +69,9 @@ class RunOptions:
     workers: int = 1  # processes sending the load (drive/workers.py)
     ray: str | None = None  # "local" or a Ray cluster's address: the workers are Ray actors (drive/ray_workers.py)
     on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn
+    trials: int = 1  # > 1: run N times, each on a fresh engine (trial_runs.py)
+    vary_seed: bool = False  # trials: trial i gets the seed + i - 1
+    alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
 
     @property
     def api_key(self) -> str | None:
@@ -357,21 +360,24 @@ class AbSession:
     written: list[Path]
 
 
-def _with_policy(profile: Profile, policy: str) -> Profile:
-    return profile.model_copy(update={"sim": profile.sim.model_copy(update={"policy": policy})})
+Side = tuple[str | None, str | None]  # an A/B side: (URL, engine command), at most one given
 
 
-async def run_ab(options: RunOptions, stock: tuple[str | None, str | None], patched: tuple[str | None, str | None],
-                 say=print) -> AbSession:
+def ab_side(options: RunOptions, label: str, side: Side, out: Path) -> RunOptions:
+    """One side of an A/B: its URL or engine command, or the simulated engine with that side's policy."""
+    url, command = side
+    profile = options.profile.model_copy(update={"sim": options.profile.sim.model_copy(update={"policy": label})})
+    return dataclasses.replace(options, profile=profile, base_url=url, label=label, out=out, engine_cmd=command)
+
+
+async def run_ab(options: RunOptions, stock: Side, patched: Side, say=print) -> AbSession:
     """The same seeded workload against stock then patched, each side a (URL, engine command) with at most one
     given; with neither, the simulated engine's two policies. Each managed engine is started fresh."""
     root = run_directory(dataclasses.replace(options, label="ab"))
     sessions = []
-    for label, (url, command) in (("stock", stock), ("patched", patched)):
+    for label, side in (("stock", stock), ("patched", patched)):
         say(f"--- {label} ---")
-        side = dataclasses.replace(options, profile=_with_policy(options.profile, label), base_url=url, label=label,
-                                   out=root / label, engine_cmd=command)
-        sessions.append(await run_session(side, say))
+        sessions.append(await run_session(ab_side(options, label, side, root / label), say))
         if sessions[-1].result.interrupted:
             raise KeyboardInterrupt  # its report is written; the other side is not started
     stock, patched = sessions

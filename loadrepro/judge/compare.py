@@ -11,10 +11,11 @@ from __future__ import annotations
 import statistics
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.profile import VerdictSpec
-from loadrepro.run_report import RequestRow, RunReport
+from loadrepro.run_report import RequestRow, RunReport, TrialsInfo
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
 
@@ -24,6 +25,7 @@ class Conclusion(StrEnum):
     NOT_REPRODUCED = "not reproduced on stock"
     STILL_FAILS = "patched still fails"
     REGRESSES = "patched regresses"
+    NOT_SHOWN = "not shown"  # trials: stock failed more often, but not significantly so
 
 
 class Row(BaseModel):
@@ -34,6 +36,13 @@ class Row(BaseModel):
     change: str = ""
 
 
+class SideTrials(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    failed: int = Field(description="Trials of this side that failed.")
+    n: int = Field(description="Trials of this side run.")
+    ci95: list[float] = Field(description="Exact (Clopper-Pearson) 95% interval of its failure rate.")
+
+
 class Comparison(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: str = "loadrepro.judge.compare/1"
@@ -42,6 +51,13 @@ class Comparison(BaseModel):
     stock_label: str
     patched_label: str
     rows: list[Row]
+    p_value: float | None = Field(None, description="Trials: the one-sided Fisher exact test's p that stock fails "
+                                  "more often than patched.")
+    alpha: float | None = Field(None, description="Trials: the p below which a fix is shown.")
+    stock_trials: SideTrials | None = Field(None, description="Trials: the stock side's failures.")
+    patched_trials: SideTrials | None = Field(None, description="Trials: the patched side's failures.")
+    trials_needed: int | None = Field(
+        None, description="Not shown: trials a side that would show it, at stock's observed failure rate.")
 
     @property
     def fix_confirmed(self) -> bool:
@@ -151,3 +167,40 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec) -> Comparis
 def _empty(cell: str) -> bool:
     """A cell with no value in it ("-", "- / -"): a row empty on both sides says nothing, so it is left out."""
     return not cell.replace("-", "").replace("/", "").strip()
+
+
+def _rate(t: TrialsInfo) -> Rate:
+    return Rate(t.failed, t.n, (t.ci95[0], t.ci95[1]))
+
+
+def compare_trials(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float) -> Comparison:
+    """Two trial sets' summary reports: "fix confirmed" only when patched failed in no trial and stock failed
+    significantly more often (one-sided Fisher exact test, p < alpha), and patched does not regress."""
+    assert stock.trials is not None and patched.trials is not None, "compare_trials compares summaries of trials"
+    s, p = _rate(stock.trials), _rate(patched.trials)
+    pv = p_value(s, p)
+    base = compare(stock, patched, spec)
+    needed = None
+    if s.failed == 0:
+        conclusion, detail = Conclusion.NOT_REPRODUCED, (f"stock failed in none of its {s.n} trials (a failure rate "
+                                                         f"up to {s.ci95[1]:.0%} would often look like this)")
+    elif p.failed:
+        conclusion, detail = Conclusion.STILL_FAILS, f"patched failed {p} trials; stock failed {s}"
+    elif pv >= alpha:
+        needed = trials_needed(s.rate, alpha)
+        more = (f"; at stock's observed rate, {needed} trials a side would show it" if needed else
+                "; at stock's observed rate, no number of trials within reason would show it")
+        conclusion, detail = Conclusion.NOT_SHOWN, (f"stock failed {s} trials, patched {p}: p = {pv:.3g} (one-sided "
+                                                    f"Fisher exact test), not below {alpha:g}" + more)
+    elif base.conclusion is Conclusion.REGRESSES:
+        conclusion, detail = base.conclusion, base.detail
+    else:
+        conclusion, detail = Conclusion.FIX_CONFIRMED, (f"stock failed {s} trials, patched {p}: p = {pv:.3g} "
+                                                        f"(one-sided Fisher exact test, below {alpha:g})")
+    rows = [Row(test="failed trials (95% CI)", stock=str(s), patched=str(p)),
+            Row(test="one-sided Fisher exact p", stock=f"{pv:.3g}", patched=""),
+            *(r for r in base.rows if r.test != "verdict")]
+    return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
+                      rows=rows, p_value=pv, alpha=alpha, trials_needed=needed,
+                      stock_trials=SideTrials(failed=s.failed, n=s.n, ci95=list(s.ci95)),
+                      patched_trials=SideTrials(failed=p.failed, n=p.n, ci95=list(p.ci95)))

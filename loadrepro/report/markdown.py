@@ -169,6 +169,24 @@ def chaos_rows(r: RunReport) -> list[list[str]]:
              s(c.running_s), str(c.faulted), c.detail] for c in r.chaos]
 
 
+def _trials(r: RunReport) -> list[str]:
+    t = r.trials
+    if t is None:
+        return []
+    lo, hi = t.ci95
+    lines = ["## Trials", "", f"{t.failed} of {t.n} trials failed ({t.failure_rate:.0%}; exact 95% interval "
+             f"{lo:.0%}-{hi:.0%}){'' if t.n == t.planned else f', of {t.planned} asked for'}; "
+             f"{'each with its own seed' if t.vary_seed else 'all with the same seed'}. Below, "
+             f"{'the first failing trial' if t.failed else 'the last trial'}'s report.", ""]
+    if t.signatures:
+        lines += ["Failing rules: " + ", ".join(f"{k} in {v}" for k, v in t.signatures.items()) + ".", ""]
+    lines += ["| trial | seed | verdict | failing rules | first failure (s) | directory |",
+              "|---:|---:|---|---|---:|---|"]
+    lines += [f"| {x.index} | {x.seed} | {x.verdict} | {', '.join(x.failing_rules)} | "
+              f"{'' if x.first_failure_s is None else f'{x.first_failure_s:.1f}'} | {x.run_dir} |" for x in t.trials]
+    return lines + [""]
+
+
 def _chaos(r: RunReport) -> list[str]:
     rows = chaos_rows(r)
     if not rows:
@@ -309,7 +327,7 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
+    sections = [_header, _trials, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
                 _signatures, _numbers, _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)

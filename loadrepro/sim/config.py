@@ -57,6 +57,8 @@ class SimConfig:
     death_mode: DeathMode = DeathMode.ERROR_EVENT
     reasoning_tokens: int = 0  # the first N output tokens of each answer are reasoning
     leak_on_abort: bool = False  # stock: an aborted request is never freed (a zombie)
+    race_probability: float = 0.0  # stock: the share of starts on which the scheduler race kills the engine
+    race_seed: int | None = None  # the race's draw (None: the runtime draws one from the time it starts)
 
     @property
     def prefill_tokens_per_step(self) -> int:

@@ -8,6 +8,7 @@ message, the log gets the lines an engine prints, and from then on every submiss
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -52,6 +53,8 @@ class SimRuntime:
     def __init__(self, config: SimConfig, log: logging.Logger,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if config.race_probability and config.race_seed is None:  # each start draws anew: the race's timing
+            config = dataclasses.replace(config, race_seed=time.time_ns())
         self.config = config
         self.log = log
         self._scheduler = Scheduler(config)

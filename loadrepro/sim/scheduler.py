@@ -10,6 +10,8 @@ Policies:
   page-index table the admission ignored cannot grow.
 - patched reserves prompt + max_tokens (x beam) in every pool at admission, waits while that does not fit, and
   rejects at submission a request that could never fit.
+- race (any scenario, stock, [sim] race_probability): on that share of starts (the draw seeded by race_seed), the
+  engine dies at the N-th admission, N drawn too: a flaky failure; patched never.
 - prefix-corruption, stock: a cached block taken for new work stays findable under its old hash, so a later turn
   that shares the old prefix reads the new owner's content and answers from it (sim/answers.py); patched: the
   block leaves the index when it is taken.
@@ -18,6 +20,7 @@ Policies:
 from __future__ import annotations
 
 import hashlib
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -111,6 +114,20 @@ class SchedulerStats:
     dead: bool
 
 
+RACE_AT = (4, 24)  # the admissions among which the race strikes
+
+
+def race_point(config: SimConfig) -> int | None:
+    """The admission at which the scheduler race kills the engine on this start, or None (patched; or the draw
+    spared it)."""
+    if config.policy is not Policy.STOCK or not config.race_probability:
+        return None
+    draw = random.Random(config.race_seed)
+    if draw.random() >= config.race_probability:
+        return None
+    return draw.randint(*RACE_AT)
+
+
 class Scheduler:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
@@ -130,6 +147,8 @@ class Scheduler:
         self._next_id = 1
         self._zombies: set[int] = set()  # aborted requests the defect never freed: running, holding blocks
         self._preemptions = self._queried_tokens = self._hit_tokens = self._rejected = 0
+        self._admitted = 0
+        self._race_at = race_point(config)
 
     # -- submission -------------------------------------------------------------------------------------------
 
@@ -223,6 +242,9 @@ class Scheduler:
             self._waiting.popleft()
             request.state = State.RUNNING
             self._running.append(request)
+            self._admitted += 1
+            if self._admitted == self._race_at:
+                self._die(f"Scheduler race: the KV blocks of request {request.id} were freed twice", request)
 
     def _admit_stock(self, request: SimRequest) -> bool:
         target = request.prompt_len + request.generated

@@ -29,7 +29,8 @@ def test_the_engine_command_round_trips_every_setting(monkeypatch):
     spec = SimSpec(scenario="page-index", policy="patched", model="m", block_size=8, primary_blocks=99,
                    draft_blocks=3, max_model_len=4096, beam_width=2, kv_bytes_per_token=1024,
                    index_pool_bytes=1 << 20, prefill_tokens_per_s=1000.5, step_s=0.02, natural_output_tokens=9,
-                   death_status=400, death_mode="cut", reasoning_tokens=2, leak_on_abort=True)
+                   death_status=400, death_mode="cut", reasoning_tokens=2, leak_on_abort=True,
+                   race_probability=0.25, race_seed=11)
     assert set(spec.model_dump(exclude_none=True)) == set(SimSpec.model_fields)
     started = {}
     monkeypatch.setattr(serve, "serve_forever", lambda config, *rest: started.setdefault("config", config))

@@ -1,0 +1,144 @@
+"""`--trials N`: the same run N times, each on a fresh engine loadrepro starts (against a URL: the same target each
+time, said so), one directory per trial (trial-01, ...), and a summary report beside them: the failure rate with
+its exact 95% interval, which rules failed how often, when each failing trial first failed. `--vary-seed` gives
+trial i the seed + i - 1 (and the simulated engine's race draw that seed).
+
+An A/B with trials alternates stock and patched trials and stops as soon as the answer is decided
+(judge/trials.py): a fix shown, out of reach, or the patched side failing; each side's directory holds its trials
+and its summary, and the comparison says how sure it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadrepro.judge.compare import Comparison, compare_trials
+from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
+from loadrepro.profile import Profile
+from loadrepro.report.write import write_comparison, write_reports
+from loadrepro.run_report import RunReport, TrialRow, TrialsInfo
+from loadrepro.session import RunOptions, Session, Side, ab_side, run_directory, run_session
+
+Say = Callable[[str], None]
+STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",
+         "out of reach": "even if every remaining stock trial failed, p would not fall below alpha"}
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsSession:
+    run_dir: Path
+    report: RunReport  # the summary: a representative trial's report with `trials` filled in
+    sessions: list[Session]
+    written: list[Path]
+
+
+@dataclass(frozen=True, slots=True)
+class AbTrialsSession:
+    run_dir: Path
+    stock: RunReport
+    patched: RunReport
+    comparison: Comparison
+    written: list[Path]
+    stopped_early: str | None  # why fewer trials than asked for ran
+
+
+def _trial_profile(profile: Profile, index: int, vary_seed: bool) -> Profile:
+    if not vary_seed:
+        return profile
+    seed = profile.workload.seed + index - 1
+    update: dict[str, object] = {"workload": profile.workload.model_copy(update={"seed": seed})}
+    if profile.sim.race_probability and profile.sim.race_seed is None:  # the race's draw follows the seed too
+        update["sim"] = profile.sim.model_copy(update={"race_seed": seed})
+    return profile.model_copy(update=update)
+
+
+async def _trial(options: RunOptions, root: Path, index: int, say: Say) -> tuple[Session, Trial]:
+    profile = _trial_profile(options.profile, index, options.vary_seed)
+    run_dir = root / f"trial-{index:02d}"
+    session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
+                                                    on_verdict=None, quiet=True), lambda _: None)
+    report = session.report
+    failing = tuple(r.name for r in report.rules if r.fired and r.severity == "fail")
+    first = report.first_failure.t_s if report.first_failure else None
+    return session, Trial(index, profile.workload.seed, report.passed, failing, first, str(run_dir))
+
+
+def _info(trials: list[Trial], planned: int, vary_seed: bool) -> TrialsInfo:
+    rate = rate_of(trials)
+    return TrialsInfo(
+        n=rate.n, planned=planned, failed=rate.failed, failure_rate=round(rate.rate, 4),
+        ci95=[round(x, 4) for x in rate.ci95], signatures=signatures(trials),
+        first_failure_s=[t.first_failure_s for t in trials if not t.passed and t.first_failure_s is not None],
+        vary_seed=vary_seed,
+        trials=[TrialRow(index=t.index, seed=t.seed, verdict="pass" if t.passed else "fail",
+                         failing_rules=list(t.failing_rules), first_failure_s=t.first_failure_s, run_dir=t.run_dir)
+                for t in trials])
+
+
+def summarized(sessions: list[Session], trials: list[Trial], planned: int, options: RunOptions) -> RunReport:
+    """The summary report: the first failing trial's report (else the last trial's), its verdict failing when any
+    trial failed, the failure rate first among its reasons."""
+    info = _info(trials, planned, options.vary_seed)
+    shown = next((s for s, t in zip(sessions, trials, strict=True) if not t.passed), sessions[-1]).report
+    rate = rate_of(trials)
+    said = (f"failed {rate} trials" + (f"; rules: {', '.join(f'{k} {v}' for k, v in info.signatures.items())}"
+                                       if info.signatures else "")
+            + (f"; trial {next(t.index for t in trials if not t.passed)}'s reasons follow" if rate.failed else ""))
+    notes = list(shown.notes)
+    if options.base_url:
+        notes.insert(0, f"trials: every trial ran against the same target at {options.base_url}, so what one left "
+                        "in it the next met (a fresh engine per trial needs --engine-cmd or the simulated engine)")
+    return shown.model_copy(update={
+        "trials": info, "verdict": "fail" if rate.failed else "pass", "notes": notes,
+        "reasons": [said, *shown.reasons] if rate.failed else [said], "label": options.label})
+
+
+async def run_trials(options: RunOptions, say: Say = print) -> TrialsSession:
+    root = run_directory(options)
+    sessions, trials = [], []
+    for i in range(1, options.trials + 1):
+        session, trial = await _trial(options, root, i, say)
+        sessions.append(session)
+        trials.append(trial)
+        say(f"trial {i}/{options.trials}: {'pass' if trial.passed else 'FAIL'}; {rate_of(trials).failed} failed so "
+            "far")
+        if session.result.interrupted:
+            break
+    report = summarized(sessions, trials, options.trials, options)
+    if options.on_verdict is not None:
+        options.on_verdict(report)
+    return TrialsSession(root, report, sessions, write_reports(report, root))
+
+
+async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Say = print) -> AbTrialsSession:
+    """Stock and patched trials, alternately, until `options.trials` each or the answer is decided."""
+    root = run_directory(dataclasses.replace(options, label="ab"))
+    sides = {"stock": ab_side(options, "stock", stock, root / "stock"),
+             "patched": ab_side(options, "patched", patched, root / "patched")}
+    done: dict[str, tuple[list[Session], list[Trial]]] = {"stock": ([], []), "patched": ([], [])}
+    why: str | None = None
+    for i in range(1, options.trials + 1):
+        for label, side in sides.items():
+            session, trial = await _trial(side, root / label, i, say)
+            done[label][0].append(session)
+            done[label][1].append(trial)
+            if session.result.interrupted:
+                raise KeyboardInterrupt  # each trial's report is written
+        s, p = rate_of(done["stock"][1]), rate_of(done["patched"][1])
+        say(f"trials {i}/{options.trials}: stock failed {s.failed}, patched failed {p.failed}; "
+            f"p = {p_value(s, p):.3g}")
+        why = decided(done["stock"][1], done["patched"][1], options.trials, options.alpha)
+        if why is not None:
+            break
+    reports = {label: summarized(*done[label], options.trials, sides[label]) for label in sides}
+    written = [path for label in sides for path in write_reports(reports[label], root / label)]
+    comparison = compare_trials(reports["stock"], reports["patched"], options.profile.verdict, options.alpha)
+    ran = len(done["stock"][1])
+    early = f"after {ran} of {options.trials} trials a side: {STOPS[why]}" if why and ran < options.trials else None
+    if early:
+        comparison = comparison.model_copy(update={"detail": f"{comparison.detail} (stopped {early})"})
+    return AbTrialsSession(root, reports["stock"], reports["patched"], comparison,
+                           written + write_comparison(comparison, root), early)

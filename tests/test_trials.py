@@ -1,0 +1,100 @@
+"""Repeated trials: failure rates with exact intervals, A/B verdicts with a one-sided Fisher exact test, early
+stopping once decided, and the simulated engine's seeded race as the flaky twin (patched never fails)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scipy import stats
+
+import loadrepro
+from loadrepro.errors import UsageError
+from loadrepro.judge.compare import Conclusion
+from loadrepro.judge.trials import Trial, decided, p_value, rate_of, trials_needed
+from loadrepro.sim.config import sim_config
+from loadrepro.sim.scheduler import RACE_AT, race_point
+
+
+def trials(outcomes: str) -> list[Trial]:
+    """'FPP': trial 1 failed, trials 2 and 3 passed."""
+    return [Trial(i + 1, i, c == "P", () if c == "P" else ("engine_death",), None if c == "P" else 1.0, "")
+            for i, c in enumerate(outcomes)]
+
+
+def test_a_failure_rate_has_its_exact_interval():
+    rate = rate_of(trials("FFFPPPPPPP"))
+    assert (rate.failed, rate.n) == (3, 10)
+    # Clopper-Pearson from the beta distribution's quantiles, independently of binomtest
+    assert rate.ci95[0] == pytest.approx(stats.beta.ppf(0.025, 3, 8))
+    assert rate.ci95[1] == pytest.approx(stats.beta.ppf(0.975, 4, 7))
+    assert str(rate) == "3/10 (30%; 95% CI 7%-65%)"
+    assert rate_of(trials("PPPPP")).ci95[0] == 0.0
+
+
+def test_fishers_one_sided_p_and_the_trials_it_would_take():
+    assert p_value(rate_of(trials("FFFFF")), rate_of(trials("PPPPP"))) == pytest.approx(1 / 252)  # 1 / C(10, 5)
+    assert p_value(rate_of(trials("FPPPP")), rate_of(trials("PPPPP"))) == pytest.approx(0.5)
+    needed = trials_needed(0.1, 0.05)
+    assert needed == 46
+    assert trials_needed(0.5, 0.05) == 7 and trials_needed(0.0, 0.05) is None
+
+
+@pytest.mark.parametrize(("stock", "patched", "planned", "why"), [
+    ("FFFF", "PPPP", 20, "shown"),  # 4/4 against 0/4: p = 1/70
+    ("FFF", "PPP", 20, None),  # p = 0.05: not below it yet, and still within reach
+    ("FFFFF", "PPPPF", 20, "patched failed"),
+    ("PPP", "PPP", 5, "out of reach"),  # 2/5 against 0/5 at best
+    ("FPP", "PPP", 5, "out of reach"),
+    ("FP", "PP", 5, None),  # 4/5 against 0/5 is still possible
+])
+def test_trials_stop_once_the_answer_is_decided(stock, patched, planned, why):
+    assert decided(trials(stock), trials(patched), planned, 0.05) == why
+
+
+def test_the_race_strikes_on_its_share_of_starts_and_never_patched():
+    stock = [race_point(sim_config("healthy", "stock", race_probability=0.3, race_seed=s)) for s in range(400)]
+    struck = [at for at in stock if at is not None]
+    assert 0.22 < len(struck) / 400 < 0.38 and all(RACE_AT[0] <= at <= RACE_AT[1] for at in struck)
+    assert {race_point(sim_config("healthy", "patched", race_probability=1.0, race_seed=s)) for s in range(50)} \
+        == {None}
+
+
+def test_ab_with_trials_confirms_the_flaky_fix_and_stops_early(tmp_path):
+    comparison = loadrepro.ab("flaky-race", trials=20, vary_seed=True, out=tmp_path)
+    assert comparison.conclusion is Conclusion.FIX_CONFIRMED, comparison.detail
+    assert comparison.p_value is not None and comparison.p_value < 0.05
+    s, p = comparison.stock_trials, comparison.patched_trials
+    assert p.failed == 0 and s.failed >= 4 and s.n == p.n < 20  # decided before all 20
+    expected = [race_point(sim_config("healthy", "stock", race_probability=0.5, race_seed=7 + i)) is not None
+                for i in range(s.n)]
+    assert s.failed == sum(expected)  # each trial's seed decides its race
+    assert "stopped after" in comparison.detail
+    summary = json.loads((tmp_path / "stock" / "report.json").read_text())["trials"]
+    assert summary["failed"] == s.failed and summary["signatures"]["engine_death"] == s.failed
+    assert len(summary["first_failure_s"]) == s.failed and (tmp_path / "stock" / "trial-01" / "report.json").exists()
+
+
+def test_a_rare_flake_in_few_trials_is_not_shown_and_says_what_would_show_it(tmp_path):
+    comparison = loadrepro.ab("flaky-race", trials=5, vary_seed=True, overrides=["sim.race_probability=0.1",
+                                                                              "workload.seed=43"], out=tmp_path)
+    assert comparison.conclusion is Conclusion.NOT_SHOWN, comparison.detail
+    assert comparison.stock_trials.failed == 1 and comparison.stock_trials.n == 3  # out of reach after 3
+    assert comparison.trials_needed == trials_needed(1 / 3, 0.05)
+    assert f"{comparison.trials_needed} trials a side would show it" in comparison.detail
+
+
+def test_run_with_trials_reports_the_failure_rate_and_fails_when_any_trial_failed(tmp_path):
+    report = loadrepro.run("flaky-race", trials=4, vary_seed=True, out=tmp_path)
+    failed = sum(race_point(sim_config("healthy", "stock", race_probability=0.5, race_seed=7 + i)) is not None
+                 for i in range(4))
+    assert report.trials is not None and (report.trials.n, report.trials.failed) == (4, failed)
+    assert report.verdict == ("fail" if failed else "pass")
+    assert report.reasons[0].startswith(f"failed {failed}/4")
+    assert [t.seed for t in report.trials.trials] == [7, 8, 9, 10]
+    assert json.loads((tmp_path / "report.json").read_text())["trials"]["n"] == 4
+
+
+def test_trials_must_be_at_least_one():
+    with pytest.raises(UsageError, match="trials must be at least 1"):
+        loadrepro.run("flaky-race", trials=0)
