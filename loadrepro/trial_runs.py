@@ -135,7 +135,9 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
             break
     reports = {label: summarized(*done[label], options.trials, sides[label]) for label in sides}
     written = [path for label in sides for path in write_reports(reports[label], root / label)]
-    comparison = compare_trials(reports["stock"], reports["patched"], options.profile.verdict, options.alpha)
+    every = tuple([row for session in done[label][0] for row in session.report.request_table] for label in sides)
+    comparison = compare_trials(reports["stock"], reports["patched"], options.profile.verdict, options.alpha,
+                                (every[0], every[1]))
     ran = len(done["stock"][1])
     early = f"after {ran} of {options.trials} trials a side: {STOPS[why]}" if why and ran < options.trials else None
     if early:

@@ -9,15 +9,21 @@ that crashed half-way is compared on what it did finish: the patched TTFT p50 ov
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
 
 from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.profile import VerdictSpec
 from loadrepro.run_report import RequestRow, RunReport, TrialsInfo
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
+MATERIAL = 0.05  # a latency change smaller than this share of stock's is not called a change, however sure
+MIN_ROWS = 10  # completed requests a side needs for a bootstrap interval
+RESAMPLES = 2000
 
 
 class Conclusion(StrEnum):
@@ -43,6 +49,16 @@ class SideTrials(BaseModel):
     ci95: list[float] = Field(description="Exact (Clopper-Pearson) 95% interval of its failure rate.")
 
 
+class LatencyChange(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    metric: str = Field(description="What is compared, over each side's completed requests.")
+    stock: float | None = Field(description="Its value on the stock side.")
+    patched: float | None = Field(description="Its value on the patched side.")
+    difference: float | None = Field(description="patched - stock.")
+    ci95: list[float] | None = Field(description="Bootstrap 95% interval of the difference (requests resampled).")
+    verdict: str = Field(description="regressed, improved, no significant change, or not enough requests.")
+
+
 class Comparison(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: str = "loadrepro.judge.compare/1"
@@ -58,6 +74,8 @@ class Comparison(BaseModel):
     patched_trials: SideTrials | None = Field(None, description="Trials: the patched side's failures.")
     trials_needed: int | None = Field(
         None, description="Not shown: trials a side that would show it, at stock's observed failure rate.")
+    latency: list[LatencyChange] = Field(
+        [], description="TTFT, ITL and decode speed, patched against stock, with bootstrap 95% intervals.")
 
     @property
     def fix_confirmed(self) -> bool:
@@ -147,8 +165,67 @@ def _outcomes(r: RunReport) -> str:
     return ", ".join(f"{k} {v}" for k, v in r.requests.by_outcome.items())
 
 
-def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec) -> Comparison:
+def _itl(row: RequestRow) -> float | None:
+    if not row.output_tokens or row.output_tokens < 2 or row.e2e_ms is None or row.ttft_ms is None:
+        return None
+    return (row.e2e_ms - row.ttft_ms) / (row.output_tokens - 1)
+
+
+# name, what it reads of a completed request, its percentile, whether higher is better
+METRICS: tuple[tuple[str, Callable[[RequestRow], float | None], float, bool], ...] = (
+    ("TTFT p50 (ms)", lambda r: r.ttft_ms, 50, False),
+    ("TTFT p95 (ms)", lambda r: r.ttft_ms, 95, False),
+    ("ITL p50 (ms, each request's mean)", _itl, 50, False),
+    ("decode tokens/s p50 (each request's)", _decode_rate, 50, True),
+)
+
+
+def _change(name: str, a: list[float], b: list[float], q: float, higher_is_better: bool) -> LatencyChange:
+    if len(a) < MIN_ROWS or len(b) < MIN_ROWS:
+        return LatencyChange(metric=name, stock=None, patched=None, difference=None, ci95=None,
+                             verdict="not enough requests")
+
+    def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(np.percentile(y, q, axis=axis) - np.percentile(x, q, axis=axis))
+
+    # A seeded generator: the same two runs always get the same interval.
+    ci = stats.bootstrap((np.array(a), np.array(b)), diff, n_resamples=RESAMPLES, confidence_level=0.95,
+                         method="percentile", rng=np.random.default_rng(0)).confidence_interval
+    lo, hi = float(ci.low), float(ci.high)
+    base, d = float(np.percentile(a, q)), float(diff(np.array(a), np.array(b)))
+    worse, better = (lo > 0, hi < 0) if not higher_is_better else (hi < 0, lo > 0)
+    material = abs(d) > MATERIAL * abs(base)
+    verdict = "regressed" if worse and material else "improved" if better and material else "no significant change"
+    return LatencyChange(metric=name, stock=round(base, 3), patched=round(base + d, 3), difference=round(d, 3),
+                         ci95=[round(lo, 3), round(hi, 3)], verdict=verdict)
+
+
+def latency_changes(stock: Sequence[RequestRow], patched: Sequence[RequestRow]) -> list[LatencyChange]:
+    """Each of METRICS over the completed requests of each side (any number of runs' rows), patched - stock, with
+    a bootstrap 95% interval: "regressed" or "improved" only when the interval excludes no change and the change
+    is at least MATERIAL of stock's value."""
+    done_a = [r for r in stock if r.outcome == "ok"]
+    done_b = [r for r in patched if r.outcome == "ok"]
+    changes = []
+    for name, read, q, higher in METRICS:
+        a = [v for r in done_a if (v := read(r)) is not None]
+        b = [v for r in done_b if (v := read(r)) is not None]
+        changes.append(_change(name, a, b, q, higher))
+    return changes
+
+
+def _latency_rows(changes: list[LatencyChange]) -> list[Row]:
+    return [Row(test=f"{c.metric}: patched - stock (95% CI)", stock=_num(c.stock), patched=_num(c.patched),
+                change=(f"{c.difference:+,.2f} [{c.ci95[0]:+,.2f}, {c.ci95[1]:+,.2f}] {c.verdict}"
+                        if c.ci95 is not None and c.difference is not None else c.verdict)) for c in changes]
+
+
+def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec,
+            rows: tuple[Sequence[RequestRow], Sequence[RequestRow]] | None = None) -> Comparison:
+    """`rows`: each side's requests to compare latency over (several runs' rows, for trials); default: each
+    report's request table."""
     regression, regression_rows = _regression(stock, patched, spec)
+    latency = latency_changes(*(rows or (stock.request_table, patched.request_table)))
     if stock.verdict == "pass":
         conclusion, detail = Conclusion.NOT_REPRODUCED, "the stock run passed, so this workload shows no defect"
     elif patched.verdict == "fail":
@@ -159,9 +236,10 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec) -> Comparis
         conclusion, detail = Conclusion.FIX_CONFIRMED, (
             f"stock failed ({stock.reasons[0] if stock.reasons else 'see its report'}); patched passed with "
             f"{_completed(patched)} completed")
-    rows = [r for r in _rows(stock, patched) + regression_rows if not (_empty(r.stock) and _empty(r.patched))]
+    shown = [r for r in _rows(stock, patched) + regression_rows + _latency_rows(latency)
+             if not (_empty(r.stock) and _empty(r.patched))]
     return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
-                      rows=rows)
+                      rows=shown, latency=latency)
 
 
 def _empty(cell: str) -> bool:
@@ -173,13 +251,15 @@ def _rate(t: TrialsInfo) -> Rate:
     return Rate(t.failed, t.n, (t.ci95[0], t.ci95[1]))
 
 
-def compare_trials(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float) -> Comparison:
+def compare_trials(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float,
+                   rows: tuple[Sequence[RequestRow], Sequence[RequestRow]] | None = None) -> Comparison:
     """Two trial sets' summary reports: "fix confirmed" only when patched failed in no trial and stock failed
-    significantly more often (one-sided Fisher exact test, p < alpha), and patched does not regress."""
+    significantly more often (one-sided Fisher exact test, p < alpha), and patched does not regress. `rows`:
+    every trial's requests on each side, for the latency intervals."""
     assert stock.trials is not None and patched.trials is not None, "compare_trials compares summaries of trials"
     s, p = _rate(stock.trials), _rate(patched.trials)
     pv = p_value(s, p)
-    base = compare(stock, patched, spec)
+    base = compare(stock, patched, spec, rows)
     needed = None
     if s.failed == 0:
         conclusion, detail = Conclusion.NOT_REPRODUCED, (f"stock failed in none of its {s.n} trials (a failure rate "
@@ -197,10 +277,10 @@ def compare_trials(stock: RunReport, patched: RunReport, spec: VerdictSpec, alph
     else:
         conclusion, detail = Conclusion.FIX_CONFIRMED, (f"stock failed {s} trials, patched {p}: p = {pv:.3g} "
                                                         f"(one-sided Fisher exact test, below {alpha:g})")
-    rows = [Row(test="failed trials (95% CI)", stock=str(s), patched=str(p)),
-            Row(test="one-sided Fisher exact p", stock=f"{pv:.3g}", patched=""),
-            *(r for r in base.rows if r.test != "verdict")]
+    shown = [Row(test="failed trials (95% CI)", stock=str(s), patched=str(p)),
+             Row(test="one-sided Fisher exact p", stock=f"{pv:.3g}", patched=""),
+             *(r for r in base.rows if r.test != "verdict")]
     return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
-                      rows=rows, p_value=pv, alpha=alpha, trials_needed=needed,
+                      rows=shown, p_value=pv, alpha=alpha, trials_needed=needed, latency=base.latency,
                       stock_trials=SideTrials(failed=s.failed, n=s.n, ci95=list(s.ci95)),
                       patched_trials=SideTrials(failed=p.failed, n=p.n, ci95=list(p.ci95)))

@@ -1,0 +1,62 @@
+"""Latency between two sides with bootstrap intervals: a slower engine is "regressed", a faster one "improved",
+the same engine twice "no significant change"; a change too small to matter is not called one, however sure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import loadrepro
+from loadrepro.judge.compare import latency_changes
+from loadrepro.run_report import RequestRow
+
+
+def rows(scale: float, n: int = 200, seed: int = 0) -> list[RequestRow]:
+    """Completed requests of 32 tokens: TTFT around 100 ms and 10 ms between tokens, each x `scale`."""
+    rng = np.random.default_rng(seed)
+    made = []
+    for i in range(n):
+        ttft = float(rng.gamma(20, 5)) * scale
+        itl = float(rng.normal(10, 1)) * scale
+        made.append(RequestRow(id=i, conversation=i, turn=1, outcome="ok", status=200, ttft_ms=ttft,
+                               e2e_ms=ttft + 31 * itl, output_tokens=32, cached_tokens=None, shared_prefix_tokens=0))
+    return made
+
+
+def verdicts(a, b) -> dict[str, str]:
+    return {c.metric.split(" (")[0]: c.verdict for c in latency_changes(a, b)}
+
+
+def test_a_slower_engine_regressed_and_a_faster_one_improved():
+    slower = verdicts(rows(1.0), rows(1.2, seed=1))
+    assert slower == {"TTFT p50": "regressed", "TTFT p95": "regressed", "ITL p50": "regressed",
+                      "decode tokens/s p50": "regressed"}
+    faster = verdicts(rows(1.0), rows(0.8, seed=1))
+    assert set(faster.values()) == {"improved"}
+
+
+def test_the_same_engine_twice_and_a_change_too_small_to_matter_are_no_significant_change():
+    assert set(verdicts(rows(1.0), rows(1.0, seed=1)).values()) == {"no significant change"}
+    assert set(verdicts(rows(1.0, n=3000), rows(1.02, n=3000, seed=1)).values()) == {"no significant change"}
+
+
+def test_the_interval_brackets_the_difference_and_too_few_requests_say_so():
+    [ttft, *_] = latency_changes(rows(1.0), rows(1.2, seed=1))
+    assert ttft.ci95[0] < ttft.difference < ttft.ci95[1] and ttft.ci95[0] > 0
+    assert ttft.patched == pytest.approx(ttft.stock + ttft.difference, abs=1e-2)
+    assert {c.verdict for c in latency_changes(rows(1.0, n=5), rows(1.0))} == {"not enough requests"}
+
+
+def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
+    """The same run twice: no significant change; the engine's steps and prefill 20% slower: regressed."""
+    sizes = ["workload.conversations=40", "workload.turns=2", "load.concurrency=8"]
+    slow = ["sim.step_s=0.0048", "sim.prefill_tokens_per_s=320000"]
+    runs = {name: loadrepro.run("healthy", overrides=sizes + extra, out=tmp_path / name)
+            for name, extra in (("a", []), ("b", []), ("slow", slow))}
+    assert all(r.passed for r in runs.values())
+    same = {c.metric: c for c in latency_changes(runs["a"].request_table, runs["b"].request_table)}
+    slowed = {c.metric: c for c in latency_changes(runs["a"].request_table, runs["slow"].request_table)}
+    itl = "ITL p50 (ms, each request's mean)"
+    assert same[itl].verdict == "no significant change" and slowed[itl].verdict == "regressed"
+    assert slowed["decode tokens/s p50 (each request's)"].verdict == "regressed"
+    assert 0.15 < slowed[itl].difference / slowed[itl].stock < 0.3
