@@ -185,12 +185,16 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
 def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
                    overrides: Sequence[str] | None = None, engine_cmd: str | None = None,
                    predicate: str | None = None, max_trials: int = 60, time_budget_s: float = 600.0,
-                   confirm: int = 0, model: str | None = None, out: str | Path | None = None) -> ShrinkOptions:
-    """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags)."""
+                   confirm: int | str = 0, model: str | None = None, out: str | Path | None = None) -> ShrinkOptions:
+    """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags).
+    `confirm`: N runs the minimal workload N more times; "K/N" keeps a candidate when K of up to N runs failed."""
+    from loadrepro.shrink.trials import parse_confirm
+
     if (run_dir is None) == (profile is None):
         raise UsageError("give a failing run directory or a profile, not both")
-    if max_trials < 1 or time_budget_s <= 0 or confirm < 0:
-        raise UsageError("max_trials must be at least 1, time_budget_s above 0 and confirm at least 0")
+    if max_trials < 1 or time_budget_s <= 0:
+        raise UsageError("max_trials must be at least 1 and time_budget_s above 0")
+    after, each = parse_confirm(str(confirm))
     if run_dir is not None:
         from loadrepro.shrink.trials import engine_of
 
@@ -201,17 +205,18 @@ def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | P
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return ShrinkOptions(resolved, engine_cmd, Path(out) if out is not None else
                          REPORTS_ROOT / f"shrink-{resolved.name}-{stamp}", model, predicate, max_trials, time_budget_s,
-                         confirm)
+                         after, each)
 
 
 def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
            overrides: Sequence[str] | None = None, engine_cmd: str | None = None, predicate: str | None = None,
-           max_trials: int = 60, time_budget_s: float = 600.0, confirm: int = 0, model: str | None = None,
+           max_trials: int = 60, time_budget_s: float = 600.0, confirm: int | str = 0, model: str | None = None,
            out: str | Path | None = None, say: Say | None = None) -> ShrinkResult:
     """`loadrepro shrink`: the smallest workload that still fails the same way as a failing run (`run_dir`) or a
     `profile` (same fatal signature, else engine death, else first failure; or the signature `predicate` names), on
     a fresh engine per trial: `engine_cmd`, else the run's, else the simulated engine. Writes profile.toml, run/,
-    bundle.zip and shrink.md to `out`; `confirm` K runs the smallest workload K more times.
+    bundle.zip and shrink.md to `out`; `confirm` N runs the smallest workload N more times, and "K/N" keeps a
+    candidate only when it failed K of up to N runs (a flaky failure).
 
     >>> import tempfile, loadrepro
     >>> result = loadrepro.shrink_failure(profile="quickstart", max_trials=4, out=tempfile.mkdtemp())

@@ -348,7 +348,9 @@ def shrink_command(
                                                        "failure.")] = None,
     max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = 60,
     time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = 600.0,
-    confirm: Annotated[int, typer.Option(min=0, help="Run the minimal workload K more times.")] = 0,
+    confirm: Annotated[str, typer.Option(
+        help="N: run the minimal workload N more times; K/N: keep a candidate only when at least K of up to N runs "
+             "of it fail (a flaky failure).")] = "0",
     model: Annotated[str | None, typer.Option(
         help="Model name; default: the profile's, else the first listed.")] = None,
     out: Annotated[Path | None, typer.Option(help="The shrink directory (new or empty).")] = None,
@@ -367,8 +369,11 @@ def shrink_command(
     _echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "
                f"{best.prompt_tokens:,} prompt tokens, still failing with {result.wanted}; "
                f"{result.shrunk.trials} trials in {result.shrunk.seconds:.0f} s ({result.shrunk.stopped})")
+    if options.confirm_each.n > 1:
+        _echo(f"each candidate kept when {options.confirm_each.k} of up to {options.confirm_each.n} runs failed; the "
+              f"minimal workload failed {best.failures} of {best.runs}")
     if result.confirmed is not None:
-        _echo(f"confirmed: {result.confirmed} of {confirm} more runs failed")
+        _echo(f"confirmed: {result.confirmed} of {options.confirm} more runs failed")
     for path in result.written:
         _echo(f"written: {path}")
 

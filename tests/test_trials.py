@@ -98,3 +98,30 @@ def test_run_with_trials_reports_the_failure_rate_and_fails_when_any_trial_faile
 def test_trials_must_be_at_least_one():
     with pytest.raises(UsageError, match="trials must be at least 1"):
         loadrepro.run("flaky-race", trials=0)
+
+
+def test_confirm_takes_n_or_k_of_n():
+    from loadrepro.shrink.trials import Confirm, parse_confirm
+
+    assert parse_confirm("3") == (3, Confirm(1, 1))
+    assert parse_confirm("3/5") == (0, Confirm(3, 5))
+    for bad in ("5/3", "0/2", "x", "-1", "2/"):
+        with pytest.raises(UsageError, match="--confirm"):
+            parse_confirm(bad)
+    rule = Confirm(3, 5)
+    assert rule.decided(3, 3) and rule.decided(0, 3) and rule.decided(1, 4)  # 3 failed; out of reach twice
+    assert not rule.decided(1, 2) and not rule.decided(2, 4)
+
+
+def test_shrink_keeps_a_candidate_only_when_k_of_n_runs_fail(tmp_path):
+    """The race at the 6th admission on every start (seed 1): 12 conversations fail every run (3/3); one
+    conversation of 2 turns never reaches it (0/3, out of reach after three)."""
+    result = loadrepro.shrink_failure(profile="flaky-race", overrides=["sim.race_probability=1.0", "sim.race_seed=1"],
+                                      confirm="3/5", max_trials=3, out=tmp_path / "shrink")
+    steps = result.shrunk.steps
+    assert (steps[0].trial.failures, steps[0].trial.runs) == (3, 3)
+    assert all((s.trial.failures, s.trial.runs) in ((3, 3), (0, 3)) for s in steps)
+    assert any(s.trial.runs == 3 and s.trial.failures == 0 for s in steps)  # a passing candidate stops at 0/3
+    text = (tmp_path / "shrink" / "shrink.md").read_text()
+    assert "in at least 3 of up to 5 runs of each candidate (--confirm 3/5" in text and "| failed / runs |" in text
+    assert (tmp_path / "shrink" / "run" / "report.json").exists()

@@ -17,7 +17,7 @@ from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
 from loadrepro.shrink.output import render_shrink
 from loadrepro.shrink.search import KNOBS, Shrinker, Shrunk
-from loadrepro.shrink.trials import Failure, Trials
+from loadrepro.shrink.trials import ONCE, Confirm, Failure, Trials
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,8 @@ class ShrinkOptions:
     predicate: str | None = None  # a signature name; else the original run's own failure
     max_trials: int = 60
     time_budget_s: float = 600.0
-    confirm: int = 0
+    confirm: int = 0  # runs of the minimal workload after the search
+    confirm_each: Confirm = ONCE  # --confirm K/N: every candidate judged by K failures in up to N runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,8 @@ async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkRe
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} is not empty: give a new --out for the shrink")
     trials = Trials(out / "trials", options.engine_cmd, options.model,
-                    Failure("signature", options.predicate) if options.predicate else None, _reproduce(options))
+                    Failure("signature", options.predicate) if options.predicate else None, _reproduce(options),
+                    options.confirm_each)
     shrunk = await Shrinker(trials, options.max_trials, options.time_budget_s, say).shrink(options.profile)
     if trials.wanted is None or not shrunk.best.failed:
         shutil.rmtree(out / "trials", ignore_errors=True)
@@ -83,5 +85,5 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     bundle = make_bundle(run, out / "bundle.zip")
     markdown = out / "shrink.md"
     markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,
-                                      report, KNOBS), encoding="utf-8")
+                                      report, KNOBS, options.confirm_each), encoding="utf-8")
     return [profile, run, bundle, markdown]

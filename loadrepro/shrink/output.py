@@ -6,6 +6,7 @@ from loadrepro.profile import Profile
 from loadrepro.report.markdown import capacity_section
 from loadrepro.run_report import RunReport
 from loadrepro.shrink.search import Shrunk
+from loadrepro.shrink.trials import ONCE, Confirm
 
 
 def _factor(before: int, after: int) -> str:
@@ -13,10 +14,13 @@ def _factor(before: int, after: int) -> str:
 
 
 def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: int | None, confirm: int,
-                  minimal_run: RunReport, knobs: tuple[tuple[str, str, int], ...]) -> str:
+                  minimal_run: RunReport, knobs: tuple[tuple[str, str, int], ...], each: Confirm = ONCE) -> str:
     start, best = shrunk.steps[0].trial, shrunk.best
+    repeated = each.n > 1
+    rule = (f" in at least {each.k} of up to {each.n} runs of each candidate (--confirm {each.k}/{each.n}; the minimal "
+            f"workload failed {best.failures} of {best.runs})" if repeated else "")
     lines = [f"# loadrepro shrink: {original.name}", "",
-             f"Kept failing the same way: {failure}.", "",
+             f"Kept failing the same way: {failure}{rule}.", "",
              f"- requests: {start.requests:,} -> {best.requests:,} ({_factor(start.requests, best.requests)} fewer)",
              f"- prompt tokens: {start.prompt_tokens:,} -> {best.prompt_tokens:,} "
              f"({_factor(start.prompt_tokens, best.prompt_tokens)} fewer)",
@@ -35,11 +39,14 @@ def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: in
               "|---:|---:|---:|---:|---:|"]
     lines += [f"| {c} | {t} | {p:,} | {m:,} | {p + m:,} |" for c, t, p, m in best.lengths]
     lines += [""] + capacity_section(minimal_run)
-    lines += ["## Steps", "", "| # | change | requests | prompt tokens | result | s |", "|---:|---|---:|---:|---|---:|"]
+    runs = " failed / runs |" if repeated else ""
+    lines += ["## Steps", "", f"| # | change | requests | prompt tokens | result |{runs} s |",
+              "|---:|---|---:|---:|---|" + ("---:|" if repeated else "") + "---:|"]
     for i, step in enumerate(shrunk.steps):
         t = step.trial
+        count = f" {t.failures}/{t.runs} |" if repeated else ""
         lines.append(f"| {i + 1} | {step.change} | {t.requests:,} | {t.prompt_tokens:,} | "
-                     f"{'fails' if t.failed else t.how} | {t.seconds:.1f} |")
+                     f"{'fails' if t.failed else t.how} |{count} {t.seconds:.1f} |")
     lines += ["", "## Passes", "", "| knob | trials | failed | s |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {p.trials} | {p.failures} | {p.seconds:.1f} |" for name, p in shrunk.passes.items()]
     return "\n".join(lines) + "\n"

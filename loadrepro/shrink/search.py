@@ -36,6 +36,8 @@ class Trial:
     how: str  # what happened, in a few words
     run_dir: Path | None = None
     lengths: tuple[tuple[int, int, int, int], ...] = ()  # per request: conversation, turn, prompt tokens, max_tokens
+    runs: int = 1  # runs of the candidate (--confirm K/N: up to N)
+    failures: int = 0  # of those, the ones that failed the same way
 
 
 @dataclass(frozen=True, slots=True)

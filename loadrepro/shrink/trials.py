@@ -6,6 +6,7 @@ first rule that failed it (a wrong answer fails a run whose requests all complet
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass
@@ -58,17 +59,67 @@ def same_way(report: RunReport, wanted: Failure) -> bool:
     return report.first_failure is not None and report.first_failure.outcome == wanted.name
 
 
+@dataclass(frozen=True, slots=True)
+class Confirm:
+    """--confirm K/N: a candidate fails when at least `k` of up to `n` runs fail the same way (a flaky failure);
+    its runs stop once that is decided either way."""
+
+    k: int = 1
+    n: int = 1
+
+    def decided(self, failed: int, runs: int) -> bool:
+        return failed >= self.k or failed + self.n - runs < self.k
+
+
+ONCE = Confirm()  # each candidate run once, failing when that run failed
+
+
+def parse_confirm(text: str) -> tuple[int, Confirm]:
+    """`--confirm`: "N" runs the minimal workload N more times after the search; "K/N" judges every candidate by
+    K failures in up to N runs."""
+    k, slash, n = text.partition("/")
+    try:
+        values = (int(k), int(n)) if slash else (int(k),)
+    except ValueError:
+        raise UsageError(f"--confirm takes N or K/N (whole numbers), got {text!r}") from None
+    if not slash:
+        if values[0] < 0:
+            raise UsageError(f"--confirm N must be at least 0, got {text!r}")
+        return values[0], ONCE
+    if not 1 <= values[0] <= values[1]:
+        raise UsageError(f"--confirm K/N needs 1 <= K <= N, got {text!r}")
+    return 0, Confirm(values[0], values[1])
+
+
 class Trials:
     """Runs candidates into numbered folders under `root`, keeping only the best failing one's."""
 
     def __init__(self, root: Path, engine_cmd: str | None, model: str | None, wanted: Failure | None,
-                 command: str = "loadrepro run --profile profile.toml") -> None:
+                 command: str = "loadrepro run --profile profile.toml", confirm: Confirm = ONCE) -> None:
         self._root, self._engine_cmd, self._model, self.wanted = root, engine_cmd, model, wanted
         self._command = command  # how to run the minimal workload again, for its report and bundle
+        self._confirm = confirm
         self._count = 0
         self._kept: Path | None = None
 
     async def __call__(self, profile: Profile) -> Trial:
+        """The candidate run until --confirm K/N decides it (once, by default): failing when K runs failed."""
+        runs: list[Trial] = []
+        while not self._confirm.decided(sum(t.failed for t in runs), len(runs)):
+            runs.append(await self._once(profile))
+            if runs[-1].how.startswith("cannot be planned"):
+                return runs[-1]
+        failed = sum(t.failed for t in runs)
+        shown = next((t for t in reversed(runs) if t.failed), runs[-1])
+        kept = failed >= self._confirm.k
+        for t in runs:  # one failing run's folder is kept when the candidate failed; the others go
+            if t.run_dir is not None and not (kept and t is shown):
+                shutil.rmtree(t.run_dir, ignore_errors=True)
+        self._keep(shown.run_dir if kept else None)
+        return dataclasses.replace(shown, failed=kept, runs=len(runs), failures=failed,
+                                   seconds=sum(t.seconds for t in runs))
+
+    async def _once(self, profile: Profile) -> Trial:
         self._count += 1
         run_dir = self._root / f"trial-{self._count:03d}"
         started = time.monotonic()
@@ -87,14 +138,12 @@ class Trials:
         lengths = tuple((r.conversation, r.turn, r.expected_prompt_tokens, r.max_tokens)
                         for r in session.plan.workload.requests)
         trial = Trial(failed, summary.requests, summary.prompt_tokens_total, time.monotonic() - started,
-                      _how(session.report), run_dir, lengths)
-        self._keep(run_dir if failed else None, run_dir)
+                      _how(session.report), run_dir, lengths, failures=int(failed))
         return trial
 
-    def _keep(self, best: Path | None, this: Path) -> None:
-        """Only the latest failing trial's folder stays (it is the best so far): trials are many, and large."""
+    def _keep(self, best: Path | None) -> None:
+        """Only the latest failing candidate's folder stays (it is the best so far): trials are many, and large."""
         if best is None:
-            shutil.rmtree(this, ignore_errors=True)
             return
         if self._kept is not None and self._kept != best:
             shutil.rmtree(self._kept, ignore_errors=True)
