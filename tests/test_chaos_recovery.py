@@ -123,3 +123,11 @@ def test_an_oversize_request_needs_the_targets_limits(tmp_path, tokenizer_dir):
     path.write_text(PROFILE.format(action="oversize", duration=1))
     with StubServer().running() as server, pytest.raises(TargetError, match="needs the target's KV limits"):
         loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def test_a_fault_the_load_never_reached_is_said(tmp_path):
+    report = loadrepro.run("quickstart", overrides=["sim.policy='patched'",
+                                                    'chaos.events=[{at_s=100, action="abort_burst"}]'], out=tmp_path)
+    assert report.passed and report.chaos == []
+    said = "chaos: the abort burst at 100 s was never caused: the load ended at"
+    assert any(n.startswith(said) for n in report.notes), report.notes

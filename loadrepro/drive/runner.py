@@ -258,6 +258,14 @@ class Runner:
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
                           self.client.config.api, self.target.oversize_tokens, self._clock)
 
+    def _note_faults_not_caused(self) -> None:
+        """A fault whose time the load never reached is said, not silently left out."""
+        ended_s = (self._clock() - self.live.started_ns) / 1e9
+        for event in self.profile.chaos.events:
+            if event.at_s > ended_s:
+                self._note("chaos", f"the {event.action.replace('_', ' ')} at {event.at_s:g} s was never caused: the "
+                                    f"load ended at {ended_s:.1f} s")
+
     async def _faults_done(self) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
         the run was interrupted."""
@@ -367,6 +375,7 @@ class Runner:
                         for handle in [deadline, *faults]:
                             if handle is not None:
                                 handle.cancel()
+                        self._note_faults_not_caused()
                     await self._faults_done()
                     await self._settle_engine()
                     stop_watching.set()
