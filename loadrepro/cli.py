@@ -215,18 +215,21 @@ def compare_reports(
     report_a: Annotated[Path, typer.Argument(help="The stock run: report.json or its run directory.")],
     report_b: Annotated[Path, typer.Argument(help="The patched run: report.json or its run directory.")],
     out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here.")] = None,
+    alpha: Annotated[float, typer.Option(help="Two sets of trials: the p below which a fix is shown.")] = 0.05,
 ) -> None:
-    """Compare two runs side by side; exit 0 only if the second confirms a fix for the first's failure."""
-    from loadrepro.judge.compare import Conclusion, compare
+    """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
+    first's failure."""
+    from loadrepro.judge.compare import Conclusion
     from loadrepro.profile import VerdictSpec
     from loadrepro.report.json import read_report
     from loadrepro.report.markdown import render_comparison
     from loadrepro.report.timeline import timeline_from_run_dir
     from loadrepro.report.write import write_comparison
+    from loadrepro.trial_runs import compare_runs
 
     reports = [read_report(path) for path in (report_a, report_b)]
     spec = VerdictSpec.model_validate(reports[1].profile.get("verdict", {}))
-    comparison = compare(*reports, spec)
+    comparison = compare_runs(*reports, spec, alpha)
     _echo(render_comparison(comparison))
     if out is not None:
         dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.judge.compare import Comparison, compare_trials
+from loadrepro.judge.compare import Comparison, compare, compare_trials
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
-from loadrepro.profile import Profile
+from loadrepro.profile import Profile, VerdictSpec
+from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.run_report import RunReport, TrialRow, TrialsInfo
+from loadrepro.run_report import RequestRow, RunReport, TrialRow, TrialsInfo
 from loadrepro.session import RunOptions, Session, Side, ab_side, run_directory, run_session
 
 Say = Callable[[str], None]
@@ -144,3 +145,17 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
         comparison = comparison.model_copy(update={"detail": f"{comparison.detail} (stopped {early})"})
     return AbTrialsSession(root, reports["stock"], reports["patched"], comparison,
                            written + write_comparison(comparison, root), early)
+
+
+def _every_trials_rows(report: RunReport) -> list[RequestRow]:
+    """The request rows of every trial a summary report lists (each trial's own report.json)."""
+    assert report.trials is not None
+    return [row for t in report.trials.trials if (Path(t.run_dir) / "report.json").exists()
+            for row in read_report(Path(t.run_dir)).request_table]
+
+
+def compare_runs(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float = 0.05) -> Comparison:
+    """`compare`: two runs, or two sets of trials (their summaries) with rates, p and every trial's latency."""
+    if stock.trials is not None and patched.trials is not None:
+        return compare_trials(stock, patched, spec, alpha, (_every_trials_rows(stock), _every_trials_rows(patched)))
+    return compare(stock, patched, spec)

@@ -7,8 +7,10 @@ import json
 
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
 import loadrepro
+from loadrepro import cli
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Conclusion
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, trials_needed
@@ -73,6 +75,12 @@ def test_ab_with_trials_confirms_the_flaky_fix_and_stops_early(tmp_path):
     summary = json.loads((tmp_path / "stock" / "report.json").read_text())["trials"]
     assert summary["failed"] == s.failed and summary["signatures"]["engine_death"] == s.failed
     assert len(summary["first_failure_s"]) == s.failed and (tmp_path / "stock" / "trial-01" / "report.json").exists()
+    # `compare` of the two sets of trials judges them the same way, from their directories
+    again = CliRunner().invoke(cli.app, ["compare", str(tmp_path / "stock"), str(tmp_path / "patched"), "--out",
+                                         str(tmp_path / "again")])
+    assert again.exit_code == 0 and "fix confirmed" in again.output, again.output
+    written = json.loads((tmp_path / "again" / "compare.json").read_text())
+    assert written["p_value"] == pytest.approx(comparison.p_value) and written["stock_trials"]["failed"] == s.failed
 
 
 def test_a_rare_flake_in_few_trials_is_not_shown_and_says_what_would_show_it(tmp_path):

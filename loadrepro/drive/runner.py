@@ -276,8 +276,10 @@ class Runner:
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
-        is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests)."""
-        deadline = self._clock() + int(SETTLE_S * 1e9)
+        is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests).
+        After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing."""
+        settle_s = 0.0 if self._stop_reason == "interrupted" else SETTLE_S
+        deadline = self._clock() + int(settle_s * 1e9)
         while True:
             await metrics.scrape()
             last = self._recorder.metrics[-1].values if self._recorder.metrics else {}
