@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from loadrepro.drive.runner import GRACE_S
+
 ROOT = Path(__file__).resolve().parents[1]
 SIM = shlex.join([sys.executable, "-m", "loadrepro", "sim", "--scenario", "draft-pool", "--port", "{port}"])
 
@@ -90,9 +92,13 @@ def test_sigterm_during_the_load_writes_the_report_stops_the_engine_and_exits_13
     requests = tmp_path / "requests.jsonl"
     until(lambda: requests.exists() and requests.read_text().count("\n") >= 1)  # warm-ups done: follow-ups in flight
     took = interrupt(process, signal.SIGTERM)
-    assert process.returncode == 130 and took < 2.0, (process.returncode, took)
+    # At once, not after the 10 s grace in-flight requests get at a planned stop: the reports (pictures included)
+    # and the engine's stop take 2-4 s on a busy 2-core machine.
+    assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took)
+    print(f"SIGTERM to exit: {took:.2f} s")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["interrupted"] and report["stop_reason"] == "interrupted"
+    assert not next(r for r in report["rules"] if r["name"] == "zombie_requests")["fired"]  # cancelled just now
     assert "cancelled" in report["requests"]["by_outcome"]
     engine_log = (tmp_path / "engine.log").read_text()
     assert "serving" in engine_log
@@ -106,7 +112,10 @@ def test_sigterm_while_ab_starts_the_patched_engine_stops_it_and_exits_130(tmp_p
     wait_for(process, "--- patched ---", timeout_s=200)
     until(lambda: engine_started(marker))
     took = interrupt(process, signal.SIGTERM)
-    assert process.returncode == 130 and took < 2.0, (process.returncode, took)
+    # At once, not after the 10 s grace in-flight requests get at a planned stop: the reports (pictures included)
+    # and the engine's stop take 2-4 s on a busy 2-core machine.
+    assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took)
+    print(f"SIGTERM to exit: {took:.2f} s")
     assert not alive(marker)
     assert (tmp_path / "stock" / "report.json").exists()  # what it had is written
     assert os.path.exists(tmp_path / "patched" / "engine.log") and not (tmp_path / "compare.md").exists()

@@ -310,21 +310,22 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    f"counted {w.measured:,}, {w.error:+.1%}): the workload that ran is not the one asked for")
 
 
-def _died(result: RunResult) -> bool:
-    """The engine died or left service (what a dead engine's metrics still say is not requests it holds)."""
+def _unjudged(result: RunResult) -> bool:
+    """The engine died or left service (what a dead engine's metrics still say is not requests it holds), or the
+    run was interrupted (the requests it cancelled a moment ago may still be being freed)."""
     post = result.post_health
-    return result.stop_reason == "engine_death" or any(n.source in ("death", "engine") for n in result.notes) or \
-        (post is not None and not post.healthy)
+    return result.interrupted or result.stop_reason == "engine_death" or \
+        any(n.source in ("death", "engine") for n in result.notes) or (post is not None and not post.healthy)
 
 
 def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """After the load, with none of loadrepro's requests in flight, the engine still reported requests running
     (its metrics, scraped after the load until nothing ran, for up to 5 s): requests it never freed, as after
-    aborted streams. Needs the engine's running count; not judged once the engine died."""
+    aborted streams. Needs the engine's running count; not judged once the engine died, nor after an interrupt."""
     totals = result.totals(spec.window_s)
     final = result.metrics[-1] if result.metrics else None
     running = final.values.get(RUNNING) if final else None
-    if final is None or not running or final.t_ns <= totals.last_end_ns or _died(result):
+    if final is None or not running or final.t_ns <= totals.last_end_ns or _unjudged(result):
         return None
     cancelled = totals.by_outcome.get(Outcome.CANCELLED.value, 0)
     words = (f"the engine still reported {running:g} requests running {(final.t_ns - totals.last_end_ns) / 1e9:.1f} "
