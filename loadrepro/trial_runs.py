@@ -56,7 +56,7 @@ def _trial_profile(profile: Profile, index: int, vary_seed: bool) -> Profile:
     return profile.model_copy(update=update)
 
 
-async def _trial(options: RunOptions, root: Path, index: int, say: Say) -> tuple[Session, Trial]:
+async def _trial(options: RunOptions, root: Path, index: int) -> tuple[Session, Trial]:
     profile = _trial_profile(options.profile, index, options.vary_seed)
     run_dir = root / f"trial-{index:02d}"
     session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
@@ -101,7 +101,7 @@ async def run_trials(options: RunOptions, say: Say = print) -> TrialsSession:
     root = run_directory(options)
     sessions, trials = [], []
     for i in range(1, options.trials + 1):
-        session, trial = await _trial(options, root, i, say)
+        session, trial = await _trial(options, root, i)
         sessions.append(session)
         trials.append(trial)
         say(f"trial {i}/{options.trials}: {'pass' if trial.passed else 'FAIL'}; {rate_of(trials).failed} failed so "
@@ -123,7 +123,7 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
     why: str | None = None
     for i in range(1, options.trials + 1):
         for label, side in sides.items():
-            session, trial = await _trial(side, root / label, i, say)
+            session, trial = await _trial(side, root / label, i)
             done[label][0].append(session)
             done[label][1].append(trial)
             if session.result.interrupted:
