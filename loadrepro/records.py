@@ -303,13 +303,19 @@ class WindowTally:
         """One scrape of the engine's canonical metrics."""
         if (usage := values.get(KV_USAGE)) is not None:
             self.kv_usage_max = _higher(self.kv_usage_max, usage)
-            if values.get(RUNNING) == 0 and values.get(WAITING, 0) == 0:
+            if quiet(values):
                 self.kv_usage_quiet = _lower(self.kv_usage_quiet, usage)
         if (waiting := values.get(WAITING)) is not None:
             self.waiting_max = _higher(self.waiting_max, waiting)
         if (preempted := values.get(PREEMPTIONS)) is not None:
             self.preemptions_low = _lower(self.preemptions_low, preempted)
             self.preemptions_high = _higher(self.preemptions_high, preempted)
+
+
+def quiet(values: dict[str, float]) -> bool:
+    """A scrape at a quiet moment: the engine ran nothing and had nothing waiting (the KV it held then is held by
+    nothing: kv_leak, and a fault's recovery)."""
+    return values.get(RUNNING) == 0 and values.get(WAITING, 0) == 0
 
 
 def _higher(kept: float | None, value: float) -> float:

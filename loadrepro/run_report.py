@@ -200,7 +200,14 @@ class ChaosRow(_Model):
     before_ttft_p95_ms: float | None = Field(
         description="TTFT p95 of the last 16 requests completed that were sent before it (since any earlier fault).")
     before_running: float | None = Field(description="The engine's running requests at the last scrape before it.")
-    before_kv_usage: float | None = Field(description="The engine's KV usage at the last scrape before it.")
+    before_kv_usage: float | None = Field(
+        description="The engine's lowest KV usage at a quiet moment (nothing running or waiting) before it.")
+    kv_s: float | None = Field(
+        description="Seconds until KV usage at a quiet moment was within max_kv_leak of before_kv_usage (null: not "
+        "seen or not judged); not counted in recovery_s, since when quiet moments come is the load's doing.")
+    after_kv_usage: float | None = Field(
+        description="KV usage at the last quiet moment after it, up to the next fault (null: none); more than "
+        "max_kv_leak above before_kv_usage is blocks the engine never freed, and the fault not recovered from.")
     faulted: int = Field(description="Requests that failed while it was in effect (outcome faulted).")
     detail: str = Field(description="What was done, what the engine did, and each part of its way back, in words.")
 

@@ -23,3 +23,15 @@ def tokenizer_dir(tmp_path_factory):
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE, "bos_token": "<s>",
                                                               "eos_token": "</s>"}))
     return folder
+
+
+SHARED = {"engines": ("tests/engines/",), "ray": ("tests/test_workers.py", "tests/test_ray_nodes.py")}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share what only one may use at a time run on one worker, one after another (pyproject's addopts
+    run two): the real engines (one build cache; one engine per session or module) and Ray (a local cluster)."""
+    for item in items:
+        for group, paths in SHARED.items():
+            if item.nodeid.startswith(paths):
+                item.add_marker(pytest.mark.xdist_group(group))

@@ -4,6 +4,7 @@ process to stop. It counts its starts in `--state`; from its second start on it 
 - "slow": every first token 20x later than before (an engine back up but never back to its latency);
 - "zombies": /metrics reports 6 more requests running than it serves (requests it never freed);
 - "dead": /health 503 and every request a 500 (up, but never back in service).
+From its second start it listens only after `--slow-start` seconds (an engine slow to load again).
 Streams of `--tokens` tokens every `--delay` seconds, the first after `--ttft` seconds; /metrics in vLLM's names.
 
     python -m tests.restart_server --port 8000 --state /tmp/starts --after slow
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from pathlib import Path
 
 from aiohttp import web
@@ -70,12 +72,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--after", choices=("healthy", "slow", "zombies", "dead"), default="healthy")
+    parser.add_argument("--slow-start", type=float, default=0.0)
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.02)
     parser.add_argument("--ttft", type=float, default=0.05)
     args = parser.parse_args()
     start = _starts(args.state)
     print(json.dumps({"start": start, "after": args.after}), flush=True)
+    if start > 1:
+        time.sleep(args.slow_start)
     web.run_app(app(args.after, start > 1, args.tokens, args.delay, args.ttft), host="127.0.0.1", port=args.port,
                 access_log=None, print=None)
 

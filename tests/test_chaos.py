@@ -20,7 +20,9 @@ from tests.stub_server import chat_app, chunk_event, serving
 @dataclass
 class AbortServer:
     """Streams of `tokens` tokens every `delay_s`; /metrics' running count holds every stream being written, and
-    a stream whose client left: never freed ("leaks"), freed `linger_s` later ("lingers"), or at once ("frees")."""
+    a stream whose client left: never freed ("leaks"), freed `linger_s` later ("lingers"), or at once ("frees");
+    or freed from the running count at once, but its KV blocks (10% each) never ("holds_kv"). KV usage: 2% per
+    stream being written, plus what is held."""
 
     mode: str = "frees"
     tokens: int = 60
@@ -29,6 +31,7 @@ class AbortServer:
     streaming: int = 0
     zombies: int = 0
     disconnects: int = 0
+    held_kv: float = 0.0
     url: str = ""
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -44,7 +47,9 @@ class AbortServer:
             await response.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             self.disconnects += 1
-            if self.mode != "frees":
+            if self.mode == "holds_kv":
+                self.held_kv += 0.1
+            elif self.mode != "frees":
                 self.zombies += 1
                 if self.mode == "lingers":
                     asyncio.get_running_loop().call_later(self.linger_s, self._free_one)
@@ -58,7 +63,8 @@ class AbortServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=f"vllm:num_requests_running {self.streaming + self.zombies}\n"
-                                 "vllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.1\n")
+                                 "vllm:num_requests_waiting 0\n"
+                                 f"vllm:kv_cache_usage_perc {0.02 * self.streaming + self.held_kv}\n")
 
     @contextlib.contextmanager
     def running(self) -> Iterator[AbortServer]:
@@ -123,6 +129,19 @@ def test_an_engine_that_frees_aborted_requests_at_once_or_a_moment_later_passes(
     assert server.disconnects >= 4
     assert report.passed, report
     assert report.requests.by_outcome.get("cancelled", 0) >= 4
+    [row] = report.chaos
+    assert row.before_kv_usage == 0.0 and row.after_kv_usage == 0.0 and row.kv_s is not None, row
+
+
+def test_an_engine_that_frees_aborted_requests_but_not_their_blocks_fails_no_recovery(tmp_path, tokenizer_dir):
+    report, server = burst("holds_kv", tmp_path, tokenizer_dir)
+    assert server.disconnects >= 4 and server.held_kv >= 0.35
+    words = fired(report, "no_recovery")
+    assert words and words.startswith("abort burst at 1.0 s its KV blocks not freed"), words
+    assert "at the last quiet moment (0.0% before): blocks it never freed" in words
+    assert fired(report, "zombie_requests") is None  # its running count was freed: only the blocks tell
+    [row] = report.chaos
+    assert not row.recovered and row.before_kv_usage == 0.0 and row.after_kv_usage >= 0.35
 
 
 def test_ab_confirms_the_simulated_engines_abort_fix(tmp_path):

@@ -131,3 +131,29 @@ def test_a_fault_the_load_never_reached_is_said(tmp_path):
     assert report.passed and report.chaos == []
     said = "chaos: the abort burst at 100 s was never caused: the load ended at"
     assert any(n.startswith(said) for n in report.notes), report.notes
+
+
+def test_a_fault_due_while_an_earlier_one_has_the_engine_down_waits_for_it(tmp_path, tokenizer_dir):
+    """An engine slow to start again after a kill: the oversize request due meanwhile is sent once /health says
+    200 again (said in the notes), not into a closed port where its failure would be read as the engine's."""
+    path = tmp_path / "late.toml"
+    path.write_text(PROFILE.format(action="kill", duration=0.5) + """
+[[chaos.events]]
+at_s = 3
+action = "oversize"
+recover_within_s = 4
+[engine]
+bytes_per_token = 1024
+pool_bytes = 1048576
+tokens_per_block = 16
+max_seq_len = 512
+""")
+    engine = (f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'} "
+              "--slow-start 2")
+    report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    kill, oversize = report.chaos
+    assert kill.recovered and kill.health_s is not None and kill.health_s >= 1.5, kill
+    assert oversize.recovered and "was served" in oversize.detail, oversize  # sent to the engine, not the port
+    late = [n for n in report.notes if n.startswith("chaos: the oversize at 3 s was caused")]
+    assert late and "late: the engine was down from the kill at 2.0 s until then" in late[0], report.notes
+    assert report.passed, report

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.drive.backend import LoadBackend, LoadSetup, WorkerCrashed, backend_for
-from loadrepro.drive.chaos import ChaosTools, EngineControl, cause
+from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, EngineControl, cause
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.live import LiveState
@@ -58,6 +58,15 @@ from loadrepro.workload.model import PlannedRequest, Workload
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
 ENGINE_POLL_S = 0.1
+
+
+@dataclass(slots=True)
+class _Outage:
+    """A fault that stops the engine, from when it was caused until /health 200 again (over_ns 0 until then)."""
+
+    action: str
+    began_ns: int = 0
+    over_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,7 @@ class Runner:
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
-        self._outages: list[list[int]] = []  # [began, over] of each fault that stops the engine; over: 0 while on
+        self._outages: list[_Outage] = []  # each fault that stops the engine
         self._faults: list[Fault] = []
         self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
         self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
@@ -214,7 +223,7 @@ class Runner:
 
     def _during_outage(self, start_ns: int, end_ns: int) -> bool:
         """Whether [start_ns, end_ns] overlaps a fault that stopped the engine, up to /health 200 again."""
-        return any(began <= end_ns and (not over or start_ns <= over) for began, over in self._outages)
+        return any(o.began_ns <= end_ns and (not o.over_ns or start_ns <= o.over_ns) for o in self._outages)
 
     def _fault(self, event: ChaosEvent, tools: ChaosTools) -> None:
         """A [[chaos.events]] fault, at its time, unless the load has already stopped; it runs beside the load."""
@@ -224,11 +233,29 @@ class Runner:
         self._fault_tasks.add(task)
         task.add_done_callback(self._fault_tasks.discard)
 
+    async def _engine_back(self) -> str | None:
+        """Waits while an earlier fault has the engine down (until /health 200 again, or its time to be back ran
+        out): a fault is caused on the engine, not on its absence. What it waited for, in words."""
+        waited = [f"{o.action} at {(o.began_ns - self.live.started_ns) / 1e9:.1f} s" for o in self._outages
+                  if not o.over_ns]
+        while any(not o.over_ns for o in self._outages) and not self._stopped.is_set():
+            await asyncio.sleep(BACK_POLL_S)
+        return ", ".join(waited) or None
+
     async def _cause(self, event: ChaosEvent, tools: ChaosTools) -> None:
-        span = [0, 0]
+        if (waited := await self._engine_back()) is not None:
+            late = (self._clock() - self.live.started_ns) / 1e9 - event.at_s
+            what = f"the {event.action.replace('_', ' ')} at {event.at_s:g} s"
+            if self._stopped.is_set():
+                self._note("chaos", f"{what} was never caused: the engine was still down from the {waited} "
+                                    "when the load ended")
+                return
+            self._note("chaos", f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
+                                "until then")
+        span = _Outage(event.action)
 
         def began(at_ns: int) -> None:
-            span[0] = at_ns
+            span.began_ns = at_ns
             if event.outage:
                 self._outages.append(span)
             if event.action in WIPES:
@@ -237,9 +264,9 @@ class Runner:
         try:
             fault = await cause(event, tools, began)
         except BaseException:
-            span[1] = self._clock()  # interrupted: the outage ends here
+            span.over_ns = self._clock()  # interrupted: the outage ends here
             raise
-        span[1] = fault.over_ns
+        span.over_ns = fault.over_ns
         self._faults.append(fault)
         back = (f"/health 200 {(fault.back_ns - fault.done_ns) / 1e9:.1f} s after" if fault.back_ns else
                 f"/health not 200 within {event.recover_within_s:g} s of")
@@ -349,6 +376,8 @@ class Runner:
                         tg.create_task(self._watch("health", health.run(stop_watching)))
                     metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
                                              self._clock) if watch.metrics_path else None
+                    if metrics and self.profile.chaos.events:  # the quiet moment each fault's KV is held to
+                        await self._watch("metrics", metrics.scrape())
                     if metrics:
                         tg.create_task(self._watch("metrics", metrics.run(stop_watching)))
                     if logs:

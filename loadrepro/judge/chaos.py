@@ -6,9 +6,14 @@ SIGCONT after a pause; at once for an abort burst or an oversize request): /heal
 fault's own polls); requests sent after that got their first tokens within [verdict] max_ttft_growth of the TTFT
 p95 of the last BEFORE requests before the fault (groups of GROUP requests, in the order they were sent, until
 one group's p95 is within it); and the engine ran no more requests than loadrepro had in flight (its running
-count at a scrape against loadrepro's in-flight count then: more is requests it never freed). A part with nothing
-to judge it by (too few requests before the fault, no running count) is said, and not held against the engine.
-An oversize request must also have been refused cleanly.
+count at a scrape against loadrepro's in-flight count then: more is requests it never freed); and its KV usage at
+the last quiet moment after the fault (nothing running or waiting, the scrapes after the load included) was within
+[verdict] max_kv_leak of the lowest at a quiet moment before it (more is blocks it never freed; quiet moments up
+to the next fault; with faults on purpose the engine is scraped once at the load's start, a quiet moment). When quiet
+moments come is the load's doing, not the engine's, so KV's time back is reported but not counted in the recovery
+time. A part with nothing to judge it by (too few requests before the fault, no running count, no quiet moment
+before or after it) is said, and not held against the engine. An oversize request must also have been refused
+cleanly.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import KV_USAGE, RUNNING, Fault, Outcome, RequestRecord, RunResult
+from loadrepro.records import KV_USAGE, RUNNING, Fault, MetricsSample, Outcome, RequestRecord, RunResult, quiet
 
 BEFORE = 16  # the TTFT before a fault: the last this many completed requests sent before it (since any earlier
 # fault): a count, not a time, so that the load's ramp-up leaves it once the load is steady
@@ -38,12 +43,15 @@ class Recovery:
     at_s: float
     before_ttft_p95_ms: float | None
     before_running: float | None
-    before_kv_usage: float | None
+    before_kv_usage: float | None  # the lowest at a quiet moment before it
     health_s: float | None  # /health 200 again (None: not within recover_within_s)
     ttft_s: float | None  # first tokens back within max_ttft_growth (None: not seen)
     ttft_judged: bool  # there were requests before the fault to compare with
     running_s: float | None  # the engine's running count back to loadrepro's in flight (None: not seen)
     running_judged: bool  # the engine publishes its running count
+    kv_s: float | None  # KV usage at a quiet moment back within max_kv_leak of before (None: not seen)
+    kv_after: float | None  # at the last quiet moment after it (None: none, so not judged)
+    kv_held: bool  # kv_after beyond max_kv_leak of before: blocks it never freed
     faulted: int  # requests that failed while it was in effect (outcome faulted)
     recovered: bool
     recovery_s: float | None  # when every part judged was back
@@ -68,10 +76,25 @@ def _ttft_back(records: list[RequestRecord], from_ns: int, limit_ms: float) -> i
 
 
 def _before(result: RunResult, at_ns: int) -> tuple[float | None, float | None]:
-    """The engine's running count and KV usage at the last scrape before the fault."""
+    """The engine's running count at the last scrape before the fault, and its lowest KV usage at a quiet moment
+    before it."""
     samples = [m for m in result.metrics if m.t_ns < at_ns]
     last = samples[-1].values if samples else {}
-    return last.get(RUNNING), last.get(KV_USAGE)
+    return last.get(RUNNING), min((kv for _, kv in _quiet_kv(samples)), default=None)
+
+
+def _quiet_kv(samples: list[MetricsSample]) -> list[tuple[int, float]]:
+    return [(m.t_ns, m.values[KV_USAGE]) for m in samples if KV_USAGE in m.values and quiet(m.values)]
+
+
+def _kv_back(result: RunResult, from_ns: int, until_ns: int | None, before: float | None,
+             spec: VerdictSpec) -> tuple[int | None, float | None]:
+    """The first quiet moment from `from_ns` (until the next fault) with KV usage within max_kv_leak of `before`
+    (None: not seen), and the KV usage at the last one (None: none, or nothing before to compare with)."""
+    scrapes = [m for m in result.metrics if m.t_ns >= from_ns and (until_ns is None or m.t_ns < until_ns)]
+    after = _quiet_kv(scrapes) if before is not None else []
+    back = next((t for t, kv in after if kv <= before + spec.max_kv_leak), None) if before is not None else None
+    return back, after[-1][1] if after else None
 
 
 def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, int | None]:
@@ -95,6 +118,9 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     limit = max(before * (1 + spec.max_ttft_growth), before + TTFT_FLOOR_MS) if before is not None else None
     ttft_ns = _ttft_back(records, back, limit) if back is not None and limit is not None else None
     published, running_ns = _running_back(result, back)
+    until = min([f.at_ns for f in result.faults if f.at_ns > at], default=None)
+    kv_ns, kv_after = _kv_back(result, back or fault.done_ns, until, kv, spec)
+    kv_held = kv is not None and kv_after is not None and kv_after > kv + spec.max_kv_leak
     faulted = sum(1 for r in records if r.outcome is Outcome.FAULTED and r.end_ns >= at
                   and r.sent_or_queued_ns <= fault.over_ns)
     parts = [back, *([ttft_ns] if before is not None else []), *([running_ns] if published else [])]
@@ -102,13 +128,13 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     recovered_ns = max(known) if len(known) == len(parts) else None
     done = fault.done_ns  # the engine's time to be back runs from when loadrepro's part of the fault ended
     seconds = (recovered_ns - done) / 1e9 if recovered_ns is not None else None
-    recovered = fault.clean and seconds is not None and seconds <= fault.recover_within_s
+    recovered = fault.clean and not kv_held and seconds is not None and seconds <= fault.recover_within_s
 
     def after(t: int | None) -> float | None:
         return (t - done) / 1e9 if t is not None else None
 
     rec = Recovery(fault, result.seconds(at), before, running, kv, after(back), after(ttft_ns), before is not None,
-                   after(running_ns), published, faulted, recovered, seconds, "")
+                   after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted, recovered, seconds, "")
     return _with_words(rec, limit)
 
 
@@ -132,13 +158,26 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
         parts.append(f"running no more than loadrepro's in flight after {r.running_s:.1f} s")
     else:
         parts.append("the engine kept running more requests than loadrepro had in flight")
+    parts.append(_kv_words(r))
     if r.faulted:
         parts.append(f"{r.faulted} requests failed meanwhile (the fault's, not the engine's)")
     late = r.recovery_s is None or r.recovery_s > f.recover_within_s
     heads = [*(["not refused cleanly"] if not f.clean else []),
-             *([f"not back within {f.recover_within_s:g} s"] if late else [])]
+             *([f"not back within {f.recover_within_s:g} s"] if late else []),
+             *(["its KV blocks not freed"] if r.kv_held else [])]
     head = " and ".join(heads) if heads else f"back {r.recovery_s:.1f} s {SINCE.get(f.action, 'after it')}"
     return dataclasses.replace(r, words=f"{head}: " + "; ".join(parts))
+
+
+def _kv_words(r: Recovery) -> str:
+    if r.before_kv_usage is None:
+        return "KV not judged: no quiet moment before it (nothing running or waiting) with the KV usage published"
+    if r.kv_after is None:
+        return "KV not judged: no quiet moment after it"
+    if r.kv_held:
+        return (f"KV usage with nothing running still {r.kv_after:.1%} at the last quiet moment "
+                f"({r.before_kv_usage:.1%} before): blocks it never freed")
+    return f"KV usage at a quiet moment back to {r.before_kv_usage:.1%} or near it after {r.kv_s or 0.0:.1f} s"
 
 
 def recoveries(result: RunResult, spec: VerdictSpec) -> list[Recovery]:
@@ -148,7 +187,8 @@ def recoveries(result: RunResult, spec: VerdictSpec) -> list[Recovery]:
 def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """A fault on purpose ([[chaos.events]]) after which the engine was not back within the event's
     recover_within_s: /health 200, TTFT p95 within max_ttft_growth of before, no more requests running than
-    loadrepro had in flight (or an oversize request not refused cleanly). Threshold: one fault. When every fault
+    loadrepro had in flight; or its KV usage at the last quiet moment after it more than max_kv_leak above before
+    (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
     recovered, says how fast (info)."""
     found = recoveries(result, spec)
     missed = [r for r in found if not r.recovered]

@@ -105,7 +105,8 @@ def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
                      recovered=r.recovered, recovery_s=r3(r.recovery_s),
                      recover_within_s=r.fault.recover_within_s, health_s=r3(r.health_s), ttft_s=r3(r.ttft_s),
                      running_s=r3(r.running_s), before_ttft_p95_ms=r3(r.before_ttft_p95_ms),
-                     before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), faulted=r.faulted,
+                     before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), kv_s=r3(r.kv_s),
+                     after_kv_usage=r3(r.kv_after), faulted=r.faulted,
                      detail=scrub(r.words)) for r in recoveries(result, spec)]
 
 

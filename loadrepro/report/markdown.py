@@ -157,7 +157,7 @@ def _answers(r: RunReport) -> list[str]:
 
 
 CHAOS_HEADINGS = ("at (s)", "fault", "recovered", "in (s)", "/health 200 (s)", "TTFT back (s)", "running back (s)",
-                  "failed meanwhile", "detail")
+                  "KV back (s)", "failed meanwhile", "detail")
 
 
 def chaos_rows(r: RunReport) -> list[list[str]]:
@@ -166,7 +166,7 @@ def chaos_rows(r: RunReport) -> list[list[str]]:
         return "" if x is None else f"{x:.1f}"
 
     return [[f"{c.at_s:.1f}", c.action, "yes" if c.recovered else "NO", s(c.recovery_s), s(c.health_s), s(c.ttft_s),
-             s(c.running_s), str(c.faulted), c.detail] for c in r.chaos]
+             s(c.running_s), s(c.kv_s), str(c.faulted), c.detail] for c in r.chaos]
 
 
 def _trials(r: RunReport) -> list[str]:

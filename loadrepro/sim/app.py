@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from loadrepro.sim import metrics
 from loadrepro.sim.config import DeathMode
@@ -32,6 +33,22 @@ from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape
 from loadrepro.sim.tokenizer import render_chat, token_ids, tokenize
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # what vLLM and SGLang use when a completions request sets none
+
+
+class ClosingStream(StreamingResponse):
+    """A stream whose generator is closed as soon as the response ends, the client gone or not: Starlette only
+    stops iterating it, which leaves the generator's cleanup (the engine's abort of the request) to the garbage
+    collector, at a moment nothing decides. A real engine aborts a request when its client leaves."""
+
+    def __init__(self, body: AsyncGenerator[str, None]) -> None:
+        super().__init__(body, media_type="text/event-stream")
+        self._body = body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._body.aclose()
 
 
 class ConnectionCut(Exception):
@@ -108,7 +125,7 @@ def create_app(runtime: SimRuntime) -> Starlette:
                              "tokens": token_ids(tokens)})
 
     async def stream(handle: RequestHandle, shape: Shape, include_usage: bool,
-                     top: int | None) -> AsyncIterator[str]:
+                     top: int | None) -> AsyncGenerator[str, None]:
         try:
             for opened in shape.opening(handle.prompt_tokens):
                 yield sse(opened)
@@ -186,8 +203,7 @@ def create_app(runtime: SimRuntime) -> Starlette:
         shape = _shape(api, submitted.id, config.model)
         if body.stream:
             include_usage = isinstance(body, (ChatBody, CompletionBody)) and body.include_usage
-            return StreamingResponse(stream(submitted, shape, include_usage, body.logprobs_wanted()),
-                                     media_type="text/event-stream")
+            return ClosingStream(stream(submitted, shape, include_usage, body.logprobs_wanted()))
         return await whole(submitted, shape, api)
 
     async def reset_prefix_cache(_: Request) -> Response:
