@@ -28,10 +28,16 @@ def tokenizer_dir(tmp_path_factory):
 SHARED = {"engines": ("tests/engines/",), "ray": ("tests/test_workers.py", "tests/test_ray_nodes.py")}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Tests that share what only one may use at a time run on one worker, one after another (pyproject's addopts
-    run two): the real engines (one build cache; one engine per session or module) and Ray (a local cluster)."""
-    for item in items:
-        for group, paths in SHARED.items():
-            if item.nodeid.startswith(paths):
-                item.add_marker(pytest.mark.xdist_group(group))
+    run two): the real engines (one build cache; one engine per session or module) and Ray (a local cluster). The
+    others go to whichever worker is free. (xdist's own xdist_group marks do not reach its scheduler on this
+    pytest: it renames the test ids, which pytest no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((group for group, paths in SHARED.items() if nodeid.startswith(paths)), nodeid)
+
+    return SharedScheduling(config, log)

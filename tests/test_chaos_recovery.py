@@ -157,3 +157,19 @@ max_seq_len = 512
     late = [n for n in report.notes if n.startswith("chaos: the oversize at 3 s was caused")]
     assert late and "late: the engine was down from the kill at 2.0 s until then" in late[0], report.notes
     assert report.passed, report
+
+
+def test_a_pause_near_the_loads_end_is_not_degradation(tmp_path, tokenizer_dir):
+    """A pause in the last windows: the first tokens it held back are not the engine degrading (degradation leaves
+    out the windows the fault overlaps)."""
+    path = tmp_path / "late-pause.toml"
+    path.write_text(PROFILE.replace("at_s = 2", "at_s = 5.4").format(action="pause", duration=1.5))
+    engine = f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'}"
+    report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run",
+                           overrides=["verdict.window_s=1.0"])
+    assert report.passed, report
+    assert fired(report, "degradation") is None
+    [row] = report.chaos
+    assert row.recovered, row
+    slow = [w for w in report.windows if w.ttft_p95_ms is not None and w.ttft_p95_ms > 500]
+    assert slow, [w.ttft_p95_ms for w in report.windows]  # the pause did hold first tokens back

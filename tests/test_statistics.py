@@ -12,7 +12,7 @@ from ddsketch import DDSketch
 from loadrepro.judge.findings import Severity
 from loadrepro.judge.windows import degradation, kv_leak, windows
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import SKETCH_ACCURACY, Outcome, RequestRecord, Tally, add_all
+from loadrepro.records import SKETCH_ACCURACY, Fault, Outcome, RequestRecord, Tally, add_all
 from loadrepro.report.build import _latency
 from tests.builders import START, S, metrics, record, result
 
@@ -131,6 +131,18 @@ def test_ttft_grown_past_the_allowed_share_from_the_first_steady_window_fails_de
 ], ids=["within-allowed-growth", "below-the-floor", "one-slow-window-in-between"])
 def test_degradation_does_not_fire_on_its_near_misses(ttfts):
     assert degradation(steady_run(ttfts), SPEC) is None
+
+
+def test_windows_a_fault_on_purpose_overlaps_are_not_degradation():
+    """A pause from 9.5 s to 11 s (/health 200 again then) holds the last window's first tokens back: the fault's
+    doing, judged by no_recovery; degradation compares the windows it did not touch. Without the fault, it fires."""
+    slowed = steady_run([900.0, 100.0, 110.0, 900.0])
+    assert degradation(slowed, SPEC) is not None
+    pause = Fault("pause", START + int(9.5 * S), START + 11 * S, START + 11 * S, 60.0, "SIGSTOP ...")
+    assert degradation(dataclasses.replace(slowed, faults=(pause,)), SPEC) is None
+    early = Fault("pause", START + int(3.5 * S), START + 4 * S, START + 4 * S, 60.0, "SIGSTOP ...")
+    found = degradation(dataclasses.replace(slowed, faults=(early,)), SPEC)  # the reference moves on, not the rule
+    assert found is not None and "in window 3 (6-9 s) to" in found.summary, found
 
 
 def test_kv_usage_creeping_up_at_quiet_moments_fails_kv_leak():

@@ -9,11 +9,11 @@ one group's p95 is within it); and the engine ran no more requests than loadrepr
 count at a scrape against loadrepro's in-flight count then: more is requests it never freed); and its KV usage at
 the last quiet moment after the fault (nothing running or waiting, the scrapes after the load included) was within
 [verdict] max_kv_leak of the lowest at a quiet moment before it (more is blocks it never freed; quiet moments up
-to the next fault; with faults on purpose the engine is scraped once at the load's start, a quiet moment). When quiet
-moments come is the load's doing, not the engine's, so KV's time back is reported but not counted in the recovery
-time. A part with nothing to judge it by (too few requests before the fault, no running count, no quiet moment
-before or after it) is said, and not held against the engine. An oversize request must also have been refused
-cleanly.
+to the next fault; with faults on purpose the engine is scraped once at the load's start, a quiet moment). When
+quiet moments come is the load's doing, not the engine's, so KV's time back is reported but not counted in the
+recovery time. A part with nothing to judge it by (too few requests before the fault, fewer than GROUP sent after
+it before the load ended, no running count, no quiet moment before or after it) is said, and not held against the
+engine. An oversize request must also have been refused cleanly.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class Recovery:
     before_kv_usage: float | None  # the lowest at a quiet moment before it
     health_s: float | None  # /health 200 again (None: not within recover_within_s)
     ttft_s: float | None  # first tokens back within max_ttft_growth (None: not seen)
-    ttft_judged: bool  # there were requests before the fault to compare with
+    ttft_judged: bool  # there were requests before the fault to compare with, and a group's worth sent after it
+    sent_after: int  # requests sent from /health 200 again on (fewer than GROUP: the load ended too soon)
     running_s: float | None  # the engine's running count back to loadrepro's in flight (None: not seen)
     running_judged: bool  # the engine publishes its running count
     kv_s: float | None  # KV usage at a quiet moment back within max_kv_leak of before (None: not seen)
@@ -116,14 +117,16 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     running, kv = _before(result, at)
     back = fault.back_ns
     limit = max(before * (1 + spec.max_ttft_growth), before + TTFT_FLOOR_MS) if before is not None else None
-    ttft_ns = _ttft_back(records, back, limit) if back is not None and limit is not None else None
+    sent_after = sum(1 for r in records if back is not None and r.sent_or_queued_ns >= back)
+    judged = before is not None and (back is None or sent_after >= GROUP)
+    ttft_ns = _ttft_back(records, back, limit) if back is not None and limit is not None and judged else None
     published, running_ns = _running_back(result, back)
     until = min([f.at_ns for f in result.faults if f.at_ns > at], default=None)
     kv_ns, kv_after = _kv_back(result, back or fault.done_ns, until, kv, spec)
     kv_held = kv is not None and kv_after is not None and kv_after > kv + spec.max_kv_leak
     faulted = sum(1 for r in records if r.outcome is Outcome.FAULTED and r.end_ns >= at
                   and r.sent_or_queued_ns <= fault.over_ns)
-    parts = [back, *([ttft_ns] if before is not None else []), *([running_ns] if published else [])]
+    parts = [back, *([ttft_ns] if judged else []), *([running_ns] if published else [])]
     known = [p for p in parts if p is not None]
     recovered_ns = max(known) if len(known) == len(parts) else None
     done = fault.done_ns  # the engine's time to be back runs from when loadrepro's part of the fault ended
@@ -133,7 +136,7 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     def after(t: int | None) -> float | None:
         return (t - done) / 1e9 if t is not None else None
 
-    rec = Recovery(fault, result.seconds(at), before, running, kv, after(back), after(ttft_ns), before is not None,
+    rec = Recovery(fault, result.seconds(at), before, running, kv, after(back), after(ttft_ns), judged, sent_after,
                    after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted, recovered, seconds, "")
     return _with_words(rec, limit)
 
@@ -143,9 +146,12 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
     parts = [f.detail]
     parts.append(f"/health 200 after {r.health_s:.1f} s" if r.health_s is not None else
                  f"/health not 200 within {f.recover_within_s:g} s")
-    if not r.ttft_judged:
+    if r.before_ttft_p95_ms is None:
         parts.append(f"TTFT not judged: fewer than {MIN_SAMPLES} requests completed before it (since any earlier "
                      "fault)")
+    elif not r.ttft_judged:
+        parts.append(f"TTFT not judged: {r.sent_after} requests were sent after it, fewer than {GROUP} (the load "
+                     "ended)")
     elif r.ttft_s is not None:
         parts.append(f"TTFT p95 back within {limit_ms:,.0f} ms (it was {r.before_ttft_p95_ms:,.0f} ms) after "
                      f"{r.ttft_s:.1f} s")

@@ -170,11 +170,16 @@ def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
 def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
     than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows. TTFT grown by
-    saturation (a queue growing under a steady service, rule `saturated`) is not degradation."""
+    saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is a fault on
+    purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither compared
+    nor compared with (the engine's way back is no_recovery's to judge)."""
     found = windows(result, spec.window_s)
     if len(found) < 3:
         return None
-    first, last = found[REFERENCE_WINDOW], found[-1]
+    calm = [w for w in found[REFERENCE_WINDOW:] if not _faulted(w, result)]
+    if len(calm) < 2:
+        return None
+    first, last = calm[0], calm[-1]
     parts = []
     queued = saturation(load_windows(result, spec.window_s)) is not None  # a queue under a steady service
     if not queued and _enough(first) and _enough(last) and first.ttft_p95_ms is not None and \
@@ -187,6 +192,10 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
         parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
                      f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")
     return Finding("degradation", Severity.FAIL, "; ".join(parts)) if parts else None
+
+
+def _faulted(w: Window, result: RunResult) -> bool:
+    return any(result.seconds(f.at_ns) < w.end_s and w.start_s < result.seconds(f.over_ns) for f in result.faults)
 
 
 def _enough(w: Window) -> bool:
