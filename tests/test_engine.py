@@ -1,6 +1,7 @@
 """Managed engines: started on a free port with their log kept, stopped afterwards, never left behind."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -101,3 +102,35 @@ def test_command_splitting_and_bad_commands(tmp_path):
         split_command("A=1")
     with pytest.raises(TargetError, match="cannot start the engine"):
         ManagedEngine("/nonexistent/engine --port {port}", tmp_path / "e.log").start(5)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_an_engine_loadrepro_started_ends_when_loadrepro_is_killed(tmp_path):
+    """SIGKILL leaves loadrepro no moment to stop its engine: the engine was started asking Linux for SIGTERM when
+    loadrepro dies, and ends by itself."""
+    process = subprocess.Popen([PY, "-m", "loadrepro", "run", "--profile", "soak", "--set", "load.duration_s=60",
+                                "--out", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        pid = None
+        while pid is None:
+            line = process.stderr.readline()
+            assert line, "loadrepro ended before its engine started"
+            found = re.search(r"\(pid (\d+)\)", line)
+            pid = int(found.group(1)) if found else None
+        assert _running(pid)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        deadline = time.monotonic() + 30
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(pid), f"the engine (pid {pid}) outlived loadrepro"
+    finally:
+        if process.poll() is None:
+            process.kill()

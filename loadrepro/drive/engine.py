@@ -16,13 +16,14 @@ the same file after a marked line, and `pause`/`resume` stop and continue its wh
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -57,11 +58,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: stop() still ends it
-        pass
+# The engine is started through a fresh interpreter that asks to be sent SIGTERM when loadrepro dies (Linux's
+# PR_SET_PDEATHSIG; elsewhere stop() still ends it), then execs the engine in its place: same process, same group.
+# Not a preexec_fn: Python code run between fork and exec in a process with threads can wait on a lock another
+# thread held at the fork, and it once held a run's event loop (health polls, the load) for 18 s.
+_LAUNCHER = f"""
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None).prctl({_PR_SET_PDEATHSIG}, signal.SIGTERM)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):  # loadrepro died before the request took effect
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _launch(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The command line that starts `argv` through _LAUNCHER; TargetError when its program cannot be found."""
+    if shutil.which(argv[0], path=env.get("PATH")) is None:
+        raise TargetError(f"cannot start the engine {argv[0]!r}: no such executable")
+    return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *argv]
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -115,15 +132,16 @@ class ManagedEngine:
         """A fresh log for the first start (an earlier run's lines would mislead); a start again continues it
         after a line saying `why`."""
         env, argv = split_command(self.command)
+        env = {**os.environ, **env}
+        launch = _launch(argv, env)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab" if why else "wb") as sink:
             if why:
                 sink.write(f"\n===== loadrepro: {why} =====\n".encode())
                 sink.flush()
             try:
-                self._process = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                                                 stdout=sink, stderr=subprocess.STDOUT, process_group=0,
-                                                 preexec_fn=_die_with_parent)
+                self._process = subprocess.Popen(launch, env=env, stdin=subprocess.DEVNULL, stdout=sink,
+                                                 stderr=subprocess.STDOUT, process_group=0)
             except OSError as exc:
                 raise TargetError(f"cannot start the engine {argv[0]!r}: {exc.strerror}") from exc
         self.starts += 1
