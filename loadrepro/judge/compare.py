@@ -100,7 +100,18 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def _regression(a: RunReport, b: RunReport, spec: VerdictSpec) -> tuple[str | None, list[Row]]:
+def _significant(latency: list[LatencyChange], metric: str) -> bool:
+    """Whether the bootstrap does not call `metric`'s change noise: it says "regressed", or has too few requests to
+    say anything (then the thresholds alone decide)."""
+    change = next((c for c in latency if c.metric == metric), None)
+    return change is None or change.ci95 is None or change.verdict == "regressed"
+
+
+def _regression(a: RunReport, b: RunReport, spec: VerdictSpec,
+                latency: list[LatencyChange]) -> tuple[str | None, list[Row]]:
+    """Patched slower than stock beyond [verdict] max_ttft_regression or max_throughput_regression on the requests
+    both completed, and beyond noise: a change the bootstrap interval does not tell from none (a busy machine's
+    near-tie) is not a regression."""
     pairs = _matched(a, b)
     ttft_a, ttft_b = _median([x.ttft_ms for x, _ in pairs]), _median([y.ttft_ms for _, y in pairs])
     rate_a, rate_b = _median([_decode_rate(x) for x, _ in pairs]), _median([_decode_rate(y) for _, y in pairs])
@@ -109,9 +120,10 @@ def _regression(a: RunReport, b: RunReport, spec: VerdictSpec) -> tuple[str | No
             Row(test="their decode tokens/s (p50)", stock=_num(rate_a), patched=_num(rate_b),
                 change=_delta(rate_a, rate_b))]
     if ttft_a is not None and ttft_b is not None and ttft_b - ttft_a > REGRESSION_FLOOR_MS \
-            and ttft_b > ttft_a * (1 + spec.max_ttft_regression):
+            and ttft_b > ttft_a * (1 + spec.max_ttft_regression) and _significant(latency, METRICS[0][0]):
         return f"TTFT p50 {ttft_a:.0f} -> {ttft_b:.0f} ms on requests both completed", rows
-    if rate_a and rate_b is not None and rate_b < rate_a * (1 - spec.max_throughput_regression):
+    if rate_a and rate_b is not None and rate_b < rate_a * (1 - spec.max_throughput_regression) and \
+            _significant(latency, METRICS[3][0]):
         return f"decode {rate_a:.0f} -> {rate_b:.0f} tokens/s on requests both completed", rows
     return None, rows
 
@@ -224,8 +236,8 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec,
             rows: tuple[Sequence[RequestRow], Sequence[RequestRow]] | None = None) -> Comparison:
     """`rows`: each side's requests to compare latency over (several runs' rows, for trials); default: each
     report's request table."""
-    regression, regression_rows = _regression(stock, patched, spec)
     latency = latency_changes(*(rows or (stock.request_table, patched.request_table)))
+    regression, regression_rows = _regression(stock, patched, spec, latency)
     if stock.verdict == "pass":
         conclusion, detail = Conclusion.NOT_REPRODUCED, "the stock run passed, so this workload shows no defect"
     elif patched.verdict == "fail":
