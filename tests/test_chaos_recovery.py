@@ -7,6 +7,7 @@ failing."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -110,7 +111,8 @@ def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, wo
 def test_the_oversize_twin_wedges_stock_and_patched_refuses_it(tmp_path):
     comparison = loadrepro.ab("oversize-wedge", out=tmp_path)
     assert comparison.fix_confirmed, comparison.detail
-    assert "oversize at 3.0 s not refused cleanly and not back within 4 s" in comparison.detail
+    # at 3 s, give or take the event loop's moment on a busy machine
+    assert re.search(r"oversize at 3\.\d s not refused cleanly and not back within 4 s", comparison.detail)
     [patched] = json.loads((tmp_path / "patched" / "report.json").read_text())["chaos"]
     assert patched["recovered"] and "was refused cleanly" in patched["detail"]
 
