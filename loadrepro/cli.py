@@ -381,6 +381,77 @@ def shrink_command(
         _echo(f"written: {path}")
 
 
+trace_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Traces: what one holds, and a copy of a text trace without its text.")
+app.add_typer(trace_app, name="trace")
+TraceFormatOption = Annotated[str, typer.Option(
+    "--format", help="auto (from the content), mooncake, bailian, azure, burstgpt, sharegpt or openai-log.")]
+TokenizerOption = Annotated[Path | None, typer.Option(
+    help="Count in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder), chat template "
+         "applied.")]
+TraceUrlOption = Annotated[str | None, typer.Option(
+    help="Count with this engine's tokenize endpoint (vLLM, llama.cpp), chat template applied; it generates "
+         "nothing, so its prefix cache is not touched.")]
+
+
+@trace_app.command("inspect")
+def trace_inspect(
+    file: Annotated[Path, typer.Argument(help="The trace file.")],
+    format_: TraceFormatOption = "auto",
+    block_tokens: Annotated[int, typer.Option(
+        min=0, help="Tokens per hash id; 0: the format's own (mooncake 512, bailian 16).")] = 0,
+    tokenizer: TokenizerOption = None,
+    base_url: TraceUrlOption = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Requests, sessions, span, arrival rate, input and output p50/p95/max, and the prompt tokens a perfect prefix
+    cache could serve. Text traces are counted in the simulated engine's tokens unless --tokenizer or --base-url."""
+    import asyncio
+    import os
+
+    from loadrepro.trace_commands import inspect_command
+    from loadrepro.workload.trace_stats import describe_stats
+
+    stats = asyncio.run(inspect_command(file, format_, block_tokens, tokenizer, base_url,
+                                        os.environ.get(api_key_env) or None))
+    _echo(stats.model_dump_json(indent=2) if json_ else "\n".join(describe_stats(stats)))
+
+
+@trace_app.command("anonymize")
+def trace_anonymize(
+    file: Annotated[Path, typer.Argument(help="A text trace: an OpenAI request log or ShareGPT conversations.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Mooncake-format trace to write.")],
+    format_: TraceFormatOption = "auto",
+    block_tokens: Annotated[int, typer.Option(min=1, help="Tokens per hash id block.")] = 512,
+    tokenizer: TokenizerOption = None,
+    base_url: TraceUrlOption = None,
+    model: Annotated[str | None, typer.Option(help="With --base-url: the model (default: the first listed).")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback --base-url is an isolated test engine.")] = False,
+) -> None:
+    """Write a Mooncake-format trace (session_id, timestamp, input_length, output_length, hash_ids) that keeps the
+    lengths, sessions, timing and shared prefixes of a text trace and none of its words: block ids are keyed hashes
+    of the prompt's tokens, numbered, with the key thrown away. Replay it with kind = "trace" and
+    trace_block_tokens set to --block-tokens."""
+    import asyncio
+    import os
+
+    from loadrepro.trace_commands import anonymize_command
+
+    done = asyncio.run(anonymize_command(file, output, format_, block_tokens, tokenizer, base_url,
+                                         os.environ.get(api_key_env) or None, model, target_is_isolated,
+                                         lambda n: _say(f"{n:,} requests written")))
+    _echo(f"written    {done.output}: {done.requests:,} requests in {done.sessions:,} sessions, {done.blocks:,} "
+          f"distinct blocks of {done.block_tokens} tokens ({done.trace_format} in, lengths counted with "
+          f"{done.tokenizer})")
+    if done.skipped.total:
+        _echo(f"left out   {done.skipped.describe()}")
+    _echo(f"replay     --set workload.kind='\"trace\"' --set workload.trace='\"{done.output}\"' "
+          f"--set workload.trace_block_tokens={done.block_tokens}")
+
+
 @app.command("profiles")
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""

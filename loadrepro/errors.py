@@ -24,6 +24,10 @@ class ProfileError(UsageError):
     """A profile cannot be loaded or validated."""
 
 
+class TraceError(UsageError):
+    """A trace file cannot be read: the message names the file, the line (or row) and the field."""
+
+
 class SimConfigError(UsageError):
     """The simulated engine was given impossible sizing."""
 

@@ -27,6 +27,8 @@ HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeo
 
 # The generation APIs a target may serve (workload/apis.py writes a request for each).
 Api = Literal["chat", "completions", "responses", "messages"]
+# The trace formats workload/trace_formats.py reads.
+TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
 
 
 class _Section(BaseModel):
@@ -36,10 +38,25 @@ class _Section(BaseModel):
 class WorkloadSpec(_Section):
     kind: Literal["conversations", "trace"] = Field(
         "conversations",
-        description=("conversations: seeded prefix-shared multi-turn conversations; trace: replay a "
-                     "Mooncake-format JSONL trace."))
+        description=("conversations: seeded prefix-shared multi-turn conversations; trace: replay a trace file "
+                     "(trace_format), sessions as sessions."))
     trace: str = Field("", description="The trace file (kind = 'trace').")
-    trace_block_tokens: int = Field(512, ge=1, description="Tokens per hash id of the trace (its block size).")
+    trace_format: Literal["auto", TraceFormat] = Field(
+        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt or openai-log; auto "
+        "decides from its content and says what it chose.")
+    trace_block_tokens: int = Field(
+        0, ge=0, description="Tokens per hash id of the trace (its block size); 0: the format's own (mooncake "
+        "512, bailian 16).")
+    trace_speed: float = Field(1.0, gt=0, description="> 1 replays the trace's timestamps (and think times) that "
+                               "many times faster; < 1 slower.")
+    trace_start_s: float = Field(0.0, ge=0, description="Replay the trace from this many seconds after its first "
+                                 "timestamp (a session is replayed when its first turn is in the window).")
+    trace_duration_s: float = Field(0.0, ge=0, description="> 0: replay this many seconds of the trace from "
+                                    "trace_start_s; 0: to its end.")
+    trace_max_requests: int = Field(0, ge=0, description="> 0: replay at most this many of the trace's requests.")
+    trace_history: Literal["recorded"] = Field(
+        "recorded", description="Text traces (sharegpt, openai-log): a later turn's history holds the recorded "
+        "answers, so every run sends the same bytes, stock and patched alike.")
     seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
     conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
     groups: int = Field(
@@ -62,7 +79,7 @@ class WorkloadSpec(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
         if self.kind == "trace" and not self.trace:
-            raise ValueError("kind = 'trace' needs workload.trace, the path of a Mooncake-format JSONL file")
+            raise ValueError("kind = 'trace' needs workload.trace, the path of a trace file")
         if self.prefix_tokens_p95 and self.prefix_tokens_p95 <= self.prefix_tokens:
             raise ValueError("prefix_tokens_p95 must be greater than prefix_tokens (the p50), or 0")
         if self.groups > self.conversations:

@@ -355,6 +355,10 @@ class Tally:
     # these is exact for a min_cache_hit given to four decimals.
     reuse: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)
     reuse_reported: int = 0  # of those, the ones whose usage reported cached tokens at all
+    # Every completed request (any turn): the planned tokens a perfect prefix cache could have served it, and the
+    # cached tokens its usage reported (None: none reported) -- report.json workload.prefix_reuse.
+    reuse_possible: int = 0
+    reuse_cached: int | None = None
     prompt_errors: PromptErrors = dataclasses.field(default_factory=PromptErrors)
     recent_ends: RecentEnds = dataclasses.field(default_factory=RecentEnds)
     per_second: PerSecond = dataclasses.field(default_factory=PerSecond)
@@ -413,6 +417,10 @@ class Tally:
         if r.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + r.cached_tokens
         self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
+        if r.outcome is Outcome.OK:
+            self.reuse_possible += r.shared_prefix_tokens
+            if r.cached_tokens is not None:
+                self.reuse_cached = (self.reuse_cached or 0) + r.cached_tokens
         if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
             self._reused(r)
         if r.prompt_tokens is not None and r.expected_prompt_tokens > 0:

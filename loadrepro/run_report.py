@@ -58,6 +58,16 @@ class TokenSpread(_Model):
     max: int = Field(description="The largest.")
 
 
+class PrefixReuse(_Model):
+    possible_tokens: int = Field(
+        description="Prompt tokens of the completed requests that a perfect prefix cache could have served: what "
+        "each shares with an earlier request of the workload (a trace: the blocks seen earlier in it).")
+    cached_tokens: int | None = Field(
+        description="The cached prompt tokens those same requests' usage reported; null: the target reports none.")
+    ratio: float | None = Field(
+        description="cached_tokens / possible_tokens; null when the target reports none or nothing could be served.")
+
+
 class WorkloadInfo(_Model):
     kind: str = Field(description="conversations or trace.")
     conversations: int = Field(description="Conversations planned.")
@@ -67,6 +77,11 @@ class WorkloadInfo(_Model):
     faker_version: str = Field(
         description="The Faker version that wrote the records (the same seed and version, the same text).")
     calibration_source: str = Field(description="How lengths were counted.")
+    origin: str = Field("", description="Where the requests came from, in a sentence (a trace: its file, its "
+                        "format and how it was chosen, what is replayed and what was left out).")
+    prefix_reuse: PrefixReuse | None = Field(
+        None, description="The prompt tokens a perfect prefix cache could have served the completed requests, "
+        "against what the engine reported cached: whether the replay loaded the cache as the traffic could.")
 
 
 class Target(_Model):

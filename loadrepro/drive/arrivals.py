@@ -51,7 +51,9 @@ class Arrivals:
     async def run(self) -> None:
         conversations = self._workload.conversations
         async with asyncio.TaskGroup() as tg:
-            if self._load.duration_s:
+            if self._load.duration_s and self._timed_trace():
+                await self._trace_passes(tg)
+            elif self._load.duration_s:
                 await self._soak(tg)
             elif self._workload.kind == "trace":
                 for c in conversations:
@@ -112,8 +114,17 @@ class Arrivals:
             send.cancel()
         return len(oldest)
 
-    async def _conversation(self, conversation: Conversation) -> None:
+    async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
+        """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
+        after that answer and for its own (shifted) arrival, whichever comes later."""
         for planned in conversation.turns:
+            if self._stopped.is_set():
+                return
+            if planned.turn > 1 and planned.delay_s > 0:
+                await pause(self._stopped, planned.delay_s)
+            if planned.turn > 1 and planned.arrival_s is not None and \
+                    not await self._wait_until(planned.arrival_s + shift_s):
+                return
             if self._stopped.is_set():
                 return
             record = await self._send(planned)
@@ -127,9 +138,23 @@ class Arrivals:
             await pause(self._stopped, delay)
         return not self._stopped.is_set()
 
-    async def _conversation_at(self, offset_s: float, conversation: Conversation) -> None:
-        if await self._wait_until(offset_s):
-            await self._conversation(conversation)
+    async def _conversation_at(self, offset_s: float, conversation: Conversation, shift_s: float = 0.0) -> None:
+        if await self._wait_until(offset_s + shift_s):
+            await self._conversation(conversation, shift_s)
+
+    def _timed_trace(self) -> bool:
+        return self._workload.kind == "trace" and any(c.turns[0].arrival_s for c in self._workload.conversations)
+
+    async def _trace_passes(self, tg: asyncio.TaskGroup) -> None:
+        """A soak longer than its trace replays it again, pass after pass, each shifted by the trace's span (its
+        last arrival and a second), until the run stops it: the same bytes each pass."""
+        conversations = self._workload.conversations
+        span = max(t.arrival_s or 0.0 for c in conversations for t in c.turns) + 1.0
+        for shift in itertools.count(0.0, span):
+            if not await self._wait_until(shift):
+                return
+            for c in conversations:
+                tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c, shift))
 
     def _poisson_offsets(self, count: int) -> Iterator[float]:
         rng = np.random.default_rng([self._seed, _POISSON, *self._streams])

@@ -15,10 +15,20 @@ from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 
 
-async def plan_on_target(profile: Profile, http: Transport | None, model: str, tokenizer: Path | None,
-                         say: Callable[[str], None]) -> tuple[Plan, list[str]]:
+async def plan_on_target(
+        profile: Profile, http: Transport | None, model: str, tokenizer: Path | None,
+        say: Callable[[str], None]) -> tuple[Plan, list[str]]:
     """The plan and the notes a report should carry; `http` None: count in the simulated engine's tokens (it is the
-    target, in this process's tokenizer)."""
+    target, in this process's tokenizer). Where the workload came from (a trace's format) is said and noted."""
+    plan, notes = await _planned(profile, http, model, tokenizer, say)
+    if plan.workload.origin:
+        say(plan.workload.origin)
+        notes.insert(0, plan.workload.origin)
+    return plan, notes
+
+
+async def _planned(profile: Profile, http: Transport | None, model: str, tokenizer: Path | None,
+                   say: Callable[[str], None]) -> tuple[Plan, list[str]]:
     if tokenizer is not None:
         return await plan_workload(profile, LocalTokenizerCounter(tokenizer)), []
     if http is None:

@@ -16,7 +16,7 @@ from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.verdict import Verdict
 from loadrepro.judge.windows import windows
 from loadrepro.profile import Profile, VerdictSpec
-from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult
+from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
     Cache,
@@ -33,6 +33,7 @@ from loadrepro.run_report import (
     Liveness,
     OutputsInfo,
     Percentiles,
+    PrefixReuse,
     Pressure,
     RequestRow,
     Requests,
@@ -166,6 +167,12 @@ def _pool_peaks(result: RunResult) -> dict[str, float]:
     return peaks
 
 
+def _prefix_reuse(totals: Tally) -> PrefixReuse:
+    possible, cached = totals.reuse_possible, totals.reuse_cached
+    ratio = round(cached / possible, 4) if cached is not None and possible else None
+    return PrefixReuse(possible_tokens=possible, cached_tokens=cached, ratio=ratio)
+
+
 def _pressure(result: RunResult) -> Pressure:
     return Pressure(kv_usage_peak=_peak(result, KV_USAGE), waiting_peak=_peak(result, WAITING),
                     preemptions=preemptions(result), pool_usage_peak=_pool_peaks(result))
@@ -281,7 +288,8 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                               prompt_tokens=TokenSpread(p50=workload.prompt_tokens_p50, p95=workload.prompt_tokens_p95,
                                                         max=workload.prompt_tokens_max),
                               seed=workload.seed, faker_version=workload.faker_version,
-                              calibration_source=workload.calibration_source),
+                              calibration_source=workload.calibration_source, origin=workload.origin,
+                              prefix_reuse=_prefix_reuse(totals)),
         pressure=_pressure(result), capacity=_capacity(result), diagnosis=diagnosis,
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),

@@ -14,6 +14,7 @@ from loadrepro.report.markdown import (
     chaos_rows,
     health_lines,
     latency_rows,
+    prefix_reuse_line,
 )
 from loadrepro.run_report import Percentiles, RunReport
 
@@ -82,6 +83,7 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
                f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s; cached prompt tokens: "
                f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "
                f"{r.cache.prompt_tokens:,}.</p>"
+             + (f"<p>{escape(reuse)}</p>" if (reuse := prefix_reuse_line(r)) else "")
              + "".join(f"<p>{escape(line)}</p>" for line in health_lines(r))]
     said, rows = answer_lines(r)
     if said:

@@ -73,6 +73,7 @@ def _workload(r: RunReport) -> list[str]:
     return ["## Workload", "", f"Profile `{p['name']}`: {p['description']}", "",
             f"- {w.kind}: {planned} ({p['api']} API), "
             f"prompts p50 {w.prompt_tokens.p50:,} / p95 {w.prompt_tokens.p95:,} / max {w.prompt_tokens.max:,} tokens",
+            *([f"- {w.origin}"] if w.origin else []),
             f"- seed {w.seed}, faker {w.faker_version}, lengths counted with {w.calibration_source}",
             f"- concurrency {load['concurrency']}, arrival {load['arrival']}, request timeout "
             f"{load['request_timeout_s']} s, stall timeout {load['stall_timeout_s']} s", *_lengths(r), ""]
@@ -227,6 +228,19 @@ def _signatures(r: RunReport) -> list[str]:
     return lines + [""]
 
 
+def prefix_reuse_line(r: RunReport) -> str:
+    """The prompt tokens a perfect prefix cache could have served against those the engine reported cached."""
+    reuse = r.workload.prefix_reuse
+    if reuse is None or not reuse.possible_tokens:
+        return ""
+    could = (f"A perfect prefix cache could have served {reuse.possible_tokens:,} prompt tokens of the completed "
+             "requests")
+    if reuse.cached_tokens is None:
+        return could + "; the target reports no cached tokens."
+    share = f" ({reuse.ratio:.0%})" if reuse.ratio is not None else ""
+    return f"{could}; the engine reported {reuse.cached_tokens:,} of theirs cached{share}."
+
+
 def _numbers(r: RunReport) -> list[str]:
     c = r.cache
     lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max | over |",
@@ -238,6 +252,8 @@ def _numbers(r: RunReport) -> list[str]:
     else:
         share = c.cached_tokens / c.prompt_tokens if c.prompt_tokens else 0.0
         lines.append(f"Cached prompt tokens: {c.cached_tokens:,} of {c.prompt_tokens:,} ({share:.0%}).")
+    if reuse := prefix_reuse_line(r):
+        lines.append(reuse)
     p = r.pressure
     if p.kv_usage_peak is not None:
         pools = "".join(f", {pool} pool peak {share:.0%}" for pool, share in p.pool_usage_peak.items())

@@ -23,6 +23,9 @@ KNOBS: tuple[tuple[str, str, int], ...] = (
     ("workload", "prefix_tokens", 64), ("workload", "turn_tokens", 1), ("workload", "max_tokens", 1),
     ("load", "concurrency", 1),
 )
+# A trace's requests are its own: fewer of them (whole sessions go first, from the end of the window), then less
+# concurrency. trace_max_requests 0 means all of them.
+TRACE_KNOBS: tuple[tuple[str, str, int], ...] = (("workload", "trace_max_requests", 1), ("load", "concurrency", 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +100,10 @@ class Shrinker:
             state.stopped = "the original workload did not fail the same way"
             return self._done(state)
         progress = True
+        trace = profile.workload.kind == "trace"
         while progress and not self._spent(state):
-            progress = await self._fold_turns(state)
-            for section, key, floor in KNOBS:
+            progress = False if trace else await self._fold_turns(state)
+            for section, key, floor in TRACE_KNOBS if trace else KNOBS:
                 progress |= await self._knob(state, section, key, floor)
                 if self._spent(state):
                     break
@@ -123,6 +127,8 @@ class Shrinker:
         """Binary search for the knob's smallest failing value; True if it shrank. A knob searched in an earlier
         round is first tried one below its value: if that passes, it is still minimal, for one trial."""
         low, high = floor, getattr(getattr(state.profile, section), key)  # high fails; below low passes
+        if key == "trace_max_requests" and high == 0:  # all of the trace's requests: as many as the run sent
+            high = state.best.requests
         shrank = False
         if (section, key) in state.searched and low < high:
             if not await self._try(state, section, key, high - 1):

@@ -256,10 +256,13 @@ async def replay(args: argparse.Namespace) -> int:
     started = time.monotonic()
 
     async def conversation(turns: list[dict]) -> None:
-        offset = turns[0].get("arrival_s")
-        if offset:
-            await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
+        # Each turn once the one before it answered, after its think time, and not before its recorded arrival.
         for turn in sorted(turns, key=lambda t: t["turn"]):
+            if turn["turn"] > 1 and turn.get("delay_s"):
+                await asyncio.sleep(turn["delay_s"])
+            offset = turn.get("arrival_s")
+            if offset:
+                await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
             async with gate:
                 outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal)
             results.append((time.monotonic() - started, turn, outcome, detail))

@@ -25,6 +25,7 @@ def write_workload(workload: Workload, path: Path) -> Path:
         out.write(orjson.dumps(header) + b"\n")
         for r in workload.requests:
             line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
+                    "delay_s": r.delay_s,
                     "expected_prompt_tokens": r.expected_prompt_tokens,
                     "shared_prefix_tokens": r.shared_prefix_tokens,
                     "body": wire_body(workload.api, r.body, None)}

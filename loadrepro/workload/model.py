@@ -15,6 +15,7 @@ class PlannedRequest:
     expected_prompt_tokens: int
     shared_prefix_tokens: int  # of those, expected to be found in the prefix cache
     arrival_s: float | None = None  # trace replay: offset from the start; None: sent when its turn comes
+    delay_s: float = 0.0  # trace replay: think time after the turn before it answered
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Workload:
     faker_version: str
     calibration_source: str
     conversations: tuple[Conversation, ...]
+    origin: str = ""  # where its requests came from, in a sentence (a trace: its file, format and window)
 
     @property
     def requests(self) -> list[PlannedRequest]:

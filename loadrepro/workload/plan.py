@@ -14,7 +14,7 @@ from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
 from loadrepro.workload.probes import ProbeBudget, calibrate_by_probes, probe_pool
 from loadrepro.workload.tokens import Calibration, SimTokenCounter, TokenCounter, calibrate, gather_limited
-from loadrepro.workload.trace import TraceRow, build_trace, read_trace
+from loadrepro.workload.trace import Trace, build_trace, read_trace
 
 TOLERANCE = 0.02
 _CORRECT_ABOVE = 0.005  # a sample further off than this triggers one rebuild with measured costs
@@ -47,11 +47,13 @@ class Plan:
 
 
 def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
-                   trace: list[TraceRow] | None = None, corrections: dict[int, float] | None = None) -> Workload:
+                   trace: Trace | None = None, corrections: dict[int, float] | None = None) -> Workload:
     """Pure: the same inputs always give byte-identical request bodies."""
     assembler = Assembler(pool, calibration)
     if profile.workload.kind == "trace":
-        workload = build_trace(trace or [], profile.workload, profile.api, assembler)
+        if trace is None:
+            trace = read_trace(profile.workload)
+        workload = build_trace(trace, profile.workload, profile.api, assembler)
     else:
         workload = build_conversations(profile.workload, profile.api, assembler, corrections)
     return workload if profile.verify.outputs == "off" else _deterministic(workload, profile)
@@ -84,7 +86,7 @@ async def _check(counter: TokenCounter, workload: Workload) -> tuple[Check, ...]
 
 
 async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordPool,
-                          trace: list[TraceRow] | None) -> Plan:
+                          trace: Trace | None) -> Plan:
     """Calibrate with salted probes within a budget drawn from the workload's size, measured first in the simulated
     engine's tokens (free); no run prompt is counted on the target, since that would send it."""
     draft = build_workload(profile, pool, await calibrate(SimTokenCounter(), pool), trace)
@@ -96,7 +98,7 @@ async def _plan_by_probes(profile: Profile, counter: TokenCounter, pool: RecordP
 
 async def plan_workload(profile: Profile, counter: TokenCounter) -> Plan:
     pool = record_pool(profile.workload.seed)
-    trace = read_trace(profile.workload.trace) if profile.workload.kind == "trace" else None
+    trace = read_trace(profile.workload) if profile.workload.kind == "trace" else None
     if counter.probing:
         return await _plan_by_probes(profile, counter, pool, trace)
     calibration = await calibrate(counter, pool)

@@ -30,6 +30,7 @@ class WorkloadSummary:
     checks: tuple[tuple[int, int, int, int], ...]  # (conversation, turn, expected, counted by the target)
     probe_requests: int = 0
     probe_tokens: int = 0
+    origin: str = ""  # where the requests came from (a trace: its file and format)
 
 
 def summarize(plan: Plan) -> WorkloadSummary:
@@ -47,13 +48,14 @@ def summarize(plan: Plan) -> WorkloadSummary:
         max_output_tokens_total=sum(r.max_tokens for r in requests),
         payload_bytes=sum(len(json.dumps(r.body).encode()) for r in requests),
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
-        probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens,
+        probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens, origin=workload.origin,
     )
 
 
 def format_summary(s: WorkloadSummary) -> str:
     lines = [
         f"workload   {s.kind} ({s.api} API), seed {s.seed}, faker {s.faker_version}",
+        *([f"source     {s.origin}"] if s.origin else []),
         f"requests   {s.requests} in {s.conversations} conversations" + (f", {s.groups} groups" if s.groups else ""),
         f"prompts    p50 {s.prompt_tokens_p50:,} / p95 {s.prompt_tokens_p95:,} / max {s.prompt_tokens_max:,} tokens; "
         f"{s.prompt_tokens_total:,} in all, {s.shared_prefix_tokens_total:,} expected from the prefix cache",

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from loadrepro.errors import TargetError, UsageError, auth_refusal
-from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.sim.tokenizer import render_chat, token_ids, tokenize
 from loadrepro.workload.apis import PATHS, chat_form, openai_usage, wire_body
 from loadrepro.workload.corpus import KINDS, RecordPool
 
@@ -65,6 +65,10 @@ class SimTokenCounter:
     async def count_chat(self, messages: Messages) -> int:
         return len(tokenize(render_chat(messages)))
 
+    async def chat_ids(self, messages: Messages) -> list[int]:
+        """The prompt's token ids, chat template applied."""
+        return token_ids(tokenize(render_chat(messages)))
+
 
 class LocalTokenizerCounter:
     """A Hugging Face tokenizer on disk (a tokenizer.json, or a model folder holding one with its chat template),
@@ -99,10 +103,14 @@ class LocalTokenizerCounter:
         return len(self._tokenizer.encode(text, add_special_tokens=True).ids)
 
     async def count_chat(self, messages: Messages) -> int:
+        return len(await self.chat_ids(messages))
+
+    async def chat_ids(self, messages: Messages) -> list[int]:
+        """The prompt's token ids, chat template applied."""
         if self._template is None:
             raise UsageError(f"{self.source} has no chat template; use a completions profile (api = 'completions')")
         rendered = self._template.render(messages=messages, add_generation_prompt=True, **self._specials)
-        return len(self._tokenizer.encode(rendered, add_special_tokens=False).ids)
+        return list(self._tokenizer.encode(rendered, add_special_tokens=False).ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +190,21 @@ class HttpTokenCounter:
             rendered = await self._post("/apply-template", {"messages": messages})
             return await self.count_text(rendered["prompt"])
         return await self._probe(self._chat_api, {"messages": messages})
+
+    async def chat_ids(self, messages: Messages) -> list[int]:
+        """The prompt's token ids, chat template applied, from the target's tokenize endpoint."""
+        if self._flavour == "vllm":
+            data = await self._post("/tokenize", {"model": self._model, "messages": messages})
+        elif self._flavour == "llamacpp":
+            rendered = await self._post("/apply-template", {"messages": messages})
+            data = await self._post("/tokenize", {"content": rendered["prompt"], "add_special": True})
+        else:
+            raise UsageError(f"token ids need a /tokenize endpoint that applies the chat template (vLLM, llama.cpp); "
+                             f"this target counts with {self.source}: give --tokenizer instead")
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list):
+            raise TargetError(f"the target's tokenize endpoint gave no token ids: {str(data)[:200]}")
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in tokens]
 
 
 async def detect_counter(client: Poster, model: str, api: str = "chat") -> HttpTokenCounter:

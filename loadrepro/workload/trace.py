@@ -1,68 +1,109 @@
-"""Mooncake-format trace replay: each hash id is a fixed block of text, timestamps are the arrival schedule.
+"""Trace replay: the rows of any trace format (workload/trace_formats.py) chosen by the profile's window, grouped
+into sessions, and turned into requests. Pure once the rows are read.
 
-A trace line is `{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}`. Block
-`h` is the same text wherever it appears and costs exactly `trace_block_tokens` target tokens (with the newline
-that joins it to the next), so requests whose hash ids start alike share a byte-identical prefix of exactly
-(common blocks x block tokens). A request shorter than its blocks cuts its last block short.
+Token-count rows are built from blocks: each hash id is a fixed block of text that costs exactly the format's
+block tokens in the target's tokens (with the newline that joins it to the next), so requests whose hash ids start
+alike share a byte-identical prefix of exactly (common blocks x block tokens); a request shorter than its blocks
+cuts its last block short, and one longer than them ends with records of its own. Text rows (sharegpt, openai-log)
+send their own messages, the recorded history included, so stock and patched receive the same bytes.
+
+A session's turns are one conversation: each is sent at its (scaled) timestamp or its delay after the turn before
+it answered, whichever is later, and never before that turn answered.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import orjson
 
-from loadrepro.errors import ProfileError
-from loadrepro.profile import WorkloadSpec
+from loadrepro.errors import TraceError
+from loadrepro.profile import TraceFormat, WorkloadSpec
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+from loadrepro.workload.tokens import Calibration
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, read_rows
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
 
 
 @dataclass(frozen=True, slots=True)
-class TraceRow:
-    timestamp_ms: float
-    input_length: int
-    output_length: int
-    hash_ids: tuple[int, ...]
+class Trace:
+    """The rows a profile replays, in file order, with what was chosen and left out."""
+
+    format: TraceFormat
+    path: str
+    rows: tuple[TraceRow, ...]
+    block_tokens: int  # tokens per hash id (0: the format has none)
+    skipped: Skipped
+    origin_s: float  # the trace's earliest timestamp: time zero of the replay (before trace_start_s)
+    detected: str = ""  # why "auto" chose the format ("" when the profile named it)
+
+    def describe(self) -> str:
+        """One line: the file, its format, what is replayed and what was left out."""
+        sessions = len({r.session for r in self.rows if r.session is not None})
+        singles = sum(r.session is None for r in self.rows)
+        how = f"detected: {self.detected}" if self.detected else "as the profile says"
+        line = (f"trace {self.path}: {self.format} ({how}); {len(self.rows)} requests replayed, "
+                f"{sessions} sessions" + (f" and {singles} single requests" if singles else ""))
+        return line + (f"; left out: {self.skipped.describe()}" if self.skipped.total else "")
 
 
-def _row(data: object, where: str) -> TraceRow:
-    if not isinstance(data, dict):
-        raise ProfileError(f"{where}: a trace line must be a JSON object")
-    try:
-        row = TraceRow(float(data["timestamp"]), int(data["input_length"]), int(data["output_length"]),
-                       tuple(int(h) for h in data.get("hash_ids", [])))
-    except KeyError as exc:
-        raise ProfileError(f"{where}: missing {exc.args[0]!r}") from exc
-    except (TypeError, ValueError) as exc:
-        raise ProfileError(f"{where}: {exc}") from exc
-    if row.input_length < 1 or row.output_length < 1:
-        raise ProfileError(f"{where}: input_length and output_length must be positive")
-    return row
+def block_tokens(spec: WorkloadSpec, trace_format: str) -> int:
+    """The profile's block size, or the format's own when it leaves it at 0."""
+    return spec.trace_block_tokens or BLOCK_TOKENS.get(trace_format, 0)
 
 
-def read_trace(path: str | Path) -> list[TraceRow]:
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ProfileError(f"cannot read trace {path}: {exc.strerror}") from exc
-    rows = []
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                rows.append(_row(json.loads(line), f"{path}:{number}"))
-            except json.JSONDecodeError as exc:
-                raise ProfileError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+def _origin(path: str, trace_format: str) -> float:
+    """The earliest timestamp, from a first pass over the file (a trace need not be sorted)."""
+    stamps = (row.timestamp_s for row in read_rows(path, trace_format)[1] if row.timestamp_s is not None)
+    return min(stamps, default=0.0)
+
+
+def _window(rows: Iterator[TraceRow], spec: WorkloadSpec, origin: float) -> Iterator[TraceRow]:
+    """The rows of the profile's window: a session is kept when its first turn is; its later turns while they are
+    within the window; at most trace_max_requests in all."""
+    end = spec.trace_start_s + spec.trace_duration_s if spec.trace_duration_s else float("inf")
+    seen: set[str] = set()  # sessions whose first turn has been read
+    kept: set[str] = set()  # and of those, the ones replayed
+    count = 0
+    for row in rows:
+        offset = None if row.timestamp_s is None else row.timestamp_s - origin
+        inside = offset is None or spec.trace_start_s <= offset < end
+        if row.session is not None and row.session in seen:
+            if row.session not in kept or not inside:
+                continue
+        else:
+            if row.session is not None:
+                seen.add(row.session)
+            if not inside:
+                continue
+            if row.session is not None:
+                kept.add(row.session)
+        yield row
+        count += 1
+        if spec.trace_max_requests and count >= spec.trace_max_requests:
+            return
+
+
+def read_trace(spec: WorkloadSpec) -> Trace:
+    """The rows the profile replays; TraceError names the file, line and field of anything wrong in it."""
+    trace_format, _ = read_rows(spec.trace, spec.trace_format)
+    detected = detect(Path(spec.trace))[1] if spec.trace_format == "auto" else ""
+    origin = _origin(spec.trace, trace_format)
+    skipped = Skipped()
+    rows = tuple(_window(read_rows(spec.trace, trace_format, skipped)[1], spec, origin))
     if not rows:
-        raise ProfileError(f"trace {path} has no requests")
-    return rows
+        window = " in the window asked for" if spec.trace_start_s or spec.trace_duration_s else ""
+        raise TraceError(f"trace {spec.trace} has no requests{window}")
+    return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, detected)
 
 
 class _Blocks:
@@ -86,6 +127,10 @@ class _Blocks:
     def text(self, hash_id: int, tokens: float) -> str:
         """Block `hash_id` cut to `tokens` (the whole block when `tokens` is the block size less its join)."""
         lead, indices, cumulative, lead_cost = self._records(hash_id)
+        if tokens < lead_cost + self._assembler.calibration.filler_tokens:
+            # Too short for the block's lead (small blocks, Bailian's 16 tokens): filler alone, so the length is
+            # right; it shares less than a block with the whole block.
+            return self._assembler.join("", indices[:0], 0.0, tokens + self._assembler.calibration.join_tokens)
         budget = tokens - lead_cost
         keep = int(np.searchsorted(cumulative, budget, side="right"))
         spent = float(cumulative[keep - 1]) if keep else 0.0
@@ -97,44 +142,125 @@ class _Blocks:
         return self._full[hash_id]
 
 
-def _shared_blocks(rows: list[TraceRow]) -> list[int]:
-    """For each row, how many of its leading hash ids an earlier row also started with."""
-    seen: set[tuple[int, ...]] = set()
-    shared = []
-    for row in rows:
+class SeenPrefixes:
+    """What a perfect prefix cache would hold after the requests seen so far: every prefix of hash ids (token rows)
+    and of messages (text rows), each by its digest, so memory does not grow with a prefix's length."""
+
+    def __init__(self) -> None:
+        self._seen: set[bytes] = set()
+
+    def _shared(self, digests: list[bytes]) -> int:
         k = 0
-        while k < len(row.hash_ids) and row.hash_ids[:k + 1] in seen:
+        while k < len(digests) and digests[k] in self._seen:
             k += 1
-        shared.append(k)
-        seen.update(row.hash_ids[:i] for i in range(1, len(row.hash_ids) + 1))
-    return shared
+        self._seen.update(digests)
+        return k
+
+    def blocks(self, hash_ids: tuple[int, ...]) -> int:
+        """How many leading hash ids an earlier row also started with: the blocks a perfect cache serves."""
+        running, digests = b"b", []
+        for h in hash_ids:
+            running = hashlib.blake2b(running + h.to_bytes(8, "little", signed=True), digest_size=12).digest()
+            digests.append(running)
+        return self._shared(digests)
+
+    def messages(self, messages: tuple[dict[str, Any], ...]) -> int:
+        """How many leading messages an earlier request also started with."""
+        running, digests = b"m", []
+        for m in messages:
+            part = orjson.dumps({"role": m.get("role"), "content": m.get("content")}, option=orjson.OPT_SORT_KEYS)
+            running = hashlib.blake2b(running + part, digest_size=12).digest()
+            digests.append(running)
+        return self._shared(digests)
 
 
-def build_trace(rows: list[TraceRow], spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
-    c = assembler.calibration
-    block = spec.trace_block_tokens
-    blocks = _Blocks(assembler, spec.seed, block)
-    start = min(r.timestamp_ms for r in rows)
-    overhead = c.chat_base - c.chat_per_message if chat_form(api) else c.text_base
-    conversations = []
-    for j, (row, shared) in enumerate(zip(rows, _shared_blocks(rows))):
-        whole = min(len(row.hash_ids), row.input_length // block)
-        parts = [blocks.full(h) for h in row.hash_ids[:whole]]
+def _text(content: Any) -> str:
+    """A message's text, its parts joined when it has several."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _messages_tokens(c: Calibration, messages: tuple[dict[str, Any], ...], chat: bool) -> float:
+    """The estimated prompt tokens of these messages, template included."""
+    body = sum(c.estimate(_text(m.get("content"))) for m in messages)
+    if chat:
+        return c.chat_base + (len(messages) - 2) * c.chat_per_message + body
+    return c.text_base + c.estimate(_prompt(messages))
+
+
+def _prompt(messages: tuple[dict[str, Any], ...]) -> str:
+    """Messages as one completions prompt."""
+    return "".join(f"### {m.get('role', 'user').title()}\n{_text(m.get('content'))}\n\n" for m in messages) + \
+        "### Assistant\n"
+
+
+class _Builder:
+    """Request bodies and expected lengths for the rows of one trace."""
+
+    def __init__(self, trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> None:
+        self.spec, self.chat, self.assembler = spec, chat_form(api), assembler
+        self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
+        self.block = trace.block_tokens
+        self.seen = SeenPrefixes()
+        c = assembler.calibration
+        self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
+
+    def token_row(self, j: int, row: TraceRow) -> tuple[dict[str, Any], int, int]:
+        block, shared = self.block, self.seen.blocks(row.hash_ids)
+        whole = min(len(row.hash_ids), row.input_length // block) if block else 0
+        parts = [self.blocks.full(h) for h in row.hash_ids[:whole]]
         rest = row.input_length - whole * block
         if rest > 0 and whole < len(row.hash_ids):
-            parts.append(blocks.text(row.hash_ids[whole], rest))
+            parts.append(self.blocks.text(row.hash_ids[whole], rest))
         elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
-            parts.append(assembler.text(np.random.default_rng([spec.seed, _TAIL, j]), rest))
+            parts.append(self.assembler.text(np.random.default_rng([self.spec.seed, _TAIL, j]), rest))
         text = "\n".join(parts)
-        body: dict[str, object] = ({"messages": [{"role": "user", "content": text}]} if chat_form(api)
-                                   else {"prompt": text})
-        body |= {"max_tokens": row.output_length, "ignore_eos": spec.ignore_eos, "stream": True,
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": text}]} if self.chat else {"prompt": text}
+        return body, row.input_length + int(round(self.overhead)), min(shared * block, row.input_length)
+
+    def text_row(self, row: TraceRow) -> tuple[dict[str, Any], int, int]:
+        assert row.messages is not None
+        c = self.assembler.calibration
+        common = self.seen.messages(row.messages)
+        expected = _messages_tokens(c, row.messages, self.chat)
+        shared = _messages_tokens(c, row.messages[:common], self.chat) if common else 0.0
+        body = {"messages": [dict(m) for m in row.messages]} if self.chat else {"prompt": _prompt(row.messages)}
+        return body, int(round(expected)), int(round(min(shared, expected)))
+
+    def output_length(self, row: TraceRow) -> int:
+        if row.output_length:
+            return row.output_length
+        return max(1, int(round(self.assembler.calibration.estimate(row.answer or ""))))
+
+
+def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
+    builder = _Builder(trace, spec, api, assembler)
+    speed = spec.trace_speed
+    sessions: dict[str, list[PlannedRequest]] = {}
+    order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
+    for j, row in enumerate(trace.rows):
+        body, expected, shared_tokens = builder.text_row(row) if row.messages is not None else \
+            builder.token_row(j, row)
+        max_tokens = builder.output_length(row)
+        body |= {"max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": True,
                  "stream_options": {"include_usage": True}}
-        if chat_form(api):
-            body["max_completion_tokens"] = row.output_length
-        expected = row.input_length + overhead
-        planned = PlannedRequest(j, 1, body, row.output_length, int(round(expected)),
-                                 min(shared * block, row.input_length), (row.timestamp_ms - start) / 1000)
-        conversations.append(Conversation(j, None, (planned,)))
-    return Workload("trace", api, spec.seed, FAKER_VERSION, c.source, tuple(conversations))
+        if builder.chat:
+            body["max_completion_tokens"] = max_tokens
+        turns = sessions.get(row.session) if row.session is not None else None
+        if turns is None:
+            turns = []
+            order.append(turns)
+            if row.session is not None:
+                sessions[row.session] = turns
+        index = turns[0].conversation if turns else len(order) - 1
+        arrival = None if row.timestamp_s is None else \
+            max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed
+        turns.append(PlannedRequest(index, len(turns) + 1, body, max_tokens, expected, shared_tokens,
+                                    arrival, row.delay_s / speed))
+    conversations = tuple(Conversation(i, None, tuple(turns)) for i, turns in enumerate(order))
+    c = assembler.calibration
+    return Workload("trace", api, spec.seed, FAKER_VERSION, c.source, conversations, trace.describe())
 

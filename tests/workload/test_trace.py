@@ -3,14 +3,20 @@ import os
 
 import pytest
 
-from loadrepro.errors import ProfileError
+from loadrepro.errors import TraceError
 from loadrepro.sim.tokenizer import render_chat, tokenize
-from loadrepro.workload.trace import read_trace
+from loadrepro.workload.trace_formats import read_rows
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "../../profiles/trace-example.jsonl")
+
+
+def read_trace(path):
+    return list(read_rows(path, "mooncake")[1])
 
 
 def test_common_hash_ids_share_exactly_that_many_block_tokens(plan_local):
     workload = plan_local("trace-example").workload
-    rows = read_trace(os.path.join(os.path.dirname(__file__), "../../profiles/trace-example.jsonl"))
+    rows = read_trace(EXAMPLE)
     contents = [r.body["messages"][0]["content"] for r in workload.requests]
     compared = 0
     for i in range(len(rows)):
@@ -29,24 +35,27 @@ def test_common_hash_ids_share_exactly_that_many_block_tokens(plan_local):
 
 def test_trace_lengths_schedule_and_outputs(plan_local):
     workload = plan_local("trace-example").workload
-    rows = read_trace(os.path.join(os.path.dirname(__file__), "../../profiles/trace-example.jsonl"))
+    rows = read_trace(EXAMPLE)
     for row, request in zip(rows, workload.requests):
-        assert request.arrival_s == pytest.approx((row.timestamp_ms - rows[0].timestamp_ms) / 1000)
+        assert request.arrival_s == pytest.approx(row.timestamp_s - rows[0].timestamp_s)
         assert request.max_tokens == row.output_length
         assert len(tokenize(render_chat(request.body["messages"]))) == request.expected_prompt_tokens
         assert len(tokenize(request.body["messages"][0]["content"])) == row.input_length
 
 
 @pytest.mark.parametrize("line,message", [
-    ('{"timestamp": 0, "output_length": 4}', "missing 'input_length'"),
-    ('{"timestamp": 0, "input_length": "x", "output_length": 4}', "invalid literal"),
+    ('{"timestamp": 0, "output_length": 4}', "input_length: missing"),
+    ('{"timestamp": 0, "input_length": "x", "output_length": 4}', "input_length: not a number"),
     ("[1, 2]", "must be a JSON object"),
     ("{oops", "not JSON"),
-    ('{"timestamp": 0, "input_length": 0, "output_length": 4}', "must be positive"),
+    ('{"timestamp": 0, "input_length": 0, "output_length": 4}', "input_length: 0 tokens; it must be at least 1"),
+    ('{"timestamp": 0, "input_length": -3, "output_length": 4}', "input_length: -3 tokens"),
+    ('{"timestamp": "noon", "input_length": 3, "output_length": 4}', "timestamp: not a number"),
+    ('{"input_length": 3, "output_length": 4}', "timestamp: missing"),
 ])
 def test_bad_trace_lines_are_named_by_line_number(tmp_path, line, message):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}) + "\n"
                     + line + "\n")
-    with pytest.raises(ProfileError, match=f"t.jsonl:2: .*{message}"):
+    with pytest.raises(TraceError, match=f"t.jsonl:2: .*{message}"):
         read_trace(path)

@@ -1,0 +1,104 @@
+"""`trace anonymize`: a text trace (openai-log, sharegpt) in, a Mooncake-format trace out that keeps what a bug
+report needs (lengths, sessions, timestamps, which token blocks are shared) and nothing of the text.
+
+Each prompt is tokenized as the target sees it (chat template applied) and cut into blocks of `block_tokens`
+tokens. A block's id is a keyed hash of the block's tokens chained with the id of the block before it (as a
+prefix cache keys its blocks), so equal prefixes get equal ids; the key is drawn at random for each call and
+never written, and the hashes are then numbered in order of first appearance. The output holds no text, no token
+id and no hash of one: nothing about the words can be recovered from it, or by hashing guesses of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from loadrepro.errors import TraceError, UsageError
+from loadrepro.workload.trace_formats import TEXT_FORMATS, Skipped, read_rows
+
+Messages = list[dict[str, Any]]
+
+
+class ChatTokenizer(Protocol):
+    source: str
+
+    async def chat_ids(self, messages: Messages) -> list[int]: ...
+
+    async def count_text(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Anonymized:
+    output: Path
+    trace_format: str
+    requests: int
+    sessions: int
+    blocks: int  # distinct block ids written
+    block_tokens: int
+    tokenizer: str
+    skipped: Skipped
+
+
+class _Keyed:
+    """Block ids: a keyed, chained hash of each block's tokens, numbered in order of first appearance."""
+
+    def __init__(self, block_tokens: int) -> None:
+        self._key = os.urandom(32)  # never written: without it no id can be tied to any text
+        self._ids: dict[bytes, int] = {}
+        self.block_tokens = block_tokens
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def hash_ids(self, tokens: list[int]) -> list[int]:
+        out, previous = [], b""
+        for start in range(0, len(tokens), self.block_tokens):
+            block = tokens[start:start + self.block_tokens]
+            data = previous + b"".join(t.to_bytes(4, "little", signed=False) for t in block)
+            previous = hashlib.blake2b(data, key=self._key, digest_size=16).digest()
+            out.append(self._ids.setdefault(previous, len(self._ids)))
+        return out
+
+
+async def anonymize(path: Path, output: Path, trace_format: str, tokenizer: ChatTokenizer, block_tokens: int,
+                    progress: Callable[[int], None] | None = None) -> Anonymized:
+    """Write the Mooncake-format trace of a text trace; the output appears whole or not at all."""
+    chosen, rows = read_rows(path, trace_format, skipped := Skipped())
+    if chosen not in TEXT_FORMATS:
+        raise UsageError(f"trace anonymize reads text traces (openai-log, sharegpt); {path} is {chosen}, which "
+                         "holds no text already")
+    keyed, sessions = _Keyed(block_tokens), dict[str | None, int]()
+    first: float | None = None
+    count = 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for row in rows:
+                assert row.messages is not None
+                ids = await tokenizer.chat_ids([dict(m) for m in row.messages])
+                if row.timestamp_s is not None and first is None:
+                    first = row.timestamp_s
+                stamp = 0.0 if row.timestamp_s is None or first is None else row.timestamp_s - first
+                session = sessions.setdefault(row.session, len(sessions))
+                output_length = row.output_length or max(1, await tokenizer.count_text(row.answer or ""))
+                line = {"timestamp": round(stamp * 1000, 3), "session_id": session, "input_length": len(ids),
+                        "output_length": output_length, "hash_ids": keyed.hash_ids(ids)}
+                out.write(orjson.dumps(line) + b"\n")
+                count += 1
+                if progress is not None and count % 1000 == 0:
+                    progress(count)
+        if not count:
+            raise TraceError(f"trace {path} has no requests")
+        os.replace(partial, output)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return Anonymized(output, chosen, count, len(sessions), len(keyed), block_tokens, tokenizer.source, skipped)

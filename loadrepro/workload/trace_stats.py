@@ -1,0 +1,116 @@
+"""`trace inspect`: what a trace holds, read as a stream: requests, sessions, span, arrival rate, input and output
+lengths, and the prompt tokens a perfect prefix cache could serve (blocks, or messages, seen earlier in it)."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from loadrepro.workload.tokens import TokenCounter
+from loadrepro.workload.trace import SeenPrefixes
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, read_rows
+
+
+class Spread(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    p50: int = Field(description="The median.")
+    p95: int = Field(description="The 95th percentile.")
+    max: int = Field(description="The largest.")
+    total: int = Field(description="The sum over every request.")
+
+
+class TraceStats(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    path: str = Field(description="The trace file.")
+    format: str = Field(description="Its format.")
+    detected: str = Field(description="Why auto chose the format (empty when it was given).")
+    requests: int = Field(description="Requests in the trace (rows left out on purpose not counted).")
+    sessions: int = Field(description="Sessions of more than one turn.")
+    turns_in_sessions: int = Field(description="Requests that belong to a session of more than one turn.")
+    span_s: float = Field(description="From the first timestamp to the last, seconds (0: none recorded).")
+    arrival_rate: float = Field(description="Requests per second over the span (0: no span).")
+    input_tokens: Spread = Field(description="Prompt lengths in tokens.")
+    output_tokens: Spread = Field(description="Output lengths in tokens.")
+    block_tokens: int = Field(description="Tokens per hash id (0: the format has none; text is compared by message).")
+    cacheable_tokens: int = Field(
+        description="Prompt tokens a perfect prefix cache could serve: blocks (or messages) seen earlier in the trace.")
+    cacheable_share: float = Field(description="cacheable_tokens over all prompt tokens.")
+    lengths_counted_with: str = Field(description="How a text trace's lengths were counted ('' for token traces).")
+    skipped: str = Field(description="Rows left out on purpose and why.")
+
+
+def _spread(values: array[int]) -> Spread:
+    if not len(values):
+        return Spread(p50=0, p95=0, max=0, total=0)
+    data = np.frombuffer(values, dtype=np.int64)
+    return Spread(p50=int(np.percentile(data, 50, method="lower")), p95=int(np.percentile(data, 95, method="lower")),
+                  max=int(data.max()), total=int(data.sum()))
+
+
+async def _lengths(row: TraceRow, seen: SeenPrefixes, block: int, counter: TokenCounter) -> tuple[int, int, int]:
+    """(input, output, cacheable) tokens of one row."""
+    if row.messages is None:
+        shared = seen.blocks(row.hash_ids)
+        return row.input_length, row.output_length, min(shared * block, row.input_length)
+    messages = [dict(m) for m in row.messages]
+    common = seen.messages(row.messages)
+    prompt = row.input_length or await counter.count_chat(messages)
+    cacheable = min(await counter.count_chat(messages[:common]), prompt) if common else 0
+    output = row.output_length or max(1, await counter.count_text(row.answer or ""))
+    return prompt, output, cacheable
+
+
+async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counter: TokenCounter) -> TraceStats:
+    """The trace's numbers; memory grows with its requests' lengths (8 bytes each) and distinct prefixes, not its
+    text."""
+    skipped = Skipped()
+    chosen, rows = read_rows(path, trace_format, skipped)
+    block = block_tokens or BLOCK_TOKENS.get(chosen, 0)
+    seen, inputs, outputs = SeenPrefixes(), array("q"), array("q")
+    sessions: dict[str, int] = {}
+    first = last = None
+    cacheable = 0
+    for row in rows:
+        prompt, output, cached = await _lengths(row, seen, block, counter)
+        inputs.append(prompt)
+        outputs.append(output)
+        cacheable += cached
+        if row.session is not None:
+            sessions[row.session] = sessions.get(row.session, 0) + 1
+        if row.timestamp_s is not None:
+            first = row.timestamp_s if first is None else min(first, row.timestamp_s)
+            last = row.timestamp_s if last is None else max(last, row.timestamp_s)
+    span = (last - first) if first is not None and last is not None else 0.0
+    multi = [n for n in sessions.values() if n > 1]
+    total_in = _spread(inputs)
+    return TraceStats(
+        path=str(path), format=chosen, detected=detect(path)[1] if trace_format == "auto" else "",
+        requests=len(inputs), sessions=len(multi), turns_in_sessions=sum(multi), span_s=round(span, 3),
+        arrival_rate=round(len(inputs) / span, 4) if span > 0 else 0.0, input_tokens=total_in,
+        output_tokens=_spread(outputs), block_tokens=block, cacheable_tokens=cacheable,
+        cacheable_share=round(cacheable / total_in.total, 4) if total_in.total else 0.0,
+        lengths_counted_with=counter.source if chosen in ("sharegpt", "openai-log") else "",
+        skipped=skipped.describe())
+
+
+def describe_stats(s: TraceStats) -> list[str]:
+    how = f" (detected: {s.detected})" if s.detected else ""
+    lines = [f"trace      {s.path}: {s.format}{how}",
+             f"requests   {s.requests:,}, {s.turns_in_sessions:,} of them in {s.sessions:,} multi-turn sessions",
+             f"span       {s.span_s:,.1f} s" + (f", {s.arrival_rate:,.2f} requests/s" if s.span_s else
+                                                  " (no timestamps: sent as the load allows)"),
+             f"input      p50 {s.input_tokens.p50:,} / p95 {s.input_tokens.p95:,} / max {s.input_tokens.max:,} tokens; "
+             f"{s.input_tokens.total:,} in all",
+             f"output     p50 {s.output_tokens.p50:,} / p95 {s.output_tokens.p95:,} / max {s.output_tokens.max:,} "
+             "tokens",
+             f"prefix     {s.cacheable_tokens:,} prompt tokens ({s.cacheable_share:.0%}) a perfect prefix cache could "
+             "serve " + (f"(blocks of {s.block_tokens} tokens seen earlier)" if s.block_tokens else
+                         "(messages seen earlier in the same order)")]
+    if s.lengths_counted_with:
+        lines.append(f"tokens     counted with {s.lengths_counted_with}")
+    if s.skipped:
+        lines.append(f"left out   {s.skipped}")
+    return lines

@@ -1,0 +1,112 @@
+"""Trace files of every format replayed through the real client to a test server that records what it received:
+every request once, at its (scaled) time, as long as the trace says, sharing the prefixes the trace says, and no
+turn that continues a session sent before the turn it continues had answered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.profile import load_profile
+from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.plan import plan_workload
+from loadrepro.workload.tokens import SimTokenCounter
+from tests.trace_files import SUFFIX, WRITERS, make_turns
+from tests.trace_server import TraceServer
+
+BLOCK = 16
+SESSIONS = {"mooncake", "bailian", "sharegpt", "openai-log"}  # formats that record sessions
+TIMED = {"mooncake", "bailian", "azure", "burstgpt", "openai-log"}
+TEMPLATE = len(tokenize(render_chat([{"role": "user", "content": ""}])))  # what one user message adds
+
+
+def replay(url, tmp_path, trace, *overrides):
+    profile = load_profile("trace-example", [f"workload.trace='{trace}'", "workload.trace_format='auto'",
+                                             f"workload.trace_block_tokens={BLOCK}", "load.concurrency=16",
+                                             *overrides])
+
+    async def go():
+        plan = await plan_workload(profile, SimTokenCounter())
+        config = ClientConfig(url, profile.api, "trace-stub", profile.load.concurrency,
+                              profile.load.request_timeout_s, profile.load.stall_timeout_s)
+        async with Client(config) as client:
+            result = await Runner(profile, plan.workload, client, RunTarget(url, "trace-stub", "test"),
+                                  tmp_path).run()
+        return plan, result
+
+    return asyncio.run(go())
+
+
+def _expected_conversations(fmt, turns):
+    """Each planned conversation's turns, as the trace's sessions (or single requests) in order of appearance."""
+    if fmt not in SESSIONS:
+        return [[t] for t in turns]
+    order = sorted({t.session for t in turns}) if fmt == "sharegpt" else list(dict.fromkeys(t.session for t in turns))
+    return [sorted((t for t in turns if t.session == s), key=lambda t: t.index) for s in order]
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_every_format_replays_as_the_trace_says(tmp_path, fmt):
+    turns = make_turns(block=BLOCK)
+    trace = WRITERS[fmt](turns, tmp_path / f"trace{SUFFIX.get(fmt, '.jsonl')}")
+    server = TraceServer(answer_s=0.4)
+    with server.running() as url:
+        plan, result = replay(url, tmp_path, trace, "workload.trace_speed=2.0")
+    conversations = _expected_conversations(fmt, turns)
+    planned = {json.dumps(r.body["messages"]): r for r in plan.workload.requests}
+    assert len(server.received) == len(turns) == len(planned)
+    seen = {}
+    for got in server.received:
+        request = planned[json.dumps(got.body["messages"])]
+        seen[(request.conversation, request.turn)] = (got, conversations[request.conversation][request.turn - 1])
+    assert len(seen) == len(turns)  # each planned request arrived once
+    for (conversation, turn), (got, want) in seen.items():
+        arrived = (got.arrived_ns - result.start_ns) / 1e9
+        parent = seen.get((conversation, turn - 1))
+        if parent is not None:  # a continuing turn: never before the turn it continues answered
+            assert got.arrived_ns >= parent[0].ended_ns
+        if fmt in TIMED:
+            due = (want.t_s - turns[0].t_s) / 2.0  # from the trace's first timestamp, twice as fast
+            answered = (parent[0].ended_ns - result.start_ns) / 1e9 if parent else 0.0
+            assert due - 0.02 <= arrived <= max(due, answered) + 0.1, (fmt, conversation, turn, arrived, due)
+        if fmt not in {"sharegpt", "openai-log"}:
+            assert abs(len(got.tokens) - (want.input_tokens + TEMPLATE)) <= 0.02 * want.input_tokens
+            assert got.max_tokens == want.output_tokens
+    if fmt in {"mooncake", "bailian"}:
+        _prefixes_shared_as_the_blocks_say(seen)
+
+
+def _lcp(a, b):
+    return len(os.path.commonprefix([a, b]))
+
+
+def _prefixes_shared_as_the_blocks_say(seen):
+    lead = len(tokenize(render_chat([{"role": "user", "content": "x"}])[:-len("x\n<|assistant|>\n")]))
+    items = list(seen.values())
+    for i, (a, ta) in enumerate(items):
+        for b, tb in items[i + 1:]:
+            common = len(os.path.commonprefix([ta.blocks, tb.blocks]))
+            shortest = min(ta.input_tokens, tb.input_tokens)
+            shared = _lcp(a.tokens, b.tokens) - lead
+            if common < min(len(ta.blocks), len(tb.blocks)):  # both go on past the shared blocks, apart
+                assert common * BLOCK <= shared < (common + 1) * BLOCK, (ta, tb, shared)
+            else:  # one ends inside the shared run: they share all of the shorter prompt's blocks
+                assert shared >= min(common * BLOCK, shortest) - BLOCK
+
+
+def test_a_turn_waits_for_its_think_time_after_the_answer(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"timestamp": 0, "session_id": 1, "input_length": 40, "output_length": 4,
+                                 "hash_ids": [1, 2, 3]}) + "\n" +
+                     json.dumps({"delay": 500, "session_id": 1, "input_length": 60, "output_length": 4,
+                                 "hash_ids": [1, 2, 3, 4]}) + "\n")
+    server = TraceServer(answer_s=0.3)
+    with server.running() as url:
+        replay(url, tmp_path, trace)
+    first, second = server.received
+    assert (second.arrived_ns - first.ended_ns) / 1e9 >= 0.5
