@@ -54,6 +54,12 @@ class WorkloadSpec(_Section):
     trace_duration_s: float = Field(0.0, ge=0, description="> 0: replay this many seconds of the trace from "
                                     "trace_start_s; 0: to its end.")
     trace_max_requests: int = Field(0, ge=0, description="> 0: replay at most this many of the trace's requests.")
+    trace_max_sessions: int = Field(
+        0, ge=0, description="> 0: replay at most this many of the trace's sessions, the first to begin (a request "
+        "of no session counts as one).")
+    trace_length_percent: int = Field(
+        100, ge=1, le=1000, description="Token-count traces: prompt and output lengths, and the block size with "
+        "them (at least 16 tokens) so the same blocks are still shared, at this percent of the trace's.")
     trace_history: Literal["recorded"] = Field(
         "recorded", description="Text traces (sharegpt, openai-log): a later turn's history holds the recorded "
         "answers, so every run sends the same bytes, stock and patched alike.")

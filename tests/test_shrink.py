@@ -100,3 +100,25 @@ def test_a_run_against_a_live_url_cannot_be_shrunk_and_says_why(tmp_path):
     assert given[1] == "my-engine --port {port}" and given[0].workload.prefix_tokens == 200
     neither = subprocess.run([sys.executable, "-m", "loadrepro", "shrink"], capture_output=True, text=True, timeout=60)
     assert neither.returncode == 2 and "give a failing run directory or a profile" in neither.stderr
+
+
+def test_a_trace_shrinks_by_sessions_requests_lengths_and_concurrency():
+    """A trace of 12 two-turn sessions that fails when 5 sessions' follow-ups run at once at 40% of their lengths
+    or more: the shrinker drops sessions, then the latest requests, shortens lengths, lowers concurrency."""
+    base = load_profile("trace-draft-pool")
+
+    async def trial(profile) -> Trial:
+        w = profile.workload
+        sessions = w.trace_max_sessions or 12
+        pairs = [(c, t) for t in (1, 2) for c in range(sessions)][:w.trace_max_requests or None]
+        lengths = tuple((c, t, 4000 * w.trace_length_percent // 100, 1) for c, t in pairs)
+        followups = sum(t == 2 for _, t in pairs)
+        failed = min(followups, profile.load.concurrency) >= 5 and w.trace_length_percent >= 40
+        return Trial(failed, len(lengths), sum(p for _, _, p, _ in lengths), 0.0, "", None, lengths)
+
+    shrunk = asyncio.run(Shrinker(trial, 500, 60).shrink(base))
+    w = shrunk.profile.workload
+    assert (w.trace_max_sessions, w.trace_length_percent) == (5, 40)
+    assert w.trace_max_requests in (0, 10)  # every request of the 5 sessions is needed
+    assert shrunk.profile.load.concurrency == 5 and shrunk.best.requests == 10
+    assert not any("conversations" in s.change or "prefix_tokens" in s.change for s in shrunk.steps)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from loadrepro.workload.tokens import SimTokenCounter
 from tests.trace_files import SUFFIX, WRITERS, make_turns
 from tests.trace_server import TraceServer
 
+ROOT = Path(__file__).resolve().parents[1]
 BLOCK = 16
 SESSIONS = {"mooncake", "bailian", "sharegpt", "openai-log"}  # formats that record sessions
 TIMED = {"mooncake", "bailian", "azure", "burstgpt", "openai-log"}
@@ -110,3 +114,57 @@ def test_a_turn_waits_for_its_think_time_after_the_answer(tmp_path):
         replay(url, tmp_path, trace)
     first, second = server.received
     assert (second.arrived_ns - first.ended_ns) / 1e9 >= 0.5
+
+
+def test_a_soak_longer_than_the_trace_replays_it_again(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 40, "output_length": 4,
+                                         "hash_ids": [1, 2, 3]}) + "\n" for t in (0, 500)))
+    server = TraceServer(answer_s=0.05)
+    with server.running() as url:
+        _, result = replay(url, tmp_path, trace, "load.duration_s=3.6")
+    arrived = sorted((r.arrived_ns - result.start_ns) / 1e9 for r in server.received)
+    span = 0.5 + 1.0  # the last arrival and a second
+    expected = [p * span + t for p in range(3) for t in (0.0, 0.5)]
+    assert len(arrived) == len(expected)
+    assert all(abs(a - e) <= 0.1 for a, e in zip(arrived, expected)), arrived
+
+
+def test_sessions_stay_in_order_when_several_workers_send_them(tmp_path):
+    turns = make_turns(seed=5, sessions=6, block=BLOCK)
+    trace = WRITERS["openai-log"](turns, tmp_path / "log.jsonl")
+    server = TraceServer(answer_s=0.3)
+    with server.running() as url:
+        done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-example", "--base-url",
+                               url, "--set", f"workload.trace='{trace}'", "--workers", "2", "--out",
+                               str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert len(server.received) == len(turns)
+    by_text = {json.dumps(got.body["messages"]): got for got in server.received}
+    for turn in turns:
+        if turn.index:  # its history holds the turn before it, which must have answered first
+            got = next(g for k, g in by_text.items() if turn.user in k)
+            parent = next(g for k, g in by_text.items() if _before(turns, turn).user in k and g is not got
+                          and len(g.body["messages"]) == len(got.body["messages"]) - 2)
+            assert got.arrived_ns >= parent.ended_ns
+    workers = json.loads((tmp_path / "run" / "report.json").read_text())["workers"]
+    assert workers["count"] == 2
+
+
+def _before(turns, turn):
+    return next(t for t in turns if t.session == turn.session and t.index == turn.index - 1)
+
+
+EXAMPLES = sorted((ROOT / "profiles" / "traces").glob("example-*"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_each_example_trace_is_found_and_replays_on_the_simulated_engine(tmp_path, path):
+    fmt = path.stem.removeprefix("example-")
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-example", "--set",
+                           f"workload.trace='{path}'", "--set", "workload.trace_block_tokens=0", "--out",
+                           str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert f": {fmt} (detected: " in done.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["verdict"] == "pass" and report["workload"]["origin"].startswith(f"trace {path}")

@@ -262,6 +262,7 @@ def plan(p: Probe) -> list[str]:
     else:
         lines.append(f"metrics: nothing loadrepro recognises at {p.metrics.path}; KV pressure is not shown")
     lines.append(_reuse_line(p.usage))
+    lines.append(_trace_line(p.tokenize))
     lines.append(f"capacity predictions: from {p.limits}" if p.limits else
                  "capacity predictions: the target publishes no KV limits; give the profile's [engine] keys")
     lines.append(f"answers ([verify]): references computed cold, the prefix cache reset before each with POST "
@@ -269,6 +270,14 @@ def plan(p: Probe) -> list[str]:
                  "answers ([verify]): no prefix-cache reset is served (vLLM serves /reset_prefix_cache with "
                  "VLLM_SERVER_DEV_MODE=1; SGLang /flush_cache), so references may meet a warm cache")
     return lines
+
+
+def _trace_line(tokenize: str | None) -> str:
+    if tokenize and ("vLLM" in tokenize or "llama.cpp" in tokenize):
+        return (f"traces: a replay's lengths are counted with {tokenize}, and `trace anonymize --base-url` can "
+                "tokenize a text trace here (chat template applied, nothing generated)")
+    return ("traces: `trace anonymize` needs --tokenizer PATH for this target (no tokenize endpoint that gives "
+            "token ids with the chat template)")
 
 
 def _reuse_line(usage: Usage | None) -> str:

@@ -23,9 +23,11 @@ KNOBS: tuple[tuple[str, str, int], ...] = (
     ("workload", "prefix_tokens", 64), ("workload", "turn_tokens", 1), ("workload", "max_tokens", 1),
     ("load", "concurrency", 1),
 )
-# A trace's requests are its own: fewer of them (whole sessions go first, from the end of the window), then less
-# concurrency. trace_max_requests 0 means all of them.
-TRACE_KNOBS: tuple[tuple[str, str, int], ...] = (("workload", "trace_max_requests", 1), ("load", "concurrency", 1))
+# A trace's requests are its own: fewer sessions (the last to begin go first), then fewer requests (the latest),
+# shorter lengths (blocks shrink with them, so the sharing stays), then less concurrency. 0 means all.
+TRACE_KNOBS: tuple[tuple[str, str, int], ...] = (
+    ("workload", "trace_max_sessions", 1), ("workload", "trace_max_requests", 1),
+    ("workload", "trace_length_percent", 1), ("load", "concurrency", 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +129,8 @@ class Shrinker:
         """Binary search for the knob's smallest failing value; True if it shrank. A knob searched in an earlier
         round is first tried one below its value: if that passes, it is still minimal, for one trial."""
         low, high = floor, getattr(getattr(state.profile, section), key)  # high fails; below low passes
-        if key == "trace_max_requests" and high == 0:  # all of the trace's requests: as many as the run sent
-            high = state.best.requests
+        if key in ("trace_max_requests", "trace_max_sessions") and high == 0:  # all: as many as the run sent
+            high = state.best.requests if key == "trace_max_requests" else len({c for c, *_ in state.best.lengths})
         shrank = False
         if (section, key) in state.searched and low < high:
             if not await self._try(state, section, key, high - 1):

@@ -13,6 +13,7 @@ it answered, whichever is later, and never before that turn answered.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,9 +57,23 @@ class Trace:
         return line + (f"; left out: {self.skipped.describe()}" if self.skipped.total else "")
 
 
+_LEAST_BLOCK = 16  # a scaled block keeps room for its own lead text, so blocks stay distinct
+
+
 def block_tokens(spec: WorkloadSpec, trace_format: str) -> int:
-    """The profile's block size, or the format's own when it leaves it at 0."""
-    return spec.trace_block_tokens or BLOCK_TOKENS.get(trace_format, 0)
+    """The profile's block size, or the format's own when it leaves it at 0, scaled with the lengths."""
+    block = spec.trace_block_tokens or BLOCK_TOKENS.get(trace_format, 0)
+    if not block or spec.trace_length_percent == 100:
+        return block
+    return max(_LEAST_BLOCK, round(block * spec.trace_length_percent / 100))
+
+
+def _scaled(row: TraceRow, percent: int) -> TraceRow:
+    """A token-count row with its lengths at `percent` of the trace's (text rows are their own text)."""
+    if percent == 100 or row.messages is not None:
+        return row
+    return dataclasses.replace(row, input_length=max(1, round(row.input_length * percent / 100)),
+                               output_length=max(1, round(row.output_length * percent / 100)))
 
 
 def _origin(path: str, trace_format: str) -> float:
@@ -73,7 +88,7 @@ def _window(rows: Iterator[TraceRow], spec: WorkloadSpec, origin: float) -> Iter
     end = spec.trace_start_s + spec.trace_duration_s if spec.trace_duration_s else float("inf")
     seen: set[str] = set()  # sessions whose first turn has been read
     kept: set[str] = set()  # and of those, the ones replayed
-    count = 0
+    count = sessions = 0
     for row in rows:
         offset = None if row.timestamp_s is None else row.timestamp_s - origin
         inside = offset is None or spec.trace_start_s <= offset < end
@@ -83,8 +98,9 @@ def _window(rows: Iterator[TraceRow], spec: WorkloadSpec, origin: float) -> Iter
         else:
             if row.session is not None:
                 seen.add(row.session)
-            if not inside:
+            if not inside or spec.trace_max_sessions and sessions >= spec.trace_max_sessions:
                 continue
+            sessions += 1
             if row.session is not None:
                 kept.add(row.session)
         yield row
@@ -99,7 +115,8 @@ def read_trace(spec: WorkloadSpec) -> Trace:
     detected = detect(Path(spec.trace))[1] if spec.trace_format == "auto" else ""
     origin = _origin(spec.trace, trace_format)
     skipped = Skipped()
-    rows = tuple(_window(read_rows(spec.trace, trace_format, skipped)[1], spec, origin))
+    rows = tuple(_scaled(row, spec.trace_length_percent)
+                 for row in _window(read_rows(spec.trace, trace_format, skipped)[1], spec, origin))
     if not rows:
         window = " in the window asked for" if spec.trace_start_s or spec.trace_duration_s else ""
         raise TraceError(f"trace {spec.trace} has no requests{window}")

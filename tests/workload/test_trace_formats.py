@@ -128,3 +128,44 @@ def test_a_missing_trace_and_an_unknown_format_are_exit_2(tmp_path):
     odd.write_text(json.dumps({"when": 1, "tokens": 3}) + "\n")
     done = _cli("trace", "inspect", str(odd))
     assert done.returncode == 2 and "odd.jsonl:1: not a trace format loadrepro knows" in done.stderr
+
+
+def test_sessions_cap_and_lengths_percent(tmp_path):
+    turns = make_turns(sessions=5)
+    path = _write(tmp_path, "mooncake", turns)
+    base = [f"workload.trace='{path}'", "workload.trace_block_tokens=64"]
+    whole = read_trace(load_profile("trace-example", base).workload)
+    two = read_trace(load_profile("trace-example", [*base, "workload.trace_max_sessions=2"]).workload)
+    first_two = list(dict.fromkeys(r.session for r in whole.rows))[:2]
+    assert [r.where for r in two.rows] == [r.where for r in whole.rows if r.session in first_two]
+    half = read_trace(load_profile("trace-example", [*base, "workload.trace_length_percent=50"]).workload)
+    assert half.block_tokens == 32
+    assert [r.input_length for r in half.rows] == [max(1, round(r.input_length / 2)) for r in whole.rows]
+    assert [r.hash_ids for r in half.rows] == [r.hash_ids for r in whole.rows]
+    tiny = read_trace(load_profile("trace-example", [*base, "workload.trace_length_percent=1"]).workload)
+    assert tiny.block_tokens == 16  # a block keeps room for its own text
+
+
+def test_inspect_counts_what_the_trace_holds(tmp_path):
+    turns = make_turns(sessions=5, block=16)
+    path = _write(tmp_path, "bailian", turns)
+    done = _cli("trace", "inspect", str(path), "--json")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    inputs = sorted(t.input_tokens for t in turns)
+    seen, cacheable = set(), 0
+    for t in turns:  # the blocks an earlier request started with, as a perfect prefix cache holds them
+        k = 0
+        while k < len(t.blocks) and t.blocks[:k + 1] in seen:
+            k += 1
+        cacheable += min(k * 16, t.input_tokens)
+        seen.update(t.blocks[:i] for i in range(1, len(t.blocks) + 1))
+    multi = [s for s in {t.session for t in turns} if sum(t.session == s for t in turns) > 1]
+    assert stats["format"] == "bailian" and stats["requests"] == len(turns)
+    assert stats["sessions"] == len(multi)
+    assert stats["span_s"] == pytest.approx(turns[-1].t_s - turns[0].t_s, abs=1e-3)
+    assert stats["input_tokens"]["max"] == inputs[-1] and stats["input_tokens"]["total"] == sum(inputs)
+    assert stats["input_tokens"]["p50"] == inputs[(len(inputs) - 1) // 2]
+    assert stats["cacheable_tokens"] == cacheable > 0
+    text = _cli("trace", "inspect", str(path)).stdout
+    assert f"requests   {len(turns)}," in text and "a perfect prefix cache could serve" in text
