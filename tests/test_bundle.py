@@ -93,3 +93,30 @@ def test_a_wrong_answer_bundle_reproduces_on_a_fresh_stock_engine_and_not_on_pat
         assert replay.returncode == expected, replay.stdout + replay.stderr
         assert ("WRONG ANSWER REPRODUCED" in replay.stdout) is (policy == "stock")
         assert "prefix cache reset with POST /reset_prefix_cache" in replay.stdout
+
+
+def test_a_trace_bundle_replays_its_sessions_in_order_and_fails_on_stock_only(tmp_path):
+    """The trace-draft-pool run's bundle: replay.py sends each session's continuing turn only after the turn before
+    it answered, so the warm-ups fill the cache first, and stock dies as the run did; patched passes."""
+    run_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-draft-pool", "--out",
+                           str(run_dir), "--quiet"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stderr
+    with zipfile.ZipFile(make_bundle(run_dir, tmp_path / "bundle.zip")) as bundle:
+        bundle.extractall(tmp_path / "unpacked")
+    folder = next((tmp_path / "unpacked").iterdir())
+    with gzip.open(folder / "workload.jsonl.gz", "rt") as lines:
+        rows = [json.loads(line) for line in lines][1:]
+    assert len(rows) == 24 and {r["turn"] for r in rows} == {1, 2} and rows[-1]["arrival_s"] > rows[0]["arrival_s"]
+    stock = replayed("trace-draft-pool", "stock", folder, sys.executable)
+    assert stock.returncode == 1 and "Draft KV cache" in stock.stdout, stock.stdout + stock.stderr
+    patched = replayed("trace-draft-pool", "patched", folder, sys.executable)
+    assert patched.returncode == 0 and "outcomes: ok 24" in patched.stdout, patched.stdout + patched.stderr
+    lines = [line for line in patched.stdout.splitlines() if " conversation " in line]
+    done_at = {}
+    for line in lines:  # "  1.23s conversation 4 turn 1: ok"
+        t, _, conversation, _, turn = line.split()[:5]
+        done_at[(int(conversation), int(turn.rstrip(":")))] = float(t.rstrip("s"))
+    arrival = {(r["conversation"], r["turn"]): r["arrival_s"] for r in rows}
+    assert all(done_at[(c, 1)] < done_at[(c, 2)] for c in range(12))
+    assert all(done_at[key] >= arrival[key] for key in done_at)  # no turn before its recorded time

@@ -244,3 +244,32 @@ def test_offline_planning_with_the_models_own_tokenizer_matches_vllms_counts(vll
     assert plan.calibration.source.startswith("local tokenizer")
     for request, actual in zip(plan.workload.requests, counted):
         assert abs(actual - request.expected_prompt_tokens) <= TOLERANCE * request.expected_prompt_tokens
+
+
+def test_an_anonymized_log_loads_vllms_prefix_cache_as_its_text_did(vllm, tmp_path):
+    """An OpenAI log with private names, anonymized with vLLM's own /tokenize in its 32-token blocks, and both
+    replayed on vLLM (its prefix cache reset before each): cached tokens request by request within one block."""
+    import urllib.request
+
+    from tests.trace_files import make_turns, openai_log
+
+    turns = make_turns(seed=11, sessions=6, block=32)
+    log = openai_log(turns, tmp_path / "prod-log.jsonl")
+    anon = tmp_path / "anon.jsonl"
+    done = loadrepro("trace", "anonymize", str(log), "-o", str(anon), "--block-tokens", "32", "--base-url", vllm.url)
+    assert done.returncode == 0, done.stderr
+    assert "lengths counted with POST /tokenize (vLLM)" in done.stdout
+    cached, reuse = {}, {}
+    for name, trace in (("text", log), ("anon", anon)):
+        urllib.request.urlopen(urllib.request.Request(vllm.url + "/reset_prefix_cache", method="POST"), timeout=30)
+        out = tmp_path / name
+        done = loadrepro("run", "--profile", "trace-example", "--base-url", vllm.url, "--set",
+                         f"workload.trace='{trace}'", "--set", "workload.trace_block_tokens=32", "--set",
+                         "workload.trace_speed=4.0", "--out", str(out), "--quiet")
+        assert done.returncode == 0, done.stdout + done.stderr
+        cached[name] = {(r["conversation"], r["turn"]): r["cached_tokens"] for r in read_jsonl(out / "requests.jsonl")}
+        reuse[name] = report(out)["workload"]["prefix_reuse"]
+    print(f"vLLM prefix reuse: text {reuse['text']}, anonymized {reuse['anon']}; per request (text, anonymized): "
+          + ", ".join(f"{k}: {cached['text'][k]}/{cached['anon'][k]}" for k in sorted(cached["text"])))
+    assert cached["text"].keys() == cached["anon"].keys() and sum(cached["text"].values()) > 0
+    assert all(abs(cached["text"][k] - cached["anon"][k]) <= 32 for k in cached["text"]), cached
