@@ -490,6 +490,7 @@ class RunResult:
     stopped_ns: int | None = None  # when the runner stopped starting requests (a stop, not the plan's end)
     verify: VerifySpec = VerifySpec()  # how answers were checked
     faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
+    progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

@@ -160,7 +160,10 @@ class Runner:
                     self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
             case MetricsSample(values=values):
                 if previous is not None and _moved(previous.values, values):
-                    self.client.activity.last_ns = sample.t_ns
+                    # A scrape is stamped when it was sent; one a busy engine answered late must not move the
+                    # engine's last progress back past the tokens that came meanwhile (that read a streaming engine,
+                    # its /health starved, as dead).
+                    self.client.activity.last_ns = max(self.client.activity.last_ns, sample.t_ns)
                 self.live.kv_usage = values.get(KV_USAGE, self.live.kv_usage)
 
     def _note(self, source: str, text: str) -> None:
@@ -448,7 +451,8 @@ class Runner:
             notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
-            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)))
+            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
+            progress_ns=self.client.activity.last_ns)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

@@ -54,7 +54,8 @@ def _quote(text: str, limit: int = 160) -> str:
 
 def _last_word(result: RunResult) -> HealthSample | None:
     """When the post-run poll is not 200: the first poll of the run's final stretch of non-200 polls (the engine
-    died at the end, or with nothing left to fail)."""
+    died at the end, or with nothing left to fail) sent after the engine's last progress: a poll that went
+    unanswered while tokens still came was a starved frontend, not yet a dead engine."""
     health, post = usable_health(result), result.post_health
     if not health or post is None or post.healthy:
         return None
@@ -62,6 +63,8 @@ def _last_word(result: RunResult) -> HealthSample | None:
     i = len(polls) - 1
     while i > 0 and not polls[i - 1].healthy:
         i -= 1
+    while i < len(polls) - 1 and polls[i].t_ns - polls[i].latency_ns < result.progress_ns:
+        i += 1
     return polls[i]
 
 

@@ -1,0 +1,66 @@
+"""A streaming engine whose /health is starved is not dead; one that stops is. The engine's last progress is
+never moved back by a metrics scrape a busy engine answered late."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.profile import load_profile
+from loadrepro.records import MetricsSample
+from loadrepro.workload.model import Workload
+from tests.starved_server import StarvedServer, report_of
+
+LOAD = ["workload.conversations=4", "workload.turns=1", "workload.prefix_tokens=300", "workload.max_tokens=100",
+        "load.concurrency=4", "load.ttft_timeout_s=1.5", "load.stall_timeout_s=30", "watch.health_timeout_s=0.25",
+        "watch.health_interval_s=0.25", "watch.metrics_interval_s=0.25", "model='stub'"]
+
+
+def _run(url, out):
+    sets = [arg for key in LOAD for arg in ("--set", key)]
+    return subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--base-url", url,
+                           "--out", str(out), "--quiet", *sets], capture_output=True, text=True, timeout=180)
+
+
+def _rule(report, name):
+    return next(r for r in report["rules"] if r["name"] == name)
+
+
+def test_health_starved_while_a_stream_flows_is_not_engine_death(tmp_path):
+    server = StarvedServer(token_s=0.05)
+    with server.running() as url:
+        done = _run(url, tmp_path / "run")
+    report = report_of(tmp_path / "run")
+    assert done.returncode in (0, 1), done.stderr
+    polls = report["health"]
+    assert any(t["status"] == "unreachable" for t in polls["transitions"]), polls  # /health was starved
+    assert report["requests"]["by_outcome"].get("ok") == 1 and report["requests"]["by_outcome"].get("timeout") == 3
+    assert not _rule(report, "engine_death")["fired"], _rule(report, "engine_death")
+    assert report["stop_reason"] == "done"
+
+
+def test_an_engine_that_stops_streaming_and_answering_is_engine_death(tmp_path):
+    server = StarvedServer(token_s=0.05, die_after_s=2.0)
+    with server.running() as url:
+        done = _run(url, tmp_path / "run")
+    report = report_of(tmp_path / "run")
+    assert done.returncode == 1, done.stderr
+    death = _rule(report, "engine_death")
+    assert death["fired"] and "/health unreachable from then on" in death["detail"], death
+    died_at = float(death["detail"].split("engine died at ", 1)[1].split(" s", 1)[0])
+    assert died_at >= 1.95, death  # not while it still streamed (its /health starved since the load began)
+
+
+def test_a_late_metrics_scrape_does_not_move_the_last_progress_back(tmp_path):
+    profile = load_profile("quickstart")
+    client = Client(ClientConfig("http://127.0.0.1:9", "chat", "stub", 1, 10, 10))
+    runner = Runner(profile, Workload("conversations", "chat", 7, "x", "x", ()), client,
+                    RunTarget("http://127.0.0.1:9", "stub", "test"), tmp_path)
+    runner._on_sample(MetricsSample(1_000, {"kv_usage": 1.0}))
+    client.activity.last_ns = 5_000  # a token came at 5 us
+    runner._on_sample(MetricsSample(2_000, {"kv_usage": 0.0}))  # a scrape sent at 2 us, answered after it, moved
+    assert client.activity.last_ns == 5_000
+    runner._on_sample(MetricsSample(9_000, {"kv_usage": 1.0}))  # one sent after the token, moved: progress then
+    assert client.activity.last_ns == 9_000
