@@ -60,9 +60,10 @@ class WorkloadSpec(_Section):
     trace_length_percent: int = Field(
         100, ge=1, le=1000, description="Token-count traces: prompt and output lengths, and the block size with "
         "them (at least 16 tokens) so the same blocks are still shared, at this percent of the trace's.")
-    trace_history: Literal["recorded"] = Field(
-        "recorded", description="Text traces (sharegpt, openai-log): a later turn's history holds the recorded "
-        "answers, so every run sends the same bytes, stock and patched alike.")
+    trace_history: Literal["recorded", "live"] = Field(
+        "recorded", description="Text traces (sharegpt, openai-log), chat-form APIs: recorded: a later turn's "
+        "history holds the recorded answers, so every run sends the same bytes, stock and patched alike; live: the "
+        "engine's own answers, as an agent would see them (its prompt lengths then are not checked).")
     seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
     conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
     groups: int = Field(

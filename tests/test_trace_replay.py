@@ -168,3 +168,25 @@ def test_each_example_trace_is_found_and_replays_on_the_simulated_engine(tmp_pat
     assert f": {fmt} (detected: " in done.stderr
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["verdict"] == "pass" and report["workload"]["origin"].startswith(f"trace {path}")
+
+
+@pytest.mark.parametrize("history", ["recorded", "live"])
+def test_a_live_history_holds_the_engines_own_answers(tmp_path, history):
+    turns = make_turns(seed=5, sessions=4, block=BLOCK)
+    trace = WRITERS["openai-log"](turns, tmp_path / "log.jsonl")
+    server = TraceServer(answer_s=0.05)
+    with server.running() as url:
+        plan, result = replay(url, tmp_path, trace, f"workload.trace_history='{history}'")
+    later = [got for got in server.received if len(got.body["messages"]) > 2]
+    assert later and len(server.received) == len(turns)
+    recorded = {t.answer for t in turns}
+    for got in later:
+        answers = [m["content"] for m in got.body["messages"] if m["role"] == "assistant"]
+        if history == "live":  # what the server streamed: four " ok" tokens
+            assert answers == [" ok ok ok ok"] * len(answers), answers
+        else:
+            assert set(answers) <= recorded
+    if history == "live":
+        assert "live history: " in plan.workload.origin and " as recorded" not in plan.workload.origin
+        live = [r for r in result.records if r.turn > 1]
+        assert live and all(r.expected_prompt_tokens == 0 for r in live)  # their lengths are the engine's doing

@@ -22,6 +22,7 @@ class AnswerParts:
     """An answer being read."""
 
     compare_tokens: int
+    limit: int | None = ANSWER_CHARS  # characters of content kept (None: all, for a live history)
     text: list[str] = field(default_factory=list)
     chars: int = 0
     tokens: list[str] = field(default_factory=list)
@@ -30,9 +31,15 @@ class AnswerParts:
     runner_token: list[str] = field(default_factory=list)
 
     def content(self, text: str) -> None:
-        if self.chars < ANSWER_CHARS:
-            self.text.append(text[:ANSWER_CHARS - self.chars])
+        if self.limit is None:
+            self.text.append(text)
+        elif self.chars < self.limit:
+            self.text.append(text[:self.limit - self.chars])
         self.chars += len(text)
+
+    def whole(self) -> str:
+        """The content read (all of it when the limit was lifted)."""
+        return "".join(self.text)
 
     def position(self, token: str, logprob: float, others: list[tuple[str, float]]) -> None:
         """One output position: the chosen token and the top alternatives the engine listed (it among them)."""
@@ -50,7 +57,7 @@ class AnswerParts:
         self.runner_token.append(best[0] if best else "")
 
     def done(self) -> Answer:
-        return Answer("".join(self.text), self.chars, tuple(self.tokens), tuple(self.logprobs),
+        return Answer("".join(self.text)[:ANSWER_CHARS], self.chars, tuple(self.tokens), tuple(self.logprobs),
                       tuple(self.runner_up), tuple(self.runner_token))
 
 

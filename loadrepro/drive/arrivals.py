@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterator
@@ -70,7 +71,7 @@ class Arrivals:
             return None
         return int(self._cancel_rng.integers(1, max(2, planned.max_tokens)))
 
-    async def _send(self, planned: PlannedRequest) -> RequestRecord:
+    async def _send(self, planned: PlannedRequest, text_out: list[str] | None = None) -> RequestRecord:
         request_id, queued_ns, wall = next(self._ids), self._clock(), time.time()
         cancel_after = self._cancel_point(planned) if self._load.duration_s else None
         try:
@@ -92,7 +93,8 @@ class Arrivals:
             ended.append(record)
             self._on_record(record)
 
-        send = asyncio.create_task(self._client.send(request_id, planned, queued_ns, wall, on_record, cancel_after))
+        send = asyncio.create_task(self._client.send(request_id, planned, queued_ns, wall, on_record, cancel_after,
+                                                     text_out))
         self._sending[send] = None
         try:
             return await send
@@ -116,8 +118,10 @@ class Arrivals:
 
     async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
         """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
-        after that answer and for its own (shifted) arrival, whichever comes later."""
-        for planned in conversation.turns:
+        after that answer and for its own (shifted) arrival, whichever comes later. A turn of a live history is
+        sent with the engine's own answer to the turn before in place of the recorded one."""
+        previous: tuple[PlannedRequest, str] | None = None  # the turn sent before, and its answer (live history)
+        for i, planned in enumerate(conversation.turns):
             if self._stopped.is_set():
                 return
             if planned.turn > 1 and planned.delay_s > 0:
@@ -127,9 +131,14 @@ class Arrivals:
                 return
             if self._stopped.is_set():
                 return
-            record = await self._send(planned)
+            if planned.live_tail is not None and previous is not None:
+                planned = _live(planned, *previous)
+            wanted = i + 1 < len(conversation.turns) and conversation.turns[i + 1].live_tail is not None
+            text: list[str] | None = [] if wanted else None
+            record = await self._send(planned, text)
             if record.outcome is not Outcome.OK:
                 return  # later turns extend a history the engine never completed
+            previous = (planned, text[0]) if text else None
 
     async def _wait_until(self, offset_s: float) -> bool:
         """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""
@@ -176,3 +185,10 @@ class Arrivals:
 
         for _ in range(self._load.concurrency):
             tg.create_task(worker())
+
+
+def _live(planned: PlannedRequest, before: PlannedRequest, answer: str) -> PlannedRequest:
+    """The turn with the engine's own answer to the turn before in its history; its planned length no longer
+    holds (the answer's is the engine's), so it is not checked against the target's count."""
+    messages = [*before.body["messages"], {"role": "assistant", "content": answer}, *(planned.live_tail or ())]
+    return dataclasses.replace(planned, body={**planned.body, "messages": messages}, expected_prompt_tokens=0)

@@ -32,7 +32,7 @@ from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.drive.transport import Transport
-from loadrepro.records import Outcome, RequestRecord
+from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
 from loadrepro.workload.model import PlannedRequest
@@ -149,12 +149,15 @@ class Client:
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
-                   ) -> RequestRecord:
-        """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled."""
+                   text_out: list[str] | None = None) -> RequestRecord:
+        """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled.
+        `text_out` gets the whole content of an answer that completed (a live history's next turn holds it)."""
         content = orjson.dumps(wire_body(self.config.api, planned.body, self.config.model))
         retries = reconnects = 0
+        kept = text_out is not None
         while True:
-            attempt = Attempt(answer=AnswerParts(self.config.compare_tokens) if self.config.compare_tokens else None)
+            attempt = Attempt(answer=AnswerParts(self.config.compare_tokens, None if kept else ANSWER_CHARS)
+                              if self.config.compare_tokens or kept else None)
             try:
                 outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
             except asyncio.CancelledError:
@@ -174,6 +177,8 @@ class Client:
                 raise
         record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
                               reconnects)
+        if text_out is not None and attempt.answer is not None and outcome is Outcome.OK:
+            text_out.append(attempt.answer.whole())
         on_record(record)
         return record
 
@@ -322,7 +327,8 @@ class Client:
             shared_prefix_tokens=planned.shared_prefix_tokens, max_tokens=planned.max_tokens, retries=retries,
             signature=signature.name if signature else None,
             signature_class=signature.klass.value if signature else None, reconnects=reconnects,
-            answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK else None)
+            answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
+            else None)
 
 
 

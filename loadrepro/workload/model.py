@@ -16,6 +16,9 @@ class PlannedRequest:
     shared_prefix_tokens: int  # of those, expected to be found in the prefix cache
     arrival_s: float | None = None  # trace replay: offset from the start; None: sent when its turn comes
     delay_s: float = 0.0  # trace replay: think time after the turn before it answered
+    # trace_history = "live": the messages that follow the turn before's answer; the request sent is that turn's
+    # messages, the engine's own answer to it, then these (None: this body as it is)
+    live_tail: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,6 +226,7 @@ class _Builder:
         self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
         self.block = trace.block_tokens
         self.seen = SeenPrefixes()
+        self.live = self.recorded = 0  # continuing turns sent with the engine's answers, or as recorded
         c = assembler.calibration
         self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
 
@@ -251,6 +252,20 @@ class _Builder:
         body = {"messages": [dict(m) for m in row.messages]} if self.chat else {"prompt": _prompt(row.messages)}
         return body, int(round(expected)), int(round(min(shared, expected)))
 
+    def live_tail(self, row: TraceRow, before: TraceRow | None) -> tuple[dict[str, Any], ...] | None:
+        """trace_history = "live": what follows the turn before's recorded answer in this turn's messages, when
+        they are that turn's messages, one assistant answer, then more (else None: sent as recorded)."""
+        if self.spec.trace_history != "live" or not self.chat or before is None or row.messages is None \
+                or before.messages is None:
+            return None
+        k = len(before.messages)
+        if len(row.messages) <= k + 1 or row.messages[:k] != before.messages or \
+                row.messages[k].get("role") != "assistant":
+            self.recorded += 1
+            return None
+        self.live += 1
+        return tuple(dict(m) for m in row.messages[k + 1:])
+
     def output_length(self, row: TraceRow) -> int:
         if row.output_length:
             return row.output_length
@@ -261,6 +276,7 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
     builder = _Builder(trace, spec, api, assembler)
     speed = spec.trace_speed
     sessions: dict[str, list[PlannedRequest]] = {}
+    last_row: dict[str, TraceRow] = {}  # each session's latest row
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
     for j, row in enumerate(trace.rows):
         body, expected, shared_tokens = builder.text_row(row) if row.messages is not None else \
@@ -279,9 +295,18 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
         index = turns[0].conversation if turns else len(order) - 1
         arrival = None if row.timestamp_s is None else \
             max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed
+        tail = builder.live_tail(row, last_row.get(row.session) if row.session is not None else None)
+        if row.session is not None:
+            last_row[row.session] = row
         turns.append(PlannedRequest(index, len(turns) + 1, body, max_tokens, expected, shared_tokens,
-                                    arrival, row.delay_s / speed))
+                                    arrival, row.delay_s / speed, tail))
     conversations = tuple(Conversation(i, None, tuple(turns)) for i, turns in enumerate(order))
     c = assembler.calibration
-    return Workload("trace", api, spec.seed, FAKER_VERSION, c.source, conversations, trace.describe())
+    origin = trace.describe()
+    if spec.trace_history == "live":
+        origin += (f"; live history: {builder.live} turns hold the engine's own answer to the turn before"
+                   + (f", {builder.recorded} as recorded (their messages do not extend the turn before and one "
+                      "answer)" if builder.recorded else "")
+                   + ("" if builder.chat else " (none: a completions prompt is sent as recorded)"))
+    return Workload("trace", api, spec.seed, FAKER_VERSION, c.source, conversations, origin)
 
