@@ -232,6 +232,7 @@ def main() -> None:
     args = parser.parse_args()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog from now on: the URL is printed once it can be connected to
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     server = RawServer(args.policy, exit_after=args.exit_after, token_delay_s=args.token_delay)
     asyncio.run(server.serve(sock))

@@ -190,3 +190,12 @@ def test_a_live_history_holds_the_engines_own_answers(tmp_path, history):
         assert "live history: " in plan.workload.origin and " as recorded" not in plan.workload.origin
         live = [r for r in result.records if r.turn > 1]
         assert live and all(r.expected_prompt_tokens == 0 for r in live)  # their lengths are the engine's doing
+
+
+def test_ab_on_a_trace_that_overruns_the_draft_pool_confirms_the_fix(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--profile", "trace-draft-pool", "--out",
+                           str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fix confirmed" in done.stdout and "Draft KV cache context resize failed" in done.stdout
+    stock = json.loads((tmp_path / "stock" / "report.json").read_text())
+    assert stock["workload"]["kind"] == "trace" and stock["workload"]["conversations"] == 12

@@ -169,3 +169,12 @@ def test_inspect_counts_what_the_trace_holds(tmp_path):
     assert stats["cacheable_tokens"] == cacheable > 0
     text = _cli("trace", "inspect", str(path)).stdout
     assert f"requests   {len(turns)}," in text and "a perfect prefix cache could serve" in text
+
+
+def test_a_row_stamped_before_the_first_is_sent_at_the_start_and_said(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": t, "input_length": 20, "output_length": 2, "hash_ids": [i]})
+                            + "\n" for i, t in enumerate((100, 50, 300))))
+    trace = read_trace(load_profile("trace-example", [f"workload.trace='{path}'"]).workload)
+    assert len(trace.rows) == 3 and trace.origin_s == 0.1
+    assert "1 stamped before the first row (not in time order), sent at the start" in trace.describe()
