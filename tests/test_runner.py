@@ -207,3 +207,17 @@ def test_an_engine_log_that_cannot_be_read_is_said_once_and_one_that_never_appea
                             overrides=[*small, f"watch.engine_log='{tmp_path / 'none.log'}'"])
     assert f"engine log: {tmp_path / 'none.log'} never appeared, so no error signature was read from it" in \
         missing.notes
+
+
+def test_a_dead_engines_metrics_are_scraped_once_after_the_load_not_waited_on(tmp_path):
+    """The quick start's stock engine dies at once; its frozen metrics say requests run, which after a death is
+    not a zombie: one scrape after the load, not 5 s of them."""
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert next(r for r in report["rules"] if r["name"] == "engine_death")["fired"]
+    last_end = max(r["end_ns"] for r in read_jsonl(out / "requests.jsonl"))
+    after = [s for s in read_jsonl(out / "samples.jsonl") if s["kind"] == "metrics" and s["t_ns"] > last_end]
+    assert len(after) <= 3, len(after)  # the settle scrape, and the periodic ones already under way

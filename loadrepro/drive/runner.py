@@ -307,8 +307,11 @@ class Runner:
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
         is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests).
-        After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing."""
-        settle_s = 0.0 if self._stop_reason == "interrupted" else SETTLE_S
+        After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing;
+        with the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
+        not judged on an engine that left service."""
+        down = self._stop_reason == "engine_death" or self._death.dead or self.live.health not in (200, None)
+        settle_s = 0.0 if self._stop_reason == "interrupted" or down else SETTLE_S
         deadline = self._clock() + int(settle_s * 1e9)
         while True:
             await metrics.scrape()
