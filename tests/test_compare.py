@@ -34,3 +34,20 @@ def test_a_row_with_no_value_on_either_side_is_left_out():
     assert all(row.stock.strip("-/ ") or row.patched.strip("-/ ") for row in short.rows)
     long = compare(report("stock", 20, True), report("patched", 20, False), VerdictSpec())
     assert "their decode tokens/s (p50)" in [row.test for row in long.rows]
+
+
+def test_a_long_cell_is_cut_at_a_word_and_given_whole_below_the_table():
+    from loadrepro.judge.compare import Comparison, Conclusion, Row
+    from loadrepro.report.markdown import CELL_CHARS, render_comparison
+
+    died = ("engine died at 0.2 s with `Draft KV cache context resize failed for request 13: could not resize to "
+            "4402 tokens`; 12/12 requests ending after it failed; /health 503 from then on")
+    text = render_comparison(Comparison(conclusion=Conclusion.FIX_CONFIRMED, detail="d", stock_label="stock",
+                                        patched_label="patched", rows=[Row(test="engine died", stock=died,
+                                                                           patched="no")]))
+    row = next(line for line in text.splitlines() if line.startswith("| engine died |"))
+    cell = row.split(" | ")[1]
+    assert cell.endswith(" …") and len(cell) <= CELL_CHARS + 3
+    assert died.startswith(cell[:-2].rstrip("`")) and died[len(cell[:-2].rstrip("`"))] == " "  # cut at a word
+    assert cell.count("`") % 2 == 0  # the code span it cut is closed
+    assert f"- engine died (stock): {died}" in text

@@ -155,7 +155,7 @@ def _rows(a: RunReport, b: RunReport) -> list[Row]:
         return "not reported" if r.cache.cached_tokens is None else f"{r.cache.cached_tokens:,}"
 
     def death(r: RunReport) -> str:
-        return next((x.detail for x in r.rules if x.name == "engine_death" and x.fired), "no")[:90]
+        return next((x.detail for x in r.rules if x.name == "engine_death" and x.fired), "no")
 
     return [
         Row(test="verdict", stock=a.verdict, patched=b.verdict),

@@ -350,11 +350,27 @@ def render_markdown(report: RunReport, images: bool = False) -> str:
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"
 
 
+CELL_CHARS = 90  # a comparison cell longer than this is cut at a word, and given whole below the table
+
+
+def _short(text: str) -> str:
+    if len(text) <= CELL_CHARS:
+        return text
+    cut = text[:CELL_CHARS].rsplit(" ", 1)[0].rstrip(" ,;:")
+    if cut.count("`") % 2:  # a code span cut open: closed, so the rest of the row still reads
+        cut += "`"
+    return f"{cut} …"
+
+
 def render_comparison(c: Comparison) -> str:
     """comparison.md, and what `compare` and `ab` print."""
     lines = [f"# loadrepro compare: {c.conclusion}", "", c.detail, "",
              f"| Test | {c.stock_label} | {c.patched_label} | change |", "|---|---|---|---|"]
+    whole = []
     for row in c.rows:
-        cells = [row.test, row.stock, row.patched, row.change]
+        cells = [row.test, _short(row.stock), _short(row.patched), row.change]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-    return "\n".join(lines) + "\n"
+        whole += [f"- {row.test} ({label}): {text}" for label, text in ((c.stock_label, row.stock),
+                                                                        (c.patched_label, row.patched))
+                  if len(text) > CELL_CHARS]
+    return "\n".join(lines + ([""] + whole if whole else [])) + "\n"
