@@ -14,7 +14,6 @@ it answered, whichever is later, and never before that turn answered.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,16 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from loadrepro.errors import TraceError
 from loadrepro.profile import TraceFormat, WorkloadSpec
+from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, read_rows
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, message_prefixes, read_rows
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
 
@@ -170,15 +169,16 @@ class _Blocks:
 
 class SeenPrefixes:
     """What a perfect prefix cache would hold after the requests seen so far: every prefix of hash ids (token rows)
-    and of messages (text rows), each by a running 64-bit hash, so memory does not grow with a prefix's length.
+    and of messages (text rows, by digest: trace_formats.message_prefixes), so memory does not grow with a
+    prefix's length. Hash-id prefixes are kept as running 64-bit hashes.
     Python's own tuple hash is used for hash ids (a million-row trace has tens of millions of prefixes; a
     cryptographic digest each tripled the time to read it): two prefixes colliding by chance among 10^8 is about
     one in a thousand, and would count one block as shared that was not."""
 
     def __init__(self) -> None:
-        self._seen: set[int] = set()
+        self._seen: set[int | bytes] = set()
 
-    def _shared(self, prefixes: list[int]) -> int:
+    def _shared(self, prefixes: list[int] | list[bytes]) -> int:
         k = 0
         while k < len(prefixes) and prefixes[k] in self._seen:
             k += 1
@@ -195,27 +195,12 @@ class SeenPrefixes:
 
     def messages(self, messages: tuple[dict[str, Any], ...]) -> int:
         """How many leading messages an earlier request also started with."""
-        running, prefixes = 1, []
-        for m in messages:
-            part = orjson.dumps({"role": m.get("role"), "content": m.get("content")}, option=orjson.OPT_SORT_KEYS)
-            running = int.from_bytes(hashlib.blake2b(running.to_bytes(8, "little") + part, digest_size=8).digest(),
-                                     "little")
-            prefixes.append(running)
-        return self._shared(prefixes)
-
-
-def _text(content: Any) -> str:
-    """A message's text, its parts joined when it has several."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
+        return self._shared(message_prefixes(messages))
 
 
 def _messages_tokens(c: Calibration, messages: tuple[dict[str, Any], ...], chat: bool) -> float:
     """The estimated prompt tokens of these messages, template included."""
-    body = sum(c.estimate(_text(m.get("content"))) for m in messages)
+    body = sum(c.estimate(message_text(m.get("content"))) for m in messages)
     if chat:
         return c.chat_base + (len(messages) - 2) * c.chat_per_message + body
     return c.text_base + c.estimate(_prompt(messages))
@@ -223,7 +208,7 @@ def _messages_tokens(c: Calibration, messages: tuple[dict[str, Any], ...], chat:
 
 def _prompt(messages: tuple[dict[str, Any], ...]) -> str:
     """Messages as one completions prompt."""
-    return "".join(f"### {m.get('role', 'user').title()}\n{_text(m.get('content'))}\n\n" for m in messages) + \
+    return "".join(f"### {m.get('role', 'user').title()}\n{message_text(m.get('content'))}\n\n" for m in messages) + \
         "### Assistant\n"
 
 

@@ -247,9 +247,15 @@ def _sharegpt(path: Path, skipped: Skipped) -> Iterator[TraceRow]:
             skipped.add("last user turns with no recorded answer", f"{where} turn {len(turns)}")
 
 
-def _digest(previous: bytes, message: Message) -> bytes:
-    part = orjson.dumps({"role": message.get("role"), "content": message.get("content")}, option=orjson.OPT_SORT_KEYS)
-    return hashlib.blake2b(previous + part, digest_size=16).digest()
+def message_prefixes(messages: list[Message] | tuple[Message, ...]) -> list[bytes]:
+    """A digest of each leading run of messages (their roles and contents): equal digests, equal prefixes."""
+    running, out = b"", []
+    for message in messages:
+        part = orjson.dumps({"role": message.get("role"), "content": message.get("content")},
+                            option=orjson.OPT_SORT_KEYS)
+        running = hashlib.blake2b(running + part, digest_size=16).digest()
+        out.append(running)
+    return out
 
 
 def _openai_log(path: Path, skipped: Skipped) -> Iterator[TraceRow]:
@@ -270,10 +276,7 @@ def _openai_log(path: Path, skipped: Skipped) -> Iterator[TraceRow]:
             raise _fail(where, "response.usage.completion_tokens", "missing, and the body sets no max_tokens")
         output_length = _length({"output": output}, "output", where)
         stamp = data.get("timestamp", data.get("time", data.get("created")))
-        digests, running = [], b""
-        for message in messages:
-            running = _digest(running, message)
-            digests.append(running)
+        digests = message_prefixes(messages)
         session = next((sessions[d] for d in reversed(digests[:-1]) if d in sessions), f"o{where}")
         sessions.setdefault(digests[-1], session)
         # The log's own prompt_tokens are another model's, maybe: a text row is counted in the target's tokens.

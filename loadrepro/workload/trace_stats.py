@@ -9,17 +9,10 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadrepro.run_report import TokenSpread
 from loadrepro.workload.tokens import TokenCounter
 from loadrepro.workload.trace import SeenPrefixes
 from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, read_rows
-
-
-class Spread(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    p50: int = Field(description="The median.")
-    p95: int = Field(description="The 95th percentile.")
-    max: int = Field(description="The largest.")
-    total: int = Field(description="The sum over every request.")
 
 
 class TraceStats(BaseModel):
@@ -32,8 +25,9 @@ class TraceStats(BaseModel):
     turns_in_sessions: int = Field(description="Requests that belong to a session of more than one turn.")
     span_s: float = Field(description="From the first timestamp to the last, seconds (0: none recorded).")
     arrival_rate: float = Field(description="Requests per second over the span (0: no span).")
-    input_tokens: Spread = Field(description="Prompt lengths in tokens.")
-    output_tokens: Spread = Field(description="Output lengths in tokens.")
+    input_tokens: TokenSpread = Field(description="Prompt lengths in tokens.")
+    input_tokens_total: int = Field(description="Prompt tokens over every request.")
+    output_tokens: TokenSpread = Field(description="Output lengths in tokens.")
     block_tokens: int = Field(description="Tokens per hash id (0: the format has none; text is compared by message).")
     cacheable_tokens: int = Field(
         description="Prompt tokens a perfect prefix cache could serve: blocks (or messages) seen earlier in the trace.")
@@ -42,12 +36,12 @@ class TraceStats(BaseModel):
     skipped: str = Field(description="Rows left out on purpose and why.")
 
 
-def _spread(values: array[int]) -> Spread:
+def _spread(values: array[int]) -> TokenSpread:
     if not len(values):
-        return Spread(p50=0, p95=0, max=0, total=0)
+        return TokenSpread(p50=0, p95=0, max=0)
     data = np.frombuffer(values, dtype=np.int64)
-    return Spread(p50=int(np.percentile(data, 50, method="lower")), p95=int(np.percentile(data, 95, method="lower")),
-                  max=int(data.max()), total=int(data.sum()))
+    return TokenSpread(p50=int(np.percentile(data, 50, method="lower")),
+                       p95=int(np.percentile(data, 95, method="lower")), max=int(data.max()))
 
 
 async def _lengths(row: TraceRow, seen: SeenPrefixes, block: int, counter: TokenCounter) -> tuple[int, int, int]:
@@ -85,13 +79,14 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
             last = row.timestamp_s if last is None else max(last, row.timestamp_s)
     span = (last - first) if first is not None and last is not None else 0.0
     multi = [n for n in sessions.values() if n > 1]
-    total_in = _spread(inputs)
+    total_in = sum(inputs)
     return TraceStats(
         path=str(path), format=chosen, detected=detect(path)[1] if trace_format == "auto" else "",
         requests=len(inputs), sessions=len(multi), turns_in_sessions=sum(multi), span_s=round(span, 3),
-        arrival_rate=round(len(inputs) / span, 4) if span > 0 else 0.0, input_tokens=total_in,
+        arrival_rate=round(len(inputs) / span, 4) if span > 0 else 0.0, input_tokens=_spread(inputs),
+        input_tokens_total=total_in,
         output_tokens=_spread(outputs), block_tokens=block, cacheable_tokens=cacheable,
-        cacheable_share=round(cacheable / total_in.total, 4) if total_in.total else 0.0,
+        cacheable_share=round(cacheable / total_in, 4) if total_in else 0.0,
         lengths_counted_with=counter.source if chosen in ("sharegpt", "openai-log") else "",
         skipped=skipped.describe())
 
@@ -103,7 +98,7 @@ def describe_stats(s: TraceStats) -> list[str]:
              f"span       {s.span_s:,.1f} s" + (f", {s.arrival_rate:,.2f} requests/s" if s.span_s else
                                                   " (no timestamps: sent as the load allows)"),
              f"input      p50 {s.input_tokens.p50:,} / p95 {s.input_tokens.p95:,} / max {s.input_tokens.max:,} tokens; "
-             f"{s.input_tokens.total:,} in all",
+             f"{s.input_tokens_total:,} in all",
              f"output     p50 {s.output_tokens.p50:,} / p95 {s.output_tokens.p95:,} / max {s.output_tokens.max:,} "
              "tokens",
              f"prefix     {s.cacheable_tokens:,} prompt tokens ({s.cacheable_share:.0%}) a perfect prefix cache could "

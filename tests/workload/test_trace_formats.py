@@ -164,7 +164,7 @@ def test_inspect_counts_what_the_trace_holds(tmp_path):
     assert stats["format"] == "bailian" and stats["requests"] == len(turns)
     assert stats["sessions"] == len(multi)
     assert stats["span_s"] == pytest.approx(turns[-1].t_s - turns[0].t_s, abs=1e-3)
-    assert stats["input_tokens"]["max"] == inputs[-1] and stats["input_tokens"]["total"] == sum(inputs)
+    assert stats["input_tokens"]["max"] == inputs[-1] and stats["input_tokens_total"] == sum(inputs)
     assert stats["input_tokens"]["p50"] == inputs[(len(inputs) - 1) // 2]
     assert stats["cacheable_tokens"] == cacheable > 0
     text = _cli("trace", "inspect", str(path)).stdout
