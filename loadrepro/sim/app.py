@@ -36,19 +36,28 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # what vLLM and SGLang use when a completio
 
 
 class ClosingStream(StreamingResponse):
-    """A stream whose generator is closed as soon as the response ends, the client gone or not: Starlette only
-    stops iterating it, which leaves the generator's cleanup (the engine's abort of the request) to the garbage
-    collector, at a moment nothing decides. A real engine aborts a request when its client leaves."""
+    """A stream that ends as soon as its client leaves, its generator closed then (the engine's abort of the
+    request), as a real engine aborts a request when its client leaves. Starlette, for a server of ASGI 2.4 and
+    later, waits for a write to fail instead, and uvicorn drops writes to a closed connection without a word: the
+    request then ran to its end; and it only stops iterating the generator, leaving its cleanup to the garbage
+    collector, at a moment nothing decides."""
 
     def __init__(self, body: AsyncGenerator[str, None]) -> None:
         super().__init__(body, media_type="text/event-stream")
         self._body = body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streaming = asyncio.ensure_future(self.stream_response(send))
+        leaving = asyncio.ensure_future(self.listen_for_disconnect(receive))
         try:
-            await super().__call__(scope, receive, send)
+            await asyncio.wait((streaming, leaving), return_when=asyncio.FIRST_COMPLETED)
         finally:
+            leaving.cancel()
+            streaming.cancel()  # a no-op once it is done
+            await asyncio.gather(streaming, leaving, return_exceptions=True)
             await self._body.aclose()
+        if not streaming.cancelled() and (error := streaming.exception()) is not None:
+            raise error  # a cut on purpose (ConnectionCut) drops the connection
 
 
 class ConnectionCut(Exception):
