@@ -1,13 +1,13 @@
 """Benchmark: a 1,000,000-row Mooncake trace (sessions of 5 turns, a shared system prefix, 512-token blocks).
 Prints figures; asserts nothing.
 
-    .venv/bin/python benchmarks/trace_scale.py [--rows 1000000] [--window 2000]
+    .venv/bin/python benchmarks/trace_scale.py [--rows 1000000] [--window 0] [--seconds 20]
 
 1. `loadrepro trace inspect` of the whole file: seconds and the process's peak RSS.
-2. `loadrepro run` replaying a window of it (`trace_max_requests`, the first requests of the file) against the
-   benchmark stub (benchmarks/stub_engine.py, its own process): seconds from the command to the first request (the
-   report's timing), and loadrepro's peak RSS. The whole file is read (twice: its earliest timestamp first) and
-   only the window is held.
+2. `loadrepro run` replaying it (the whole trace, or a window: `trace_max_requests`, the first requests of the
+   file) for `--seconds` against the benchmark stub (benchmarks/stub_engine.py, its own process): seconds from the
+   command to the first request (the report's timing), and loadrepro's peak RSS. Rows are held, prompts are not:
+   each request's body is made when it is sent.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def measured(*command: str) -> tuple[subprocess.CompletedProcess, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--window", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=0, help="replay the first N requests (0: the whole trace)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the replay runs (load.duration_s)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.jsonl"
@@ -81,12 +82,14 @@ def main() -> None:
                 sys.executable, "-m", "loadrepro", "run", "--profile", "trace-example", "--base-url", url, "--out",
                 str(out), "--quiet", "--set", "model='stub'", "--set", f"workload.trace='{trace}'", "--set",
                 f"workload.trace_max_requests={args.window}", "--set", "workload.trace_speed=20.0", "--set",
+                f"load.duration_s={args.seconds}", "--set",
                 "workload.max_tokens=16", "--set", "watch.metrics_path=''", "--set", "load.concurrency=64")
             if not (out / "report.json").exists():
                 sys.exit(done.stderr[-2000:])
             report = json.loads((out / "report.json").read_text())
             timing = report.get("timing") or {}
-            print(f"replay of the first {args.window:,} requests: exit {done.returncode} in {seconds:.0f} s, "
+            what = f"the first {args.window:,} requests" if args.window else f"all {args.rows:,} rows"
+            print(f"replay of {what} for {args.seconds:g} s: exit {done.returncode} in {seconds:.0f} s, "
                   f"{timing.get('to_first_request_s', float('nan')):.1f} s from the command to the first request, "
                   f"{report['requests']['total']:,} requests sent, loadrepro's peak RSS {peak:,.0f} MiB")
         finally:

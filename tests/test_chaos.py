@@ -20,7 +20,8 @@ from tests.stub_server import chat_app, chunk_event, serving
 @dataclass
 class AbortServer:
     """Streams of `tokens` tokens every `delay_s`; /metrics' running count holds every stream being written, and
-    a stream whose client left: never freed ("leaks"), freed `linger_s` later ("lingers"), or at once ("frees");
+    a stream whose client left: never freed ("leaks"; "leaks_running": only once its answer began), freed
+    `linger_s` later ("lingers"), or at once ("frees");
     or freed from the running count at once, but its KV blocks (10% each) never ("holds_kv"). KV usage: 2% per
     stream being written, plus what is held."""
 
@@ -33,23 +34,31 @@ class AbortServer:
     disconnects: int = 0
     held_kv: float = 0.0
     url: str = ""
+    slow_every: int = 0  # every n-th request (the 2nd, the (n+2)th, ...) waits slow_s before its first token
+    slow_s: float = 2.0
+    count: int = 0
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         self.streaming += 1
+        self.count += 1
+        answering = False
         try:
+            if self.slow_every and self.count % self.slow_every == 0:
+                await asyncio.sleep(self.slow_s)
             for _ in range(self.tokens):
                 await asyncio.sleep(self.delay_s)
                 await response.write(_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                           "finish_reason": None}]}))
+                answering = True
             await response.write(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
             await response.write(b"data: [DONE]\n\n")
         except (ConnectionResetError, asyncio.CancelledError):
             self.disconnects += 1
             if self.mode == "holds_kv":
                 self.held_kv += 0.1
-            elif self.mode != "frees":
+            elif self.mode != "frees" and (answering or self.mode != "leaks_running"):
                 self.zombies += 1
                 if self.mode == "lingers":
                     asyncio.get_running_loop().call_later(self.linger_s, self._free_one)
@@ -119,8 +128,21 @@ def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_request
     words = fired(report, "zombie_requests")
     assert words and words.startswith(f"the engine still reported {server.zombies} requests running")
     assert "had been cancelled mid-stream" in words
-    assert any(n.startswith("chaos: abort burst at 1 s: cancelled 4 of the requests in flight (asked for 4); "
-                            "/health 200") for n in report.notes), report.notes
+    assert any(n.startswith("chaos: abort burst at 1 s: cancelled 4 of the requests in flight, 4 of them mid-answer "
+                            "(asked for 4); /health 200") for n in report.notes), report.notes
+
+
+def test_an_abort_burst_cancels_answers_under_way_not_requests_still_waiting(tmp_path, tokenizer_dir):
+    """An engine whose abort defect shows only for a request it is already answering (a waiting one is freed
+    cleanly, as the simulated engine's stock policy and real engines do): half of the first requests wait 2 s
+    for their first token, and the burst at 1 s must cancel answers under way. Cancelling the oldest requests
+    in flight instead would take two waiting ones, and the defect would show by chance."""
+    path = tmp_path / "abort.toml"
+    path.write_text(PROFILE)
+    with AbortServer("leaks_running", slow_every=2).running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert server.zombies == 4, server
+    assert fired(report, "zombie_requests")
 
 
 @pytest.mark.parametrize("mode", ["frees", "lingers"])

@@ -97,7 +97,7 @@ def test_probes_carry_no_conversations_opening_before_its_first_turn(tmp_path):
         session = run(server.url, tmp_path, [*LOAD, "workload.conversations=12", "workload.turns=2",
                                              "workload.prefix_tokens=3000", "load.concurrency=4"])
     received = server.counters.received
-    firsts = [c.turns[0].body["messages"] for c in session.plan.workload.conversations]
+    firsts = [c.turns[0].payload()["messages"] for c in session.plan.workload.conversations]
 
     def text(body: dict) -> str:
         return "\n".join(m["content"] for m in body.get("messages", []))

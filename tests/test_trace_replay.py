@@ -62,7 +62,7 @@ def test_every_format_replays_as_the_trace_says(tmp_path, fmt):
     with server.running() as url:
         plan, result = replay(url, tmp_path, trace, "workload.trace_speed=2.0")
     conversations = _expected_conversations(fmt, turns)
-    planned = {json.dumps(r.body["messages"]): r for r in plan.workload.requests}
+    planned = {json.dumps(r.payload()["messages"]): r for r in plan.workload.requests}
     assert len(server.received) == len(turns) == len(planned)
     seen = {}
     for got in server.received:
@@ -205,3 +205,38 @@ def test_ab_on_a_trace_that_overruns_the_draft_pool_confirms_the_fix(tmp_path):
     assert "fix confirmed" in done.stdout and "Draft KV cache context resize failed" in done.stdout
     stock = json.loads((tmp_path / "stock" / "report.json").read_text())
     assert stock["workload"]["kind"] == "trace" and stock["workload"]["conversations"] == 12
+
+
+def test_sessions_far_ahead_hold_no_task_and_no_prompt_until_they_start(tmp_path, monkeypatch):
+    """A long trace is replayed as it goes: a session is given a task when it starts, and a request's body is made
+    when it is sent, so a million-row trace does not hold a million sleeping tasks or prompts."""
+    from loadrepro.workload import trace as trace_module
+
+    trace = tmp_path / "t.jsonl"
+    far = [{"timestamp": 3_600_000 + i, "session_id": i, "input_length": 40, "output_length": 4,
+            "hash_ids": [i, i + 1]} for i in range(1, 400)]
+    trace.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"timestamp": 0, "session_id": 0, "input_length": 40, "output_length": 4, "hash_ids": [0, 1]}, *far]))
+    profile = load_profile("trace-example", [f"workload.trace='{trace}'", f"workload.trace_block_tokens={BLOCK}"])
+    server = TraceServer(answer_s=0.05)
+    made = []
+    make = trace_module._Bodies.make
+    monkeypatch.setattr(trace_module._Bodies, "make", lambda self, j, *a: made.append(j) or make(self, j, *a))
+
+    async def go(url):
+        plan = await plan_workload(profile, SimTokenCounter())
+        made.clear()  # the plan's check of a sample made its bodies
+        config = ClientConfig(url, profile.api, "trace-stub", 16, 30.0, 30.0)
+        async with Client(config) as client:
+            runner = Runner(profile, plan.workload, client, RunTarget(url, "trace-stub", "test"), tmp_path)
+            run = asyncio.create_task(runner.run())
+            assert await asyncio.get_running_loop().run_in_executor(None, server.first.wait, 60)
+            tasks = len(asyncio.all_tasks())
+            runner.interrupt()
+            await run
+        return tasks
+
+    with server.running() as url:
+        tasks = asyncio.run(go(url))
+    assert tasks < 60, tasks  # one task per session, made at once, is over 400
+    assert made == [0]  # only the request sent had its body made

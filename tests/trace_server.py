@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class TraceServer:
     answer_s: float = 0.3
     received: list[Received] = field(default_factory=list)
     started_ns: int = 0
+    first: threading.Event = field(default_factory=threading.Event)  # set when the first request arrives
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -39,6 +41,7 @@ class TraceServer:
                                       "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1}})
         seen = Received(time.perf_counter_ns(), tokenize(render_chat(body["messages"])), body["max_tokens"], body)
         self.received.append(seen)
+        self.first.set()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await asyncio.sleep(self.answer_s)

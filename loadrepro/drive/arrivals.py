@@ -10,7 +10,8 @@ import asyncio
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,12 @@ from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
 _POISSON, _CANCEL = 9, 11  # SeedSequence streams
+ABORT_WAIT_S = 10.0  # how long an abort burst waits for answers to be under way before it cancels what is in flight
+
+
+@dataclass(slots=True)
+class _Flight:
+    answering: bool = False  # its first token arrived
 
 
 class Arrivals:
@@ -42,7 +49,8 @@ class Arrivals:
         self._streams = () if stream is None else (stream,)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
         self._slots = asyncio.Semaphore(load.concurrency)
-        self._sending: dict[asyncio.Task[RequestRecord], None] = {}  # requests in flight, oldest first
+        self._sending: dict[asyncio.Task[RequestRecord], _Flight] = {}  # requests in flight, oldest first
+        self._began = asyncio.Event()  # an answer's first token arrived
         self._ids = itertools.count(1 + (stream or 0), streams)
         self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
@@ -57,11 +65,9 @@ class Arrivals:
             elif self._load.duration_s:
                 await self._soak(tg)
             elif self._workload.kind == "trace":
-                for c in conversations:
-                    tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c))
+                await self._start_at(tg, self._trace_starts())
             elif self._load.arrival == "poisson":
-                for c, offset in zip(conversations, self._poisson_offsets(len(conversations))):
-                    tg.create_task(self._conversation_at(offset, c))
+                await self._start_at(tg, zip(self._poisson_offsets(len(conversations)), conversations))
             else:
                 for c in conversations:
                     tg.create_task(self._conversation(c))
@@ -93,9 +99,15 @@ class Arrivals:
             ended.append(record)
             self._on_record(record)
 
+        flight = _Flight()
+
+        def began() -> None:
+            flight.answering = True
+            self._began.set()
+
         send = asyncio.create_task(self._client.send(request_id, planned, queued_ns, wall, on_record, cancel_after,
-                                                     text_out))
-        self._sending[send] = None
+                                                     text_out, began))
+        self._sending[send] = flight
         try:
             return await send
         except asyncio.CancelledError:
@@ -108,13 +120,26 @@ class Arrivals:
             self._live.in_flight -= 1
             self._slots.release()
 
-    def abort(self, count: int) -> int:
-        """Cancel up to `count` requests in flight at once, the oldest first, as a client that disconnects does;
-        each ends `cancelled` and its conversation stops. How many were cancelled."""
-        oldest = list(self._sending)[:count]
-        for send in oldest:
+    async def abort(self, count: int) -> tuple[int, int]:
+        """Cancel `count` requests at once as clients that leave mid-answer do: the oldest of those whose answer is
+        under way, once that many are (or as many as the concurrency allows), waiting at most ABORT_WAIT_S; the
+        oldest of the rest in flight make up the count. Each ends `cancelled` and its conversation stops. How many
+        were cancelled, and how many of them mid-answer. (A request cancelled before its first token may not have
+        reached the engine's running batch: a defect of aborts there would show or not by chance.)"""
+        wanted = min(count, self._load.concurrency)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ABORT_WAIT_S
+        while sum(f.answering for f in self._sending.values()) < wanted and not self._stopped.is_set():
+            self._began.clear()
+            try:
+                await asyncio.wait_for(self._began.wait(), deadline - loop.time())
+            except TimeoutError:
+                break
+        answering = [send for send, f in self._sending.items() if f.answering][:count]
+        rest = [send for send, f in self._sending.items() if not f.answering][:count - len(answering)]
+        for send in answering + rest:
             send.cancel()
-        return len(oldest)
+        return len(answering) + len(rest), len(answering)
 
     async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
         """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
@@ -147,9 +172,20 @@ class Arrivals:
             await pause(self._stopped, delay)
         return not self._stopped.is_set()
 
-    async def _conversation_at(self, offset_s: float, conversation: Conversation, shift_s: float = 0.0) -> None:
-        if await self._wait_until(offset_s + shift_s):
-            await self._conversation(conversation, shift_s)
+    async def _start_at(self, tg: asyncio.TaskGroup, starts: Iterable[tuple[float, Conversation]],
+                        shift_s: float = 0.0) -> None:
+        """Each conversation started at its offset (shifted), in order; one whose offset has passed (a trace row
+        stamped out of order) at once. A task is made when its conversation starts, not before: a million-row
+        trace does not hold a million sleeping tasks."""
+        for offset, conversation in starts:
+            if not await self._wait_until(offset + shift_s):
+                return
+            tg.create_task(self._conversation(conversation, shift_s))
+
+    def _trace_starts(self) -> list[tuple[float, Conversation]]:
+        """A trace's conversations by their first turn's arrival (a file not in time order included)."""
+        starts = [(c.turns[0].arrival_s or 0.0, c) for c in self._workload.conversations]
+        return sorted(starts, key=lambda start: start[0])
 
     def _timed_trace(self) -> bool:
         return self._workload.kind == "trace" and any(c.turns[0].arrival_s for c in self._workload.conversations)
@@ -159,11 +195,11 @@ class Arrivals:
         last arrival and a second), until the run stops it: the same bytes each pass."""
         conversations = self._workload.conversations
         span = max(t.arrival_s or 0.0 for c in conversations for t in c.turns) + 1.0
+        starts = self._trace_starts()
         for shift in itertools.count(0.0, span):
             if not await self._wait_until(shift):
                 return
-            for c in conversations:
-                tg.create_task(self._conversation_at(c.turns[0].arrival_s or 0.0, c, shift))
+            await self._start_at(tg, starts, shift)
 
     def _poisson_offsets(self, count: int) -> Iterator[float]:
         rng = np.random.default_rng([self._seed, _POISSON, *self._streams])
@@ -190,5 +226,5 @@ class Arrivals:
 def _live(planned: PlannedRequest, before: PlannedRequest, answer: str) -> PlannedRequest:
     """The turn with the engine's own answer to the turn before in its history; its planned length no longer
     holds (the answer's is the engine's), so it is not checked against the target's count."""
-    messages = [*before.body["messages"], {"role": "assistant", "content": answer}, *(planned.live_tail or ())]
-    return dataclasses.replace(planned, body={**planned.body, "messages": messages}, expected_prompt_tokens=0)
+    messages = [*before.payload()["messages"], {"role": "assistant", "content": answer}, *(planned.live_tail or ())]
+    return dataclasses.replace(planned, body={**planned.payload(), "messages": messages}, expected_prompt_tokens=0)

@@ -59,8 +59,9 @@ class LoadBackend(Protocol):
     def notes(self) -> list[str]:
         """What the report says of how the load was sent (clocks, how max_rps was shared)."""
 
-    def abort(self, count: int) -> int:
-        """Cancels up to `count` requests in flight at once (a [[chaos.events]] abort burst); how many."""
+    async def abort(self, count: int) -> tuple[int, int]:
+        """Cancels up to `count` requests in flight at once (a [[chaos.events]] abort burst, drive/arrivals.py);
+        how many, and how many of them mid-answer."""
 
 
 class InProcess:
@@ -81,8 +82,8 @@ class InProcess:
     async def run(self) -> None:
         await self._arrivals.run()
 
-    def abort(self, count: int) -> int:
-        return self._arrivals.abort(count)
+    async def abort(self, count: int) -> tuple[int, int]:
+        return await self._arrivals.abort(count)
 
     def notes(self) -> list[str]:
         return []

@@ -46,7 +46,7 @@ class ChaosTools:
     """What the runner lends its faults."""
 
     engine: EngineControl | None
-    abort: Callable[[int], int]  # cancel up to N requests in flight; how many
+    abort: Callable[[int], Awaitable[tuple[int, int]]]  # cancel N requests mid-answer; how many, how many mid-answer
     send: Callable[[PlannedRequest], Awaitable[RequestRecord]]  # one request outside the load
     healthy: Callable[[], Awaitable[bool]] | None  # one /health poll (None: no health path to ask)
     api: str = "chat"
@@ -87,8 +87,9 @@ async def _act(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool]:
     engine, when = tools.engine, f"at {event.at_s:g} s"
     match event.action:
         case "abort_burst":
-            cancelled = tools.abort(event.count)
-            return f"cancelled {cancelled} of the requests in flight (asked for {event.count})", True
+            cancelled, answering = await tools.abort(event.count)
+            return (f"cancelled {cancelled} of the requests in flight, {answering} of them mid-answer (asked for "
+                    f"{event.count})"), True
         case "oversize":
             return await _oversize(tools)
     assert engine is not None, "kill, restart and pause are refused without a managed engine (api.run_options)"

@@ -149,17 +149,19 @@ class Client:
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
-                   text_out: list[str] | None = None) -> RequestRecord:
+                   text_out: list[str] | None = None, began: Callable[[], None] | None = None) -> RequestRecord:
         """Send with retries; `on_record` gets the record exactly once, also when the task is cancelled.
-        `text_out` gets the whole content of an answer that completed (a live history's next turn holds it)."""
-        content = orjson.dumps(wire_body(self.config.api, planned.body, self.config.model))
+        `text_out` gets the whole content of an answer that completed (a live history's next turn holds it);
+        `began` is told when the answer's first token arrives."""
+        body = planned.payload()
+        content, streamed = orjson.dumps(wire_body(self.config.api, body, self.config.model)), body.get("stream", False)
         retries = reconnects = 0
         kept = text_out is not None
         while True:
             attempt = Attempt(answer=AnswerParts(self.config.compare_tokens, None if kept else ANSWER_CHARS)
-                              if self.config.compare_tokens or kept else None)
+                              if self.config.compare_tokens or kept else None, began=began)
             try:
-                outcome, detail = await self._attempt(content, planned, attempt, cancel_after_chunks)
+                outcome, detail = await self._attempt(content, streamed, attempt, cancel_after_chunks)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
                                        "cancelled by loadrepro", retries, reconnects + attempt.reconnects))
@@ -182,7 +184,7 @@ class Client:
         on_record(record)
         return record
 
-    async def _attempt(self, content: bytes, planned: PlannedRequest, a: Attempt,
+    async def _attempt(self, content: bytes, streamed: bool, a: Attempt,
                        cancel_after_chunks: int | None) -> tuple[Outcome, str]:
         """One attempt (the transport may have sent it twice, see drive/transport.py)."""
         deadline = asyncio.timeout(self.config.request_timeout_s)
@@ -197,7 +199,7 @@ class Client:
                             a.status = response.status
                             if response.status != 200:
                                 return await self._refused(response, a)
-                            if planned.body.get("stream", False) and response.content_type == "text/event-stream":
+                            if streamed and response.content_type == "text/event-stream":
                                 return await self._read_stream(response, a, cancel_after_chunks)
                             return await self._read_whole(response, a)
                     finally:
@@ -270,8 +272,7 @@ class Client:
             return False
         seen = self._read(payload, a)
         if seen:
-            if a.first_token_ns is None:
-                a.first_token_ns = now
+            a.first_token(now)
             if seen == CONTENT and a.first_content_ns is None:
                 a.first_content_ns = now
             a.chunk_ns.append(now)

@@ -181,9 +181,9 @@ class RayArrivals:
         """Each actor's clock minus the driver's, as measured (0: on the driver's node)."""
         return list(self._offsets)
 
-    def abort(self, count: int) -> int:
+    async def abort(self, count: int) -> tuple[int, int]:
         """Requests in flight are in other processes: abort bursts are refused with workers (api.run_options)."""
-        return 0
+        return 0, 0
 
     def notes(self) -> list[str]:
         clocks = (f"clock offsets measured, residual error at most {self.residual_ns / 1e6:.2f} ms"

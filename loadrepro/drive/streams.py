@@ -43,6 +43,13 @@ class Attempt:
     last_byte_ns: int = 0
     silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
     answer: AnswerParts | None = None  # [verify] on: the answer's evidence, read as it comes
+    began: Callable[[], None] | None = None  # told at the first token (an abort burst cancels answers under way)
+
+    def first_token(self, now: int) -> None:
+        if self.first_token_ns is None:
+            self.first_token_ns = now
+            if self.began is not None:
+                self.began()
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:

@@ -209,9 +209,9 @@ class WorkerArrivals:
         self._go: list[Connection] = []
         self._finished: list[asyncio.Future[str | None]] = []  # each worker's error, None when it ended well
 
-    def abort(self, count: int) -> int:
+    async def abort(self, count: int) -> tuple[int, int]:
         """Requests in flight are in other processes: abort bursts are refused with workers (api.run_options)."""
-        return 0
+        return 0, 0
 
     def notes(self) -> list[str]:
         if not self._setup.load.max_rps:

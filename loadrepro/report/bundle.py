@@ -20,6 +20,7 @@ from loadrepro.redact import scrub
 from loadrepro.report.json import read_report
 from loadrepro.run_report import RunReport
 from loadrepro.signatures import CATALOG, SignatureClass
+from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
@@ -102,7 +103,8 @@ def _readme(report: RunReport, name: str) -> str:
               "`replay.py` exits 1 when the engine failed and 0 when it passed.", *_answers_readme(report),
               "", "## Files", "",
               "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
-              "- `workload.jsonl.gz`: every request body and its schedule",
+              "- `workload.jsonl.gz`: the request bodies and their schedule (a long trace's run: the first "
+              f"{DEFERRED_BODIES_WRITTEN:,} requests' bodies; `profile.toml` and the trace rebuild the rest)",
               "- `requests.jsonl`: what each request did",
               "- `answers.json`: the wrong answers, when the run found any",
               "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",

@@ -233,14 +233,24 @@ async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReade
     return ("ok", "no [DONE]") if finish else ("truncated", "the stream ended before a finish reason")
 
 
+def read_requests() -> list[dict]:
+    """The requests that carry their body (a long trace's run writes the first ones' only: the rest are
+    rebuilt from its profile and trace by `loadrepro run --profile profile.toml`)."""
+    with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
+        rows = [r for r in map(json.loads, lines) if r.get("type") == "request"]
+    requests = [r for r in rows if "body" in r]
+    if len(requests) < len(rows):
+        print(f"{len(requests)} of the workload's {len(rows)} requests carry their body and are replayed; the rest "
+              "are rebuilt from the trace by `loadrepro run --profile profile.toml`")
+    return requests
+
+
 async def replay(args: argparse.Namespace) -> int:
     config = json.loads((HERE / "replay.json").read_text())
     fatal = [re.compile(p) for p in config["fatal_patterns"]]
     target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"],
                     os.environ.get(args.api_key_env) or None)
-    with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
-        rows = [json.loads(line) for line in lines]
-    requests = [r for r in rows if r.get("type") == "request"]
+    requests = read_requests()
     path = PATHS[config["api"]]
     model = args.model or config.get("model")
     status, data = await target.get("/v1/models")
@@ -333,8 +343,7 @@ async def check_answers(args: argparse.Namespace) -> int:
         if (await target.request("POST", reset))[0] == 200:
             print(f"prefix cache reset with POST {reset}")
             break
-    with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
-        requests = [r for r in map(json.loads, lines) if r.get("type") == "request"]
+    requests = read_requests()
     conversations: dict[tuple[int, int], list[dict]] = {}
     for copy in range(args.copies):
         for r in requests:

@@ -9,25 +9,39 @@ from pathlib import Path
 import orjson
 
 from loadrepro.workload.apis import wire_body
-from loadrepro.workload.model import Workload
+from loadrepro.workload.model import Deferred, Workload
 
 SCHEMA = "loadrepro.workload/1"
+# Bodies made when sent (a trace's) are written for this many requests, the first in order, and the rest without
+# one: writing a 100,000-row trace's took 27 s and 250 MB before the first request (benchmarks/trace_scale.py).
+# The profile and the trace rebuild the rest byte for byte.
+DEFERRED_BODIES_WRITTEN = 20_000
+
+
+def bodies_written(workload: Workload) -> int:
+    """How many of the workload's requests workload.jsonl.gz gives with their body (the first ones)."""
+    requests = workload.requests
+    deferred = any(isinstance(r.body, Deferred) for r in requests[:1])
+    return min(len(requests), DEFERRED_BODIES_WRITTEN) if deferred else len(requests)
 
 
 def write_workload(workload: Workload, path: Path) -> Path:
-    """One JSON line describing the workload, then one per request in conversation and turn order."""
+    """One JSON line describing the workload, then one per request in conversation and turn order, with its body
+    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many)."""
     # Level 1: written before the load starts, so its CPU is part of every run; level 5 made a 2,000-request file
     # 15% smaller (5.2 against 6.1 MB) for more than twice the time.
     with gzip.open(path, "wb", compresslevel=1) as out:
+        requests, written = workload.requests, bodies_written(workload)
         header = {"type": "workload", "schema": SCHEMA, "kind": workload.kind, "api": workload.api,
                   "seed": workload.seed, "faker_version": workload.faker_version,
-                  "calibration_source": workload.calibration_source}
+                  "calibration_source": workload.calibration_source, "requests": len(requests), "bodies": written}
         out.write(orjson.dumps(header) + b"\n")
-        for r in workload.requests:
+        for i, r in enumerate(requests):
             line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
                     "delay_s": r.delay_s,
                     "expected_prompt_tokens": r.expected_prompt_tokens,
-                    "shared_prefix_tokens": r.shared_prefix_tokens,
-                    "body": wire_body(workload.api, r.body, None)}
+                    "shared_prefix_tokens": r.shared_prefix_tokens}
+            if i < written:
+                line["body"] = wire_body(workload.api, r.payload(), None)
             out.write(orjson.dumps(line) + b"\n")
     return path

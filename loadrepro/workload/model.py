@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A request body made when it is needed (a trace's: a million-row trace does not hold a million prompts),
+    then passed through `steps` in order. `make` and the steps are pure and picklable (workers and Ray actors
+    receive them), so a body made twice is the same bytes."""
+
+    make: Callable[[], Body]
+    steps: tuple[Callable[[Body], Body], ...] = ()
+
+    def __call__(self) -> Body:
+        body = self.make()
+        for step in self.steps:
+            body = step(body)
+        return body
 
 
 @dataclass(frozen=True, slots=True)
 class PlannedRequest:
     conversation: int
     turn: int  # 1-based; turn 1 warms the conversation's prefix
-    body: dict[str, Any]  # `messages` (chat) or `prompt` (completions); the client adds model and stream fields
+    # `messages` (chat) or `prompt` (completions); the client adds model and stream fields. Read it with payload().
+    body: Body | Deferred
     max_tokens: int
     expected_prompt_tokens: int
     shared_prefix_tokens: int  # of those, expected to be found in the prefix cache
@@ -19,6 +39,16 @@ class PlannedRequest:
     # trace_history = "live": the messages that follow the turn before's answer; the request sent is that turn's
     # messages, the engine's own answer to it, then these (None: this body as it is)
     live_tail: tuple[dict[str, Any], ...] | None = None
+
+    def payload(self) -> Body:
+        """The request body (a deferred one made now: keep it no longer than the request)."""
+        return self.body() if isinstance(self.body, Deferred) else self.body
+
+    def then(self, step: Callable[[Body], Body]) -> PlannedRequest:
+        """The request with its body passed through `step` (when it is made, for a deferred one)."""
+        body = Deferred(self.body.make, (*self.body.steps, step)) if isinstance(self.body, Deferred) else \
+            step(self.body)
+        return replace(self, body=body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from loadrepro.profile import Profile
@@ -61,11 +62,10 @@ def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
 
 def _deterministic(workload: Workload, profile: Profile) -> Workload:
     """Every request asks for its one greedy answer and its logprobs, so that answers can be checked."""
-    def turn(r: PlannedRequest) -> PlannedRequest:
-        return dataclasses.replace(r, body=deterministic(profile.api, r.body, profile.workload.seed,
-                                                         profile.verify.top_logprobs))
+    step = functools.partial(deterministic, profile.api, seed=profile.workload.seed,
+                             top=profile.verify.top_logprobs)
     return dataclasses.replace(workload, conversations=tuple(
-        dataclasses.replace(c, turns=tuple(turn(r) for r in c.turns)) for c in workload.conversations))
+        dataclasses.replace(c, turns=tuple(r.then(step) for r in c.turns)) for c in workload.conversations))
 
 
 def _sample(workload: Workload) -> list[PlannedRequest]:
@@ -75,7 +75,7 @@ def _sample(workload: Workload) -> list[PlannedRequest]:
 
 
 async def _count(counter: TokenCounter, request: PlannedRequest) -> int:
-    body = request.body
+    body = request.payload()
     return await (counter.count_chat(body["messages"]) if "messages" in body else counter.count_text(body["prompt"]))
 
 

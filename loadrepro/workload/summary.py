@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadrepro.workload.export import bodies_written
 from loadrepro.workload.plan import Plan
 
 
@@ -26,7 +27,7 @@ class WorkloadSummary:
     prompt_tokens_total: int
     shared_prefix_tokens_total: int  # expected to come from the prefix cache
     max_output_tokens_total: int
-    payload_bytes: int
+    payload_bytes: int | None  # None: not counted (a long trace's bodies are made as they are sent)
     checks: tuple[tuple[int, int, int, int], ...]  # (conversation, turn, expected, counted by the target)
     probe_requests: int = 0
     probe_tokens: int = 0
@@ -46,7 +47,8 @@ def summarize(plan: Plan) -> WorkloadSummary:
         prompt_tokens_max=int(prompts.max()), prompt_tokens_total=int(prompts.sum()),
         shared_prefix_tokens_total=sum(r.shared_prefix_tokens for r in requests),
         max_output_tokens_total=sum(r.max_tokens for r in requests),
-        payload_bytes=sum(len(json.dumps(r.body).encode()) for r in requests),
+        payload_bytes=sum(len(json.dumps(r.payload()).encode()) for r in requests)
+        if bodies_written(workload) == len(requests) else None,
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
         probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens, origin=workload.origin,
     )
@@ -60,7 +62,8 @@ def format_summary(s: WorkloadSummary) -> str:
         f"prompts    p50 {s.prompt_tokens_p50:,} / p95 {s.prompt_tokens_p95:,} / max {s.prompt_tokens_max:,} tokens; "
         f"{s.prompt_tokens_total:,} in all, {s.shared_prefix_tokens_total:,} expected from the prefix cache",
         f"outputs    up to {s.max_output_tokens_total:,} tokens in all",
-        f"payloads   {s.payload_bytes / 1e6:,.1f} MB of JSON",
+        "payloads   " + (f"{s.payload_bytes / 1e6:,.1f} MB of JSON" if s.payload_bytes is not None else
+                         "not counted (each body is made as its request is sent)"),
         f"tokens     counted with {s.calibration_source}",
     ]
     for conversation, turn, expected, actual in s.checks:

@@ -14,6 +14,7 @@ it answered, whichever is later, and never before that turn answered.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
-from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
 from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, message_prefixes, read_rows
 
@@ -131,23 +132,34 @@ def read_trace(spec: WorkloadSpec) -> Trace:
     return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, detected)
 
 
+_CACHED_BLOCKS = 4096  # block texts kept (a 512-token block is about 2 KB): a trace's hot prefixes, not all of it
+
+
 class _Blocks:
-    """Block texts by hash id, built once each."""
+    """Block texts by hash id, the most recently used kept. Pickled without them (workers make their own)."""
 
     def __init__(self, assembler: Assembler, seed: int, block_tokens: int) -> None:
         self._assembler, self._seed, self.tokens = assembler, seed, block_tokens
-        self._made: dict[int, tuple[str, np.ndarray, np.ndarray, float]] = {}
-        self._full: dict[int, str] = {}
+        self._caches()
 
-    def _records(self, hash_id: int) -> tuple[str, np.ndarray, np.ndarray, float]:
-        if hash_id not in self._made:
-            c = self._assembler.calibration
-            lead = f"[block {hash_id}]"
-            lead_cost = c.estimate(lead) + c.join_tokens
-            budget = self.tokens - c.join_tokens - lead_cost
-            rng = np.random.default_rng([self._seed, _BLOCK, hash_id])
-            self._made[hash_id] = (lead, *self._assembler.records(rng, budget), lead_cost)
-        return self._made[hash_id]
+    def _caches(self) -> None:
+        self._records = functools.lru_cache(_CACHED_BLOCKS)(self._make_records)
+        self.full = functools.lru_cache(_CACHED_BLOCKS)(self._full)
+
+    def __getstate__(self) -> tuple[Assembler, int, int]:
+        return self._assembler, self._seed, self.tokens
+
+    def __setstate__(self, state: tuple[Assembler, int, int]) -> None:
+        self._assembler, self._seed, self.tokens = state
+        self._caches()
+
+    def _make_records(self, hash_id: int) -> tuple[str, np.ndarray, np.ndarray, float]:
+        c = self._assembler.calibration
+        lead = f"[block {hash_id}]"
+        lead_cost = c.estimate(lead) + c.join_tokens
+        budget = self.tokens - c.join_tokens - lead_cost
+        rng = np.random.default_rng([self._seed, _BLOCK, hash_id])
+        return (lead, *self._assembler.records(rng, budget), lead_cost)
 
     def text(self, hash_id: int, tokens: float) -> str:
         """Block `hash_id` cut to `tokens` (the whole block when `tokens` is the block size less its join)."""
@@ -161,10 +173,8 @@ class _Blocks:
         spent = float(cumulative[keep - 1]) if keep else 0.0
         return self._assembler.join(lead, indices[:keep], spent, budget)
 
-    def full(self, hash_id: int) -> str:
-        if hash_id not in self._full:
-            self._full[hash_id] = self.text(hash_id, self.tokens - self._assembler.calibration.join_tokens)
-        return self._full[hash_id]
+    def _full(self, hash_id: int) -> str:
+        return self.text(hash_id, self.tokens - self._assembler.calibration.join_tokens)
 
 
 class SeenPrefixes:
@@ -212,39 +222,79 @@ def _prompt(messages: tuple[dict[str, Any], ...]) -> str:
         "### Assistant\n"
 
 
-class _Builder:
-    """Request bodies and expected lengths for the rows of one trace."""
+class _Bodies:
+    """Request bodies of a trace's rows, made when they are sent: pure, so a body made twice (by a worker, for the
+    exported workload, for a live history) is the same bytes, and picklable for workers and Ray actors."""
 
-    def __init__(self, trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> None:
-        self.spec, self.chat, self.assembler = spec, chat_form(api), assembler
+    def __init__(self, trace: Trace, spec: WorkloadSpec, chat: bool, assembler: Assembler) -> None:
+        self.chat, self.seed, self.ignore_eos, self.block = chat, spec.seed, spec.ignore_eos, trace.block_tokens
+        self.assembler = assembler
         self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
-        self.block = trace.block_tokens
-        self.seen = SeenPrefixes()
-        self.live = self.recorded = 0  # continuing turns sent with the engine's answers, or as recorded
-        c = assembler.calibration
-        self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
 
-    def token_row(self, j: int, row: TraceRow) -> tuple[dict[str, Any], int, int]:
-        block, shared = self.block, self.seen.blocks(row.hash_ids)
+    def make(self, j: int, row: TraceRow, max_tokens: int) -> dict[str, Any]:
+        body = self._messages(row) if row.messages is not None else self._tokens(j, row)
+        body |= {"max_tokens": max_tokens, "ignore_eos": self.ignore_eos, "stream": True,
+                 "stream_options": {"include_usage": True}}
+        if self.chat:
+            body["max_completion_tokens"] = max_tokens
+        return body
+
+    def _tokens(self, j: int, row: TraceRow) -> dict[str, Any]:
+        block = self.block
         whole = min(len(row.hash_ids), row.input_length // block) if block else 0
         parts = [self.blocks.full(h) for h in row.hash_ids[:whole]]
         rest = row.input_length - whole * block
         if rest > 0 and whole < len(row.hash_ids):
             parts.append(self.blocks.text(row.hash_ids[whole], rest))
         elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
-            parts.append(self.assembler.text(np.random.default_rng([self.spec.seed, _TAIL, j]), rest))
+            parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
         text = "\n".join(parts)
-        body: dict[str, Any] = {"messages": [{"role": "user", "content": text}]} if self.chat else {"prompt": text}
-        return body, row.input_length + int(round(self.overhead)), min(shared * block, row.input_length)
+        return {"messages": [{"role": "user", "content": text}]} if self.chat else {"prompt": text}
 
-    def text_row(self, row: TraceRow) -> tuple[dict[str, Any], int, int]:
+    def _messages(self, row: TraceRow) -> dict[str, Any]:
+        assert row.messages is not None
+        return {"messages": [dict(m) for m in row.messages]} if self.chat else {"prompt": _prompt(row.messages)}
+
+
+@dataclass(frozen=True, slots=True)
+class _TraceBody:
+    """Row j's body, to be made (a third of the memory of a partial of a bound method: a million rows hold one)."""
+
+    bodies: _Bodies
+    j: int
+    row: TraceRow
+    max_tokens: int
+
+    def __call__(self) -> dict[str, Any]:
+        return self.bodies.make(self.j, self.row, self.max_tokens)
+
+
+class _Builder:
+    """Expected lengths, prefix sharing and live-history tails of a trace's rows, in file order."""
+
+    def __init__(self, trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> None:
+        self.spec, self.chat, self.assembler = spec, chat_form(api), assembler
+        self.bodies = _Bodies(trace, spec, self.chat, assembler)
+        self.block = trace.block_tokens
+        self.seen = SeenPrefixes()
+        self.live = self.recorded = 0  # continuing turns sent with the engine's answers, or as recorded
+        c = assembler.calibration
+        self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
+
+    def token_row(self, row: TraceRow) -> tuple[int, int]:
+        shared = self.seen.blocks(row.hash_ids)
+        return row.input_length + int(round(self.overhead)), min(shared * self.block, row.input_length)
+
+    def text_row(self, row: TraceRow) -> tuple[int, int]:
         assert row.messages is not None
         c = self.assembler.calibration
         common = self.seen.messages(row.messages)
         expected = _messages_tokens(c, row.messages, self.chat)
         shared = _messages_tokens(c, row.messages[:common], self.chat) if common else 0.0
-        body = {"messages": [dict(m) for m in row.messages]} if self.chat else {"prompt": _prompt(row.messages)}
-        return body, int(round(expected)), int(round(min(shared, expected)))
+        return int(round(expected)), int(round(min(shared, expected)))
+
+    def body(self, j: int, row: TraceRow, max_tokens: int) -> Deferred:
+        return Deferred(_TraceBody(self.bodies, j, row, max_tokens))
 
     def live_tail(self, row: TraceRow, before: TraceRow | None) -> tuple[dict[str, Any], ...] | None:
         """trace_history = "live": what follows the turn before's recorded answer in this turn's messages, when
@@ -273,13 +323,8 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
     last_row: dict[str, TraceRow] = {}  # each session's latest row
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
     for j, row in enumerate(trace.rows):
-        body, expected, shared_tokens = builder.text_row(row) if row.messages is not None else \
-            builder.token_row(j, row)
+        expected, shared_tokens = builder.text_row(row) if row.messages is not None else builder.token_row(row)
         max_tokens = builder.output_length(row)
-        body |= {"max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": True,
-                 "stream_options": {"include_usage": True}}
-        if builder.chat:
-            body["max_completion_tokens"] = max_tokens
         turns = sessions.get(row.session) if row.session is not None else None
         if turns is None:
             turns = []
@@ -292,8 +337,8 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
         tail = builder.live_tail(row, last_row.get(row.session) if row.session is not None else None)
         if row.session is not None:
             last_row[row.session] = row
-        turns.append(PlannedRequest(index, len(turns) + 1, body, max_tokens, expected, shared_tokens,
-                                    arrival, row.delay_s / speed, tail))
+        turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
+                                    shared_tokens, arrival, row.delay_s / speed, tail))
     conversations = tuple(Conversation(i, None, tuple(turns)) for i, turns in enumerate(order))
     c = assembler.calibration
     origin = trace.describe()

@@ -62,7 +62,8 @@ def test_calibrated_lengths_hit_their_targets_in_llamacpps_tokens(gguf_tiny, tmp
             async with Transport(engine.url, timeout_s=60) as http:
                 counter = await detect_counter(http, "tiny")
                 plan = await plan_workload(profile, counter)
-                return counter, plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+                counted = [await counter.count_chat(r.payload()["messages"]) for r in plan.workload.requests]
+                return counter, plan, counted
 
         counter, plan, counted = asyncio.run(go())
         seen = asyncio.run(probe(engine.url))

@@ -129,7 +129,7 @@ def test_calibrated_lengths_hit_their_targets_in_vllms_tokens(vllm):
         async with Transport(vllm.url, timeout_s=60) as http:
             counter = await detect_counter(http, "tiny")
             plan = await plan_workload(profile, counter)
-            counted = [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+            counted = [await counter.count_chat(r.payload()["messages"]) for r in plan.workload.requests]
             return counter, plan, counted
 
     counter, plan, counted = asyncio.run(go())
@@ -147,7 +147,7 @@ def test_probe_calibration_without_tokenize_is_bounded_and_close_in_vllms_tokens
         async with Transport(vllm.url, timeout_s=60) as http:
             plan = await plan_workload(profile, HttpTokenCounter(http, "probe", "tiny"))
             exact = await detect_counter(http, "tiny")
-            counted = [await exact.count_chat(r.body["messages"]) for r in plan.workload.requests]
+            counted = [await exact.count_chat(r.payload()["messages"]) for r in plan.workload.requests]
             return plan, counted
 
     plan, counted = asyncio.run(go())
@@ -238,7 +238,7 @@ def test_offline_planning_with_the_models_own_tokenizer_matches_vllms_counts(vll
         plan = await plan_workload(profile, LocalTokenizerCounter(vllm_model))
         async with Transport(vllm.url, timeout_s=60) as http:
             counter = await detect_counter(http, "tiny")
-            return plan, [await counter.count_chat(r.body["messages"]) for r in plan.workload.requests]
+            return plan, [await counter.count_chat(r.payload()["messages"]) for r in plan.workload.requests]
 
     plan, counted = asyncio.run(go())
     assert plan.calibration.source.startswith("local tokenizer")

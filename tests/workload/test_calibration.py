@@ -28,7 +28,7 @@ async def plan_over_http(url: str, profile, flavour: str | None = None):
         plan = await plan_workload(profile, counter)
         counted = []
         for request in plan.workload.requests:
-            counted.append((request, await counter.count_chat(request.body["messages"])))
+            counted.append((request, await counter.count_chat(request.payload()["messages"])))
         return counter, plan, counted
 
 
@@ -64,7 +64,7 @@ def test_probes_calibrate_the_same_target_to_the_same_payloads():
     with sim_in_thread(sim_config("healthy")) as sim:
         first = asyncio.run(plan_over_http(sim.url, profile, "probe"))[1]
         second = asyncio.run(plan_over_http(sim.url, profile, "probe"))[1]
-    assert [r.body for r in first.workload.requests] == [r.body for r in second.workload.requests]
+    assert [r.payload() for r in first.workload.requests] == [r.payload() for r in second.workload.requests]
 
 
 def test_a_budget_too_small_for_any_probe_sends_none():

@@ -11,12 +11,12 @@ from loadrepro.workload.conversations import SYSTEM_PROMPT
 def digest(workload) -> str:
     h = hashlib.sha256()
     for r in workload.requests:
-        h.update(json.dumps(r.body, sort_keys=True).encode())
+        h.update(json.dumps(r.payload(), sort_keys=True).encode())
     return h.hexdigest()
 
 
 def rendered(request) -> str:
-    body = request.body
+    body = request.payload()
     return render_chat(body["messages"]) if "messages" in body else body["prompt"]
 
 
@@ -51,8 +51,8 @@ def test_later_turns_start_with_the_earlier_prompts_byte_for_byte(plan_local):
                 # The chat template's generation prompt opens the assistant message that the next turn holds.
                 assert later.startswith(earlier if api == "completions" else earlier.removesuffix("<|assistant|>\n"))
             if api == "chat":
-                first = conversation.turns[0].body["messages"]
-                assert conversation.turns[-1].body["messages"][:len(first)] == first
+                first = conversation.turns[0].payload()["messages"]
+                assert conversation.turns[-1].payload()["messages"][:len(first)] == first
 
 
 def test_distinct_conversations_share_only_the_short_system_prompt(plan_local):
@@ -72,7 +72,7 @@ def test_group_members_share_exactly_the_group_prefix(plan_local):
     assert sorted(members) == [0, 1, 2] and all(len(m) == 4 for m in members.values())
     group_docs = {}
     for group, convs in members.items():
-        contents = [c.turns[0].body["messages"][1]["content"] for c in convs]
+        contents = [c.turns[0].payload()["messages"][1]["content"] for c in convs]
         group_part = contents[0][:contents[0].index("\nCase file ") + 1]
         assert group_part.startswith(f"Shared reference {group} ")
         assert abs(len(tokenize(group_part)) - 1500) <= 1
@@ -99,10 +99,10 @@ def test_turn_structure_and_output_caps(plan_local):
     assert len(workload.conversations) == 12 and len(workload.requests) == 24
     for conversation in workload.conversations:
         warm, follow = conversation.turns
-        assert warm.max_tokens == 1 and warm.body["max_tokens"] == 1 and warm.body["ignore_eos"] is True
-        assert follow.max_tokens == 32768 and follow.body["max_completion_tokens"] == 32768
+        assert warm.max_tokens == 1 and warm.payload()["max_tokens"] == 1 and warm.payload()["ignore_eos"] is True
+        assert follow.max_tokens == 32768 and follow.payload()["max_completion_tokens"] == 32768
         assert follow.shared_prefix_tokens == warm.expected_prompt_tokens == 81000
         assert len(tokenize(rendered(follow))) == follow.expected_prompt_tokens
-    text = workload.requests[0].body["messages"][1]["content"]
+    text = workload.requests[0].payload()["messages"][1]["content"]
     for marker in ("CUSTOMER", "ORDER", "TICKET", "TOOL RESULT", " INFO "):
         assert marker in text  # varied records, not one repeated word

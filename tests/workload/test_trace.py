@@ -17,7 +17,7 @@ def read_trace(path):
 def test_common_hash_ids_share_exactly_that_many_block_tokens(plan_local):
     workload = plan_local("trace-example").workload
     rows = read_trace(EXAMPLE)
-    contents = [r.body["messages"][0]["content"] for r in workload.requests]
+    contents = [r.payload()["messages"][0]["content"] for r in workload.requests]
     compared = 0
     for i in range(len(rows)):
         for j in range(i + 1, len(rows)):
@@ -39,8 +39,8 @@ def test_trace_lengths_schedule_and_outputs(plan_local):
     for row, request in zip(rows, workload.requests):
         assert request.arrival_s == pytest.approx(row.timestamp_s - rows[0].timestamp_s)
         assert request.max_tokens == row.output_length
-        assert len(tokenize(render_chat(request.body["messages"]))) == request.expected_prompt_tokens
-        assert len(tokenize(request.body["messages"][0]["content"])) == row.input_length
+        assert len(tokenize(render_chat(request.payload()["messages"]))) == request.expected_prompt_tokens
+        assert len(tokenize(request.payload()["messages"][0]["content"])) == row.input_length
 
 
 @pytest.mark.parametrize("line,message", [
@@ -59,3 +59,39 @@ def test_bad_trace_lines_are_named_by_line_number(tmp_path, line, message):
                     + line + "\n")
     with pytest.raises(TraceError, match=f"t.jsonl:2: .*{message}"):
         read_trace(path)
+
+
+def test_a_deferred_body_is_the_same_bytes_made_anywhere_in_any_order(plan_local, monkeypatch):
+    """Trace bodies are made when sent, in a worker process too: a pickled request makes the body the planner
+    would, and a block cache too small to hold the trace makes the same text in reverse order."""
+    import pickle
+
+    from loadrepro.workload import trace as trace_module
+
+    requests = plan_local("trace-example").workload.requests
+    expected = [json.dumps(r.payload()) for r in requests]
+    assert all(not isinstance(r.body, dict) for r in requests)
+    assert [json.dumps(r.payload()) for r in pickle.loads(pickle.dumps(requests))] == expected
+    monkeypatch.setattr(trace_module, "_CACHED_BLOCKS", 1)
+    small = plan_local("trace-example").workload.requests
+    assert [json.dumps(r.payload()) for r in reversed(small)] == expected[::-1]
+
+
+def test_a_long_traces_workload_file_carries_the_first_bodies_and_every_schedule(plan_local, monkeypatch, tmp_path,
+                                                                                  capsys):
+    import gzip
+
+    from loadrepro.standalone import replay
+    from loadrepro.workload import export
+
+    workload = plan_local("trace-example").workload
+    monkeypatch.setattr(export, "DEFERRED_BODIES_WRITTEN", 3)
+    export.write_workload(workload, tmp_path / "workload.jsonl.gz")
+    with gzip.open(tmp_path / "workload.jsonl.gz", "rt") as lines:
+        header, *rows = map(json.loads, lines)
+    assert header["requests"] == len(rows) == len(workload.requests) > 3 and header["bodies"] == 3
+    assert [json.dumps(r["body"]) for r in rows if "body" in r] == \
+        [json.dumps(r.payload()) for r in workload.requests[:3]]
+    monkeypatch.setattr(replay, "HERE", tmp_path)
+    assert len(replay.read_requests()) == 3
+    assert f"3 of the workload's {len(rows)} requests carry their body" in capsys.readouterr().out
