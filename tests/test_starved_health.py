@@ -64,3 +64,39 @@ def test_a_late_metrics_scrape_does_not_move_the_last_progress_back(tmp_path):
     assert client.activity.last_ns == 5_000
     runner._on_sample(MetricsSample(9_000, {"kv_usage": 1.0}))  # one sent after the token, moved: progress then
     assert client.activity.last_ns == 9_000
+
+
+MANAGED = ["load.duration_s=10", "load.concurrency=1", "workload.conversations=4", "workload.turns=1",
+           "workload.prefix_tokens=300", "workload.max_tokens=20", "load.stall_timeout_s=3",
+           "watch.health_timeout_s=0.25", "watch.health_interval_s=0.25", "watch.metrics_interval_s=0.25",
+           "model='stub'"]
+
+
+def _managed(tmp_path, *options):
+    engine = f"{sys.executable} -m tests.starved_server --port {{port}} {' '.join(options)}"
+    sets = [arg for key in MANAGED for arg in ("--set", key)]
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--engine-cmd", engine,
+                           "--out", str(tmp_path / "run"), "--quiet", *sets], capture_output=True, text=True,
+                          timeout=180)
+    return done, report_of(tmp_path / "run")
+
+
+def test_a_managed_engine_whose_process_runs_is_not_dead_while_its_frontend_is_unresponsive(tmp_path):
+    """No progress and /health unanswered for 5 s, the process alive: a stall and an unresponsive frontend, then
+    the engine goes on. Without the process to go by (the same server at a URL), that is judged as death."""
+    done, report = _managed(tmp_path, "--freeze-after", "1", "--freeze", "5")
+    assert done.returncode == 1, done.stderr
+    assert not _rule(report, "engine_death")["fired"], _rule(report, "engine_death")
+    assert report["stop_reason"] == "duration"  # not stopped as dead
+    words = _rule(report, "frontend_unresponsive")
+    assert words["fired"] and "while the engine was alive" in words["detail"], words
+    assert _rule(report, "stalled_streams")["fired"]
+    assert report["requests"]["by_outcome"].get("ok", 0) >= 2  # it went on after the freeze
+
+
+def test_a_managed_engine_whose_process_exits_is_dead(tmp_path):
+    done, report = _managed(tmp_path, "--exit-after", "1.5")
+    assert done.returncode == 1, done.stderr
+    death = _rule(report, "engine_death")
+    assert death["fired"] and "the engine process exited with code 1" in death["detail"], death
+    assert not _rule(report, "frontend_unresponsive")["fired"]

@@ -26,6 +26,7 @@ from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
 _POISSON, _CANCEL = 9, 11  # SeedSequence streams
 ABORT_WAIT_S = 10.0  # how long an abort burst waits for answers to be under way before it cancels what is in flight
+ABORT_QUIET_S = 2.0  # once one is, how long without another beginning (an engine of fewer slots than the burst)
 
 
 @dataclass(slots=True)
@@ -122,17 +123,20 @@ class Arrivals:
 
     async def abort(self, count: int) -> tuple[int, int]:
         """Cancel `count` requests at once as clients that leave mid-answer do: the oldest of those whose answer is
-        under way, once that many are (or as many as the concurrency allows), waiting at most ABORT_WAIT_S; the
-        oldest of the rest in flight make up the count. Each ends `cancelled` and its conversation stops. How many
+        under way, once that many are (or as many as the concurrency allows), waiting at most ABORT_WAIT_S, and once
+        one is, no more than ABORT_QUIET_S without another beginning; the oldest of the rest in flight make up the
+        count. Each ends `cancelled` and its conversation stops. How many
         were cancelled, and how many of them mid-answer. (A request cancelled before its first token may not have
         reached the engine's running batch: a defect of aborts there would show or not by chance.)"""
         wanted = min(count, self._load.concurrency)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ABORT_WAIT_S
-        while sum(f.answering for f in self._sending.values()) < wanted and not self._stopped.is_set():
+        while (answering := sum(f.answering for f in self._sending.values())) < wanted and \
+                not self._stopped.is_set():
             self._began.clear()
+            left = deadline - loop.time()
             try:
-                await asyncio.wait_for(self._began.wait(), deadline - loop.time())
+                await asyncio.wait_for(self._began.wait(), min(left, ABORT_QUIET_S) if answering else left)
             except TimeoutError:
                 break
         answering = [send for send, f in self._sending.items() if f.answering][:count]

@@ -11,10 +11,10 @@ transport's (drive/transport.py); what reaches this client is what the target di
 Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
 a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
 stream, or its metrics moving, see `Activity`) or its own stream gets bytes; when none of that happens for
-`stall_timeout_s` the engine hangs and the request is stalled. `ttft_timeout_s` bounds the wait for the first token;
-`request_timeout_s` the whole request. 429, 503 with Retry-After and a 503 inside a stream are retried with bounded
-backoff before they count as throttled. Every fault is mapped to an Outcome in `outcome_for_exception`,
-`outcome_for_status` or `outcome_for_stream_error`.
+`stall_timeout_s` the request is stalled (the engine hangs, or what it runs is not loadrepro's: judge/waits.py).
+`ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole request. 429, 503 with
+Retry-After and a 503 inside a stream are retried with bounded backoff before they count as throttled. Every fault
+is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or `outcome_for_stream_error`.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class Client:
         if a.first_token_ns is not None:
             return Outcome.STALLED, f"no byte on the stream for {stall:g} s after its first token"
         return Outcome.STALLED, (f"no first token, and no progress anywhere on the engine (no token on any stream, "
-                                 f"no metric moving) for {stall:g} s: the engine hangs")
+                                 f"no metric moving) for {stall:g} s")
 
     async def _refused(self, response: aiohttp.ClientResponse, a: Attempt) -> tuple[Outcome, str]:
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
@@ -335,8 +335,9 @@ class Client:
 
 class _Watchdog:
     """Ends a request that is silent too long, by expiring its `silence` timeout: after the first token, no byte
-    on the stream for stall_timeout_s; before it, no progress anywhere for stall_timeout_s (the engine hangs), or
-    the ttft_timeout_s. Checks only when a limit could have passed, so a request costs a timer, not a poll."""
+    on the stream for stall_timeout_s; before it, no progress anywhere for stall_timeout_s (a hang, or capacity
+    held elsewhere), or the ttft_timeout_s. Checks only when a limit could have passed, so a request costs a timer,
+    not a poll."""
 
     __slots__ = ("_client", "_a", "_silence", "_loop", "_handle", "_ttft_ns")
 

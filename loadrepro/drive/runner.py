@@ -174,7 +174,8 @@ class Runner:
         self._judged(self._death.request_failed(end_ns, upstream, progress_ns))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns))
+        running = self.target.engine_exit is not None and self.target.engine_exit() is None
+        self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns, running))
 
     def _judged(self, death: Death | None) -> None:
         """A death the judge saw: noted at the time it began (the engine_death rule reports it), and the load

@@ -12,6 +12,7 @@ from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.chaos import CHAOS_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
+from loadrepro.judge.waits import behind
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, REUSE_SCALE, RUNNING, HealthSample, Outcome, RequestRecord, RunResult
@@ -145,21 +146,24 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    f"{_quote(text)}")
 
 
-def _count_rule(name: str, outcome: Outcome, words: str) -> Rule:
+def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False) -> Rule:
+    """`explained`: the words say what those that got no first token waited behind (judge/waits.py)."""
     def rule(result: RunResult, spec: VerdictSpec) -> Finding | None:
         hits = [r for r in result.records if r.outcome is outcome]
         if not hits:
             return None
         first = min(hits, key=lambda r: r.end_ns)
+        why = behind(result, hits) if explained else None
         return Finding(name, Severity.FAIL, f"{len(hits)} {words} (first: request {first.id} at "
-                       f"{result.seconds(first.end_ns):.1f} s)")
+                       f"{result.seconds(first.end_ns):.1f} s)" + (f"; {why}" if why else ""))
 
     rule.__name__ = name
     rule.__doc__ = f"Any request whose outcome is `{outcome}` ({words}); threshold: one."
     return rule
 
 
-stalled_streams = _count_rule("stalled_streams", Outcome.STALLED, "streams stalled (no byte for stall_timeout_s)")
+stalled_streams = _count_rule("stalled_streams", Outcome.STALLED, "streams stalled (no byte for stall_timeout_s)",
+                              explained=True)
 truncated_streams = _count_rule("truncated_streams", Outcome.TRUNCATED, "streams or connections cut before a finish")
 protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "responses were not valid OpenAI JSON/SSE")
 
@@ -177,8 +181,11 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if not total or ok == 0:
         return Finding("low_completion", Severity.FAIL, "no request completed")
     if admitted and ok / admitted < spec.min_completed:
+        unanswered = [r for r in result.records if r.outcome is Outcome.TIMEOUT and r.first_token_ns is None]
+        why = behind(result, unanswered)
         return Finding("low_completion", Severity.FAIL, f"{ok}/{admitted} admitted requests completed "
-                       f"({ok / admitted:.0%}; at least {spec.min_completed:.0%} required)")
+                       f"({ok / admitted:.0%}; at least {spec.min_completed:.0%} required)"
+                       + (f"; the {len(unanswered)} that timed out without a first token: {why}" if why else ""))
     return None
 
 

@@ -64,12 +64,15 @@ class DeathJudge:
         return Death(self.upstream_start_ns, f"every request since then failed with the gateway's `{upstream}` "
                                              f"({self.upstream_count} in a row) and none succeeded{health}")
 
-    def poll(self, t_ns: int, status: int | str, progress_ns: int) -> Death | None:
-        """Take one /health poll started at `t_ns`; a Death exactly once, at the poll that shows the engine dead."""
+    def poll(self, t_ns: int, status: int | str, progress_ns: int, running: bool = False) -> Death | None:
+        """Take one /health poll started at `t_ns`; a Death exactly once, at the poll that shows the engine dead.
+        `running`: the engine's process is known to run (a managed engine): its /health unanswered is its
+        frontend unresponsive, not its death (llama.cpp's HTTP threads all held by requests waiting for a slot);
+        the health rule frontend_unresponsive says so, and the stalls say what did not progress."""
         previous, self.last_poll_ns, self.last_status = self.last_poll_ns, t_ns, status
         if not self.usable or self.dead:
             return None
-        if status == 200 or progress_ns > previous:  # answering, or working whatever it answers
+        if status == 200 or progress_ns > previous or running:  # answering, working, or its process runs
             self.unhealthy_streak = 0
             if status == 200:
                 self.failures = 0

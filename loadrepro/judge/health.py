@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
@@ -150,4 +151,34 @@ def wedged_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None
                    f"({len(wedged)} of {len(canaries)} canaries got nothing)")
 
 
-HEALTH_RULES = (health_latency, liveness, wedged_while_healthy)
+def _longest_outage(polls: list[HealthSample]) -> list[HealthSample]:
+    """The longest run of consecutive polls not answered 200."""
+    longest: list[HealthSample] = []
+    current: list[HealthSample] = []
+    for poll in polls:
+        current = [] if poll.healthy else current + [poll]
+        if len(current) > len(longest):
+            longest = current
+    return longest
+
+
+def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """/health unanswered or not 200 DEATH_POLLS or more times in a row while the engine was not dead (its
+    process ran, or it kept making progress, and /health answered 200 again): its HTTP frontend was unresponsive.
+    A warning with how long: what did not progress meanwhile is the stall and timeout rules' to judge."""
+    if any(n.source in ("death", "engine") for n in result.notes) or \
+            (result.post_health is not None and not result.post_health.healthy):
+        return None  # the engine died or left service: engine_death says so
+    outage = _longest_outage(usable_health(result))
+    if len(outage) < DEATH_POLLS:
+        return None
+    start, end = _sent(outage[0]), outage[-1].t_ns
+    statuses = sorted({str(h.status) for h in outage})
+    return Finding("frontend_unresponsive", Severity.INFO,
+                   f"warning: /health answered {' or '.join(statuses)} {len(outage)} times in a row from "
+                   f"{result.seconds(start):.1f} s to {result.seconds(end):.1f} s ({(end - start) / 1e9:.1f} s) "
+                   "while the engine was alive (its process running, or making progress) and answered again: its "
+                   "HTTP frontend was unresponsive, not dead")
+
+
+HEALTH_RULES = (health_latency, liveness, wedged_while_healthy, frontend_unresponsive)

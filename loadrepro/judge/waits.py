@@ -1,0 +1,73 @@
+"""What requests that got no first token were waiting behind, read from the engine's metrics scraped while they
+waited: requests the engine ran that loadrepro was not sending (zombies holding its capacity, as after cancelled
+streams an engine kept), or loadrepro's own requests filling every slot (queueing: slow, not a fault). Pure."""
+
+from __future__ import annotations
+
+import bisect
+
+from loadrepro.records import RUNNING, WAITING, MetricsSample, Outcome, RequestRecord, RunResult
+
+_HELD_SHARE = 0.5  # of the scrapes during the wait that must show the engine running more than loadrepro sent
+_LEAST_SCRAPES = 2  # a single scrape can fall between a request's end and the engine freeing it
+
+
+def _during(result: RunResult, waited: list[RequestRecord]) -> list[MetricsSample]:
+    start = min(r.sent_ns or r.queued_ns for r in waited)
+    end = max(r.end_ns for r in waited)
+    return [m for m in result.metrics if start <= m.t_ns <= end and m.in_flight is not None
+            and m.values.get(RUNNING) is not None]
+
+
+class _Answering:
+    """How many of loadrepro's requests were receiving their answer (first token in, not ended) at a moment."""
+
+    def __init__(self, records: tuple[RequestRecord, ...]) -> None:
+        answered = [r for r in records if r.first_token_ns is not None]
+        self._began = sorted(r.first_token_ns for r in answered if r.first_token_ns is not None)
+        self._ended = sorted(r.end_ns for r in answered)
+
+    def at(self, t_ns: int) -> int:
+        return bisect.bisect_right(self._began, t_ns) - bisect.bisect_right(self._ended, t_ns)
+
+
+def _held(result: RunResult, samples: list[MetricsSample]) -> str | None:
+    """In most scrapes of the wait, the engine held requests loadrepro was not sending: more running and waiting
+    than loadrepro had in flight, or (after loadrepro cancelled some) requests running while none of loadrepro's
+    was being answered (an engine whose HTTP threads are taken does not even count loadrepro's waiting ones)."""
+    start = samples[0].t_ns if samples else 0
+    cancelled = [r for r in result.records if r.outcome is Outcome.CANCELLED and r.end_ns <= start]
+    answering = _Answering(result.records)
+    extra = [max(m.values[RUNNING] + m.values.get(WAITING, 0) - (m.in_flight or 0),
+                 m.values[RUNNING] - answering.at(m.t_ns) if cancelled else 0) for m in samples]
+    held = [e for e in extra if e >= 1]
+    if len(held) < _LEAST_SCRAPES or len(held) < _HELD_SHARE * len(samples):
+        return None
+    most = max(held)
+    words = (f"while they waited the engine held up to {most:g} request{'' if most == 1 else 's'} that were not "
+             "loadrepro's (beyond its requests in flight, or running beyond its answers under way) in "
+             f"{len(held)} of {len(samples)} scrapes: requests loadrepro was not sending held the engine's capacity")
+    if cancelled:
+        last = max(r.end_ns for r in cancelled)
+        words += (f", as if it kept running the {len(cancelled)} requests loadrepro had cancelled before (the last "
+                  f"at {result.seconds(last):.1f} s)")
+    return words
+
+
+def _queued(samples: list[MetricsSample]) -> str | None:
+    """The engine busy with loadrepro's own requests with others waiting, in every scrape of the wait."""
+    if len(samples) < _LEAST_SCRAPES or not all(m.values.get(WAITING, 0) >= 1 for m in samples):
+        return None
+    running = max(m.values[RUNNING] for m in samples)
+    waiting = max(m.values.get(WAITING, 0) for m in samples)
+    return (f"queued: in every scrape while they waited the engine ran up to {running:g} of loadrepro's requests "
+            f"with up to {waiting:g} waiting, so they waited for a free slot behind loadrepro's own requests")
+
+
+def behind(result: RunResult, waited: list[RequestRecord]) -> str | None:
+    """Why these requests (none with a first token) waited, in words, when the engine's metrics say; else None."""
+    waited = [r for r in waited if r.first_token_ns is None]
+    if not waited:
+        return None
+    samples = _during(result, waited)
+    return _held(result, samples) or _queued(samples)

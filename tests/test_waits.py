@@ -1,0 +1,64 @@
+"""What requests without a first token waited behind, said in the finding: an engine of one slot that keeps
+running the queued requests whose clients left (zombies holding the slot) against one that drops them, where the
+later requests only queue behind loadrepro's own."""
+
+from __future__ import annotations
+
+import loadrepro
+from tests.slot_server import SlotServer
+
+PROFILE = """
+name = "one-slot"
+api = "chat"
+[workload]
+seed = 3
+conversations = 8
+turns = 1
+prefix_tokens = 300
+max_tokens = 100
+[load]
+concurrency = 4
+stall_timeout_s = 4
+request_timeout_s = {timeout}
+[watch]
+metrics_interval_s = 0.25
+[verdict]
+min_completed = 0.9
+[[chaos.events]]
+at_s = 0.5
+action = "abort_burst"
+count = 4
+"""
+
+
+def run(tmp_path, tokenizer_dir, server: SlotServer, timeout: float):
+    path = tmp_path / "slot.toml"
+    path.write_text(PROFILE.format(timeout=timeout))
+    with server.running():
+        return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def finding(report, rule: str) -> str:
+    return next((r.detail for r in report.rules if r.name == rule and r.fired), "")
+
+
+def test_requests_waiting_behind_cancelled_requests_the_engine_kept_running_are_said_to(tmp_path, tokenizer_dir):
+    server = SlotServer(keeps_cancelled=True)
+    report = run(tmp_path, tokenizer_dir, server, 60)
+    assert server.zombies_run >= 2, server
+    words = finding(report, "stalled_streams")
+    assert "the engine held up to" in words and "requests that were not loadrepro's" in words, report.rules
+    assert "requests loadrepro was not sending held the engine's capacity, as if it kept running the 4 requests " \
+           "loadrepro had cancelled before (the last at " in words, words
+    assert "queued" not in words
+
+
+def test_requests_queued_behind_loadrepros_own_are_said_to_queue_not_to_wait_for_zombies(tmp_path, tokenizer_dir):
+    server = SlotServer(keeps_cancelled=False)
+    report = run(tmp_path, tokenizer_dir, server, 7)
+    assert server.zombies_run == 0
+    assert not finding(report, "stalled_streams")
+    words = finding(report, "low_completion")
+    assert "timed out without a first token: queued: in every scrape while they waited the engine ran up to 1 of " \
+           "loadrepro's requests with up to" in words, report.rules
+    assert "not sending" not in words
