@@ -16,10 +16,10 @@ from pathlib import Path
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.backend import CRASHED
-from loadrepro.drive.chaos import oversize_tokens
+from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
-from loadrepro.drive.limits import discover, from_profile
+from loadrepro.drive.limits import discover, from_profile, longest_sequence
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.references import verify_answers
 from loadrepro.drive.runner import Runner, RunTarget
@@ -138,14 +138,19 @@ async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Tar
             say(f"engine: {engine.ended.how if engine.ended else 'stopping'}")
 
 
-def _oversize(profile: Profile, limits: EngineLimits | None) -> int | None:
-    """The prompt of a [[chaos.events]] oversize request, from the target's limits; TargetError without them."""
+async def _oversize(profile: Profile, limits: EngineLimits | None, http: Transport) -> Oversize | None:
+    """The prompt of a [[chaos.events]] oversize request: beyond the target's KV limits, or without them its
+    longest sequence; UsageError (the profile cannot run on this target) when it publishes neither."""
     if not any(e.action == "oversize" for e in profile.chaos.events):
         return None
-    if limits is None:
-        raise TargetError("[[chaos.events]] oversize sends a request just beyond what the engine can hold, which "
-                          "needs the target's KV limits: it publishes none, so add an [engine] section")
-    return oversize_tokens(limits.max_seq_len, smallest_pool_tokens(limits))
+    if limits is not None:
+        return oversize(limits.max_seq_len, smallest_pool_tokens(limits), limits.source)
+    longest = await longest_sequence(http, profile.engine)
+    if longest is None:
+        raise UsageError("[[chaos.events]] oversize sends a request just beyond what the engine can hold, and the "
+                         "target publishes no limit (no max_model_len in /v1/models, no n_ctx in /props, no KV "
+                         "pool in /metrics): set [engine] max_seq_len to its longest sequence")
+    return oversize(longest[0], None, longest[1])
 
 
 def _predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> tuple[Prediction, ...]:
@@ -209,6 +214,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
             limits = from_profile(profile.engine) or await discover(http)
             if options.size_to_overrun:
                 profile = _overrun(profile, limits, options.size_to_overrun, say)
+            beyond = await _oversize(profile, limits, http)
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say)
@@ -225,7 +231,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None, engine=engine,
-                               oversize_tokens=_oversize(profile, limits))
+                               oversize=beyond)
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray)

@@ -61,7 +61,7 @@ class StubServer:
                  kv_leak_per_request: float | None = None, reasoning_field: str = "reasoning_content",
                  reasoning_s: float = 1.0, error_code: object = "429", health_delay_s: float = 0.0,
                  busy_health_delay_s: float | None = None, die_after: int | None = None,
-                 wedge_after: int | None = None) -> None:
+                 wedge_after: int | None = None, max_model_len: int | None = None) -> None:
         """`ttft_growth_per_s`: a streamed request waits this much longer for its first token per second since the
         first streamed request (token-count probes are not streamed).
         `kv_leak_per_request`: serve vLLM-style /metrics whose KV usage keeps this share per finished request,
@@ -77,6 +77,8 @@ class StubServer:
         self.health_delay_s, self.busy_health_delay_s, self.die_after = health_delay_s, busy_health_delay_s, die_after
         # After `wedge_after` finished streams, streams get their headers and then nothing, ever; /health stays 200.
         self.wedge_after = wedge_after
+        # Published in /v1/models (as vLLM does); a prompt of more words than that is refused with a 400.
+        self.max_model_len = max_model_len
         self.last_token_sent_ns = 0
         self.ttft_growth_per_s, self.kv_leak_per_request = ttft_growth_per_s, kv_leak_per_request
         self._first_stream_at: float | None = None
@@ -99,7 +101,10 @@ class StubServer:
         return web.Response(status=503 if self.flipped else 200)
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+        model: dict = {"id": "stub", "object": "model"}
+        if self.max_model_len:
+            model["max_model_len"] = self.max_model_len
+        return web.json_response({"object": "list", "data": [model]})
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -117,6 +122,10 @@ class StubServer:
 
     async def _respond(self, request: web.Request, body: dict) -> web.StreamResponse:
         b = self.behaviour
+        words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        if self.max_model_len and words > self.max_model_len:
+            return web.json_response({"object": "error", "code": 400, "message": f"This model's maximum context "
+                                      f"length is {self.max_model_len} tokens; the prompt has {words}"}, status=400)
         if b == "throttle":
             return web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "0"})
         if b == "server_error" or self.flipped:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import loadrepro
-from loadrepro.errors import TargetError, UsageError
+from loadrepro.errors import UsageError
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -124,11 +124,27 @@ def test_stopping_an_engine_loadrepro_did_not_start_is_a_usage_error(tmp_path):
         loadrepro.run(path, base_url=server.url, out=tmp_path / "run")
 
 
-def test_an_oversize_request_needs_the_targets_limits(tmp_path, tokenizer_dir):
+def test_an_oversize_request_needs_a_limit_the_target_publishes_or_the_profile_gives(tmp_path, tokenizer_dir):
     path = tmp_path / "oversize.toml"
     path.write_text(PROFILE.format(action="oversize", duration=1))
-    with StubServer().running() as server, pytest.raises(TargetError, match="needs the target's KV limits"):
+    with StubServer().running() as server, pytest.raises(UsageError, match="set \\[engine\\] max_seq_len"):
         loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def test_an_oversize_request_overruns_the_longest_sequence_a_target_publishes_without_its_kv_pool(tmp_path,
+                                                                                                   tokenizer_dir):
+    """An engine publishing max_model_len but no KV pool (vLLM with metrics off, or behind a proxy): the request is
+    one just beyond its longest sequence, and the chaos table says which limit it overran."""
+    path = tmp_path / "oversize.toml"
+    path.write_text(PROFILE.format(action="oversize", duration=1))
+    with StubServer(max_model_len=600).running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run",
+                               overrides=["load.duration_s=4"])
+    [row] = report.chaos
+    assert row.recovered, row
+    said = "a request of 664 prompt tokens, beyond its longest sequence of 600 tokens (max_model_len in /v1/models), " \
+        "was refused cleanly"
+    assert said in row.detail, row.detail
 
 
 def test_a_fault_the_load_never_reached_is_said(tmp_path):

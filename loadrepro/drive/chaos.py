@@ -50,14 +50,25 @@ class ChaosTools:
     send: Callable[[PlannedRequest], Awaitable[RequestRecord]]  # one request outside the load
     healthy: Callable[[], Awaitable[bool]] | None  # one /health poll (None: no health path to ask)
     api: str = "chat"
-    oversize_tokens: int | None = None  # just beyond what the engine can ever hold (None: its limits are unknown)
+    oversize: Oversize | None = None  # just beyond what the engine can ever hold (None: its limits are unknown)
     clock: Callable[[], int] = time.perf_counter_ns
 
 
-def oversize_tokens(max_seq_len: int, pool_tokens: int) -> int:
+@dataclass(frozen=True, slots=True)
+class Oversize:
+    """A request's prompt just beyond what the engine can ever hold, and the limit it overruns, in words."""
+
+    tokens: int
+    limit: str
+
+
+def oversize(max_seq_len: int, pool_tokens: int | None, source: str) -> Oversize:
     """Just beyond what an engine can ever hold: its longest sequence, or its whole KV pool if that is smaller (a
-    request the length check admits but no amount of waiting fits: vllm#39734)."""
-    return min(max_seq_len, pool_tokens) + OVERSIZE_MARGIN
+    request the length check admits but no amount of waiting fits: vllm#39734). `source`: where the limits came
+    from."""
+    if pool_tokens is not None and pool_tokens < max_seq_len:
+        return Oversize(pool_tokens + OVERSIZE_MARGIN, f"its KV pool of {pool_tokens:,} tokens ({source})")
+    return Oversize(max_seq_len + OVERSIZE_MARGIN, f"its longest sequence of {max_seq_len:,} tokens ({source})")
 
 
 def oversize_request(api: str, tokens: int) -> PlannedRequest:
@@ -121,10 +132,10 @@ def _failed(why: str | None) -> str:
 async def _oversize(tools: ChaosTools) -> tuple[str, bool]:
     """One request just beyond what the engine can hold: a clean refusal is right; being served says loadrepro's
     limits were wrong (not the engine's failure); anything else is the engine failing at it."""
-    if tools.oversize_tokens is None:
-        return "not sent: the target's KV limits are unknown (add an [engine] section)", True
-    record = await tools.send(oversize_request(tools.api, tools.oversize_tokens))
-    size = f"a request of {tools.oversize_tokens:,} prompt tokens"
+    if tools.oversize is None:
+        return "not sent: the target's limits are unknown (add an [engine] section)", True
+    record = await tools.send(oversize_request(tools.api, tools.oversize.tokens))
+    size = f"a request of {tools.oversize.tokens:,} prompt tokens, beyond {tools.oversize.limit},"
     took = f"{(record.end_ns - record.sent_or_queued_ns) / 1e9:.1f} s"
     match record.outcome:
         case Outcome.REJECTED:

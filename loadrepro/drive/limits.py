@@ -55,6 +55,25 @@ def from_profile(spec: EngineSpec) -> EngineLimits | None:
                         cap.draft_pool_tokens, index)
 
 
+async def longest_sequence(http: Transport, spec: EngineSpec) -> tuple[int, str] | None:
+    """The longest sequence the target takes, and where that was read: the profile's [engine] max_seq_len, the
+    max_model_len of /v1/models (vLLM, SGLang), or the per-slot n_ctx of llama.cpp's /props; None when it
+    publishes none."""
+    if spec.max_seq_len is not None:
+        return spec.max_seq_len, "[engine] max_seq_len"
+    models = await get_json(http, "/v1/models", 5)
+    if isinstance(models, dict) and models.get("data") and isinstance(models["data"], list):
+        length = models["data"][0].get("max_model_len") if isinstance(models["data"][0], dict) else None
+        if isinstance(length, int) and length > 0:
+            return length, "max_model_len in /v1/models"
+    props = await get_json(http, "/props", 5)
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        return n_ctx, "n_ctx per slot in llama.cpp's /props"
+    return None
+
+
 async def discover(http: Transport) -> EngineLimits | None:
     sim = await get_json(http, "/sim/config", 5)
     if isinstance(sim, dict) and "primary_blocks" in sim:

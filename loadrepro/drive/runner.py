@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.drive.backend import LoadBackend, LoadSetup, WorkerCrashed, backend_for
-from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, EngineControl, cause
+from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, EngineControl, Oversize, cause
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.live import LiveState
@@ -78,7 +78,7 @@ class RunTarget:
     engine_exit: Callable[[], int | None] | None = None  # a managed engine's exit code, None while it runs
     engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
     engine: EngineControl | None = None  # an engine loadrepro started, for faults on purpose
-    oversize_tokens: int | None = None  # a request just beyond what the engine can ever hold (from its limits)
+    oversize: Oversize | None = None  # a request just beyond what the engine can ever hold (from its limits)
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
@@ -287,7 +287,7 @@ class Runner:
                 return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
 
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
-                          self.client.config.api, self.target.oversize_tokens, self._clock)
+                          self.client.config.api, self.target.oversize, self._clock)
 
     def _note_faults_not_caused(self) -> None:
         """A fault whose time the load never reached is said, not silently left out."""
