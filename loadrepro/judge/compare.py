@@ -14,7 +14,6 @@ from enum import StrEnum
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats
 
 from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.profile import VerdictSpec
@@ -199,6 +198,8 @@ def _change(name: str, a: list[float], b: list[float], q: float, higher_is_bette
 
     def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.asarray(np.percentile(y, q, axis=axis) - np.percentile(x, q, axis=axis))
+
+    from scipy import stats  # here: importing scipy.stats costs every command ~1 s, and only comparisons use it
 
     # A seeded generator: the same two runs always get the same interval.
     ci = stats.bootstrap((np.array(a), np.array(b)), diff, n_resamples=RESAMPLES, confidence_level=0.95,

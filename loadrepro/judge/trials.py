@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
-
 MAX_NEEDED = 1000  # trials_needed gives up beyond this many
 
 
@@ -47,6 +45,8 @@ def rate_of(trials: Sequence[Trial]) -> Rate:
     failed, n = sum(1 for t in trials if not t.passed), len(trials)
     if not n:
         return Rate(0, 0, (0.0, 1.0))
+    from scipy import stats  # here, not at import: ~1 s for every command, and only trials use it
+
     ci = stats.binomtest(failed, n).proportion_ci(confidence_level=0.95, method="exact")
     return Rate(failed, n, (float(ci.low), float(ci.high)))
 
@@ -58,6 +58,8 @@ def signatures(trials: Sequence[Trial]) -> dict[str, int]:
 
 def p_value(stock: Rate, patched: Rate) -> float:
     """One-sided Fisher exact test: the probability of stock failing this much more often than patched by chance."""
+    from scipy import stats
+
     table = [[stock.failed, stock.n - stock.failed], [patched.failed, patched.n - patched.failed]]
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
 
