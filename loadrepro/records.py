@@ -210,12 +210,27 @@ class CanarySample:
         return self.outcome == Outcome.OK.value
 
 
+class NoteSource(StrEnum):
+    """Who wrote a note. Rules read facts by source (DEATH, ENGINE), never by a note's words."""
+
+    RUN = "run"
+    DEATH = "death"  # the runner judged the engine dead (judge/death.py); the text says how
+    ENGINE = "engine"  # a managed engine's process exited
+    CHAOS = "chaos"
+    SATURATION = "saturation"
+    WORKERS = "workers"
+    ENGINE_LOG = "engine log"
+    CONTROL = "control"
+    HEALTH = "health"
+    METRICS = "metrics"
+
+
 @dataclass(frozen=True, slots=True)
 class Note:
     """Something a watcher or the runner wants the report to say once (an endpoint missing, a stop reason)."""
 
     t_ns: int
-    source: str
+    source: NoteSource | str  # str: a note read back from an older samples file
     text: str
 
 
@@ -491,6 +506,16 @@ class RunResult:
     verify: VerifySpec = VerifySpec()  # how answers were checked
     faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
+    worker_crash: str | None = None  # a load worker of loadrepro's failed (stop_reason "worker_crashed"): how
+
+    def noted(self, source: NoteSource) -> Note | None:
+        """The first note of `source`, if any."""
+        return next((n for n in self.notes if n.source == source), None)
+
+    @property
+    def left_service(self) -> bool:
+        """The engine died while the run went on (judged) or its process exited: one answer for every rule."""
+        return self.noted(NoteSource.DEATH) is not None or self.noted(NoteSource.ENGINE) is not None
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

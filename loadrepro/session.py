@@ -15,7 +15,6 @@ from pathlib import Path
 
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
-from loadrepro.drive.backend import CRASHED
 from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
@@ -257,9 +256,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
         options.on_verdict(report)
     pictures = timeline_of(result) if options.pictures else None
     written = write_reports(report, run_dir, pictures)
-    if result.stop_reason == "worker_crashed":
-        crash = next(n.text for n in result.notes if n.source == "workers" and n.text.startswith(CRASHED))
-        raise InternalError(f"{crash}; the report of everything received is in {run_dir}")
+    if result.worker_crash is not None:
+        raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written)
 
 

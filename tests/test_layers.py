@@ -28,3 +28,17 @@ def test_the_checked_modules_are_type_clean():
     the workload, the simulated engine's pure core, the shrinker's search)."""
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "Success: no issues found" in done.stdout, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def test_no_rule_and_no_session_reads_a_notes_words():
+    """Rules and the session read typed facts (NoteSource, RunResult fields), never a note's text or a source
+    spelled as a string: rewording a note cannot change a verdict."""
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "loadrepro"
+    words = re.compile(r"\bn\.text\b|\.source (==|in|!=) [\"'(]")  # a note is `n` wherever notes are read
+    files = [*sorted((package / "judge").glob("*.py")), package / "session.py", package / "drive" / "runner.py",
+             *sorted((package / "shrink").glob("*.py")), package / "trial_runs.py"]
+    found = [f"{path.name}:{i}: {line.strip()}" for path in files
+             for i, line in enumerate(path.read_text().splitlines(), 1) if words.search(line)]
+    assert not found, found

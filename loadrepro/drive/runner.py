@@ -47,6 +47,7 @@ from loadrepro.records import (
     HealthSample,
     MetricsSample,
     Note,
+    NoteSource,
     Outcome,
     RequestRecord,
     RunResult,
@@ -107,6 +108,7 @@ class Runner:
         self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
+        self._crash: str | None = None  # how a load worker failed
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
@@ -166,7 +168,7 @@ class Runner:
                     self.client.activity.last_ns = max(self.client.activity.last_ns, sample.t_ns)
                 self.live.kv_usage = values.get(KV_USAGE, self.live.kv_usage)
 
-    def _note(self, source: str, text: str) -> None:
+    def _note(self, source: NoteSource, text: str) -> None:
         self._on_sample(Note(self._clock(), source, scrub(text)))
 
     def _request_failed(self, end_ns: int, signature: str | None, progress_ns: int) -> None:
@@ -174,7 +176,10 @@ class Runner:
         self._judged(self._death.request_failed(end_ns, upstream, progress_ns))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        running = self.target.engine_exit is not None and self.target.engine_exit() is None
+        # No answer at all from an engine whose process runs is its frontend starved, not its death; an answer that
+        # is not 200 is the engine's own word that it is out of service (vLLM's API server with EngineCore dead).
+        running = sample.status == "unreachable" and self.target.engine_exit is not None and \
+            self.target.engine_exit() is None
         self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns, running))
 
     def _judged(self, death: Death | None) -> None:
@@ -182,7 +187,7 @@ class Runner:
         stopped unless the engine already exited (noted then)."""
         if death is None or self._stop_reason is not None:
             return
-        self._on_sample(Note(death.t_ns, "death", scrub(death.words)))
+        self._on_sample(Note(death.t_ns, NoteSource.DEATH, scrub(death.words)))
         self._engine_died()
 
     def _engine_exited(self) -> bool:
@@ -190,8 +195,8 @@ class Runner:
         code = self.target.engine_exit() if self.target.engine_exit else None
         if code is None:
             return False
-        if not any(n.source == "engine" for n in self._recorder.notes):
-            self._note("engine", f"the engine process {describe_exit(code)}")
+        if not any(n.source == NoteSource.ENGINE for n in self._recorder.notes):
+            self._note(NoteSource.ENGINE, f"the engine process {describe_exit(code)}")
             self._engine_died()
         return True
 
@@ -251,10 +256,10 @@ class Runner:
             late = (self._clock() - self.live.started_ns) / 1e9 - event.at_s
             what = f"the {event.action.replace('_', ' ')} at {event.at_s:g} s"
             if self._stopped.is_set():
-                self._note("chaos", f"{what} was never caused: the engine was still down from the {waited} "
+                self._note(NoteSource.CHAOS, f"{what} was never caused: the engine was still down from the {waited} "
                                     "when the load ended")
                 return
-            self._note("chaos", f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
+            self._note(NoteSource.CHAOS, f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
                                 "until then")
         span = _Outage(event.action)
 
@@ -274,7 +279,7 @@ class Runner:
         self._faults.append(fault)
         back = (f"/health 200 {(fault.back_ns - fault.done_ns) / 1e9:.1f} s after" if fault.back_ns else
                 f"/health not 200 within {event.recover_within_s:g} s of")
-        self._note("chaos", f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "
+        self._note(NoteSource.CHAOS, f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "
                             f"{'it was started again' if event.action in WIPES else 'that'}")
 
     def _chaos_tools(self, health: HealthWatcher | None) -> ChaosTools:
@@ -294,8 +299,8 @@ class Runner:
         ended_s = (self._clock() - self.live.started_ns) / 1e9
         for event in self.profile.chaos.events:
             if event.at_s > ended_s:
-                self._note("chaos", f"the {event.action.replace('_', ' ')} at {event.at_s:g} s was never caused: the "
-                                    f"load ended at {ended_s:.1f} s")
+                self._note(NoteSource.CHAOS, f"the {event.action.replace('_', ' ')} at {event.at_s:g} s was never "
+                                             f"caused: the load ended at {ended_s:.1f} s")
 
     async def _faults_done(self) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
@@ -331,7 +336,8 @@ class Runner:
             found = windows(self.snapshot(), window_s)
             live = [dataclasses.replace(w, in_flight_end=backlog[i]) for i, w in enumerate(found) if i < len(backlog)]
             if saturation(live) is not None:
-                self._note("saturation", "the load stopped: it saturated the engine ([load] stop_when_saturated)")
+                self._note(NoteSource.SATURATION,
+                           "the load stopped: it saturated the engine ([load] stop_when_saturated)")
                 self._stop("saturated", GRACE_S)
                 return
 
@@ -377,7 +383,7 @@ class Runner:
                 self.live.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
-                self._on_sample(Note(self.live.started_ns, "run", "the load started"))
+                self._on_sample(Note(self.live.started_ns, NoteSource.RUN, "the load started"))
                 async with asyncio.TaskGroup() as tg:
                     if health:
                         tg.create_task(self._watch("health", health.run(stop_watching)))
@@ -418,15 +424,16 @@ class Runner:
                     await self._settle_engine()
                     stop_watching.set()
                 for text in self._backend.notes():
-                    self._note("workers", text)
+                    self._note(NoteSource.WORKERS, text)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch("metrics", self._settle_metrics(metrics))
                 if logs and not logs.found:
-                    self._note("engine log", f"{logs.path} never appeared, so no error signature was read from it")
+                    self._note(NoteSource.ENGINE_LOG,
+                               f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()
                 post = await health.poll() if health else None
                 if resent := http.reconnects:
-                    self._note("control", f"{resent} health/metrics requests resent on a new connection: the "
+                    self._note(NoteSource.CONTROL, f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
         finally:
             self._recorder.close()
@@ -437,7 +444,8 @@ class Runner:
         try:
             await self._backend.run()
         except WorkerCrashed as crash:
-            self._note("workers", str(crash))  # the interrupted rule says it is loadrepro's failure
+            self._crash = str(crash)
+            self._note(NoteSource.WORKERS, self._crash)  # the interrupted rule says it is loadrepro's failure
             self._stop("worker_crashed", 0.0)
 
     def snapshot(self) -> RunResult:
@@ -452,11 +460,11 @@ class Runner:
             start_ns=self.live.started_ns, end_ns=end_ns, records=tuple(recorded.records),
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
             log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
-            notes=tuple(n for n in recorded.notes if n.source != "run"), stop_reason=reason,
+            notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
-            progress_ns=self.client.activity.last_ns)
+            progress_ns=self.client.activity.last_ns, worker_crash=self._crash)
 
     async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""
@@ -474,7 +482,7 @@ class Runner:
         before = await health.poll()
         self._death.usable = before.healthy
         if not before.healthy:
-            self._note("health", f"{self.profile.watch.health_path} answered {before.status} before the run: "
+            self._note(NoteSource.HEALTH, f"{self.profile.watch.health_path} answered {before.status} before the run: "
                                  "engine death is not judged from it")
 
     def _log_watcher(self) -> LogWatcher | None:

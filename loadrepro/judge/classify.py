@@ -15,7 +15,16 @@ from loadrepro.judge.health import HEALTH_RULES, usable_health
 from loadrepro.judge.waits import behind
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import KV_USAGE, REUSE_SCALE, RUNNING, HealthSample, Outcome, RequestRecord, RunResult
+from loadrepro.records import (
+    KV_USAGE,
+    REUSE_SCALE,
+    RUNNING,
+    HealthSample,
+    NoteSource,
+    Outcome,
+    RequestRecord,
+    RunResult,
+)
 from loadrepro.signatures import CATALOG, SignatureClass
 
 UNADMITTED = (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED, Outcome.FAULTED)  # not the engine's to serve
@@ -86,8 +95,7 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     gateway's word that the engine behind it is unreachable), or its process exited, or /health was not 200
     after the run (the run's last word). The time is the first fatal text when one came before, else the
     earliest of those. Says whether /health came back."""
-    judged = next((n for n in result.notes if n.source == "death"), None)
-    exited = next((n for n in result.notes if n.source == "engine"), None)
+    judged, exited = result.noted(NoteSource.DEATH), result.noted(NoteSource.ENGINE)
     last = _last_word(result)
     times = [x.t_ns for x in (judged, exited, last) if x is not None]
     if not times:
@@ -325,7 +333,7 @@ def _unjudged(result: RunResult) -> bool:
     run was interrupted (the requests it cancelled a moment ago may still be being freed)."""
     post = result.post_health
     return result.interrupted or result.stop_reason == "engine_death" or \
-        any(n.source in ("death", "engine") for n in result.notes) or (post is not None and not post.healthy)
+        result.left_service or (post is not None and not post.healthy)
 
 
 def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -338,8 +346,9 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if final is None or not running or final.t_ns <= totals.last_end_ns or _unjudged(result):
         return None
     cancelled = totals.by_outcome.get(Outcome.CANCELLED.value, 0)
-    words = (f"the engine still reported {running:g} requests running {(final.t_ns - totals.last_end_ns) / 1e9:.1f} "
-             "s after loadrepro's last request ended, with none of loadrepro's in flight: requests it never freed")
+    words = (f"the engine still reported {running:g} request{'' if running == 1 else 's'} running "
+             f"{(final.t_ns - totals.last_end_ns) / 1e9:.1f} s after loadrepro's last request ended, with none of "
+             "loadrepro's in flight: requests it never freed")
     if cancelled:
         words += f" ({cancelled} of loadrepro's requests had been cancelled mid-stream)"
     if (kv := final.values.get(KV_USAGE)) is not None:

@@ -66,9 +66,10 @@ class DeathJudge:
 
     def poll(self, t_ns: int, status: int | str, progress_ns: int, running: bool = False) -> Death | None:
         """Take one /health poll started at `t_ns`; a Death exactly once, at the poll that shows the engine dead.
-        `running`: the engine's process is known to run (a managed engine): its /health unanswered is its
-        frontend unresponsive, not its death (llama.cpp's HTTP threads all held by requests waiting for a slot);
-        the health rule frontend_unresponsive says so, and the stalls say what did not progress."""
+        `running`: the poll got no answer and the engine's process is known to run (a managed engine): its
+        frontend is unresponsive, not dead (llama.cpp's HTTP threads all held by requests waiting for a slot); the
+        health rule frontend_unresponsive says so, and the stalls say what did not progress. An answer that is
+        not 200 is the engine's own word, whatever its process does."""
         previous, self.last_poll_ns, self.last_status = self.last_poll_ns, t_ns, status
         if not self.usable or self.dead:
             return None

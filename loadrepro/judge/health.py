@@ -151,31 +151,29 @@ def wedged_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None
                    f"({len(wedged)} of {len(canaries)} canaries got nothing)")
 
 
-def _longest_outage(polls: list[HealthSample]) -> list[HealthSample]:
-    """The longest run of consecutive polls not answered 200."""
+def _longest_silence(polls: list[HealthSample]) -> list[HealthSample]:
+    """The longest run of consecutive polls that got no answer at all."""
     longest: list[HealthSample] = []
     current: list[HealthSample] = []
     for poll in polls:
-        current = [] if poll.healthy else current + [poll]
+        current = current + [poll] if poll.status == "unreachable" else []
         if len(current) > len(longest):
             longest = current
     return longest
 
 
 def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """/health unanswered or not 200 DEATH_POLLS or more times in a row while the engine was not dead (its
-    process ran, or it kept making progress, and /health answered 200 again): its HTTP frontend was unresponsive.
-    A warning with how long: what did not progress meanwhile is the stall and timeout rules' to judge."""
-    if any(n.source in ("death", "engine") for n in result.notes) or \
-            (result.post_health is not None and not result.post_health.healthy):
+    """/health unanswered DEATH_POLLS or more times in a row while the engine was not judged dead (its process
+    ran, or it kept making progress, and /health answered again): its HTTP frontend was unresponsive. A warning
+    with how long: what did not progress meanwhile is the stall and timeout rules' to judge."""
+    if result.left_service or (result.post_health is not None and not result.post_health.healthy):
         return None  # the engine died or left service: engine_death says so
-    outage = _longest_outage(usable_health(result))
-    if len(outage) < DEATH_POLLS:
+    silence = _longest_silence(usable_health(result))
+    if len(silence) < DEATH_POLLS:
         return None
-    start, end = _sent(outage[0]), outage[-1].t_ns
-    statuses = sorted({str(h.status) for h in outage})
+    start, end = _sent(silence[0]), silence[-1].t_ns
     return Finding("frontend_unresponsive", Severity.INFO,
-                   f"warning: /health answered {' or '.join(statuses)} {len(outage)} times in a row from "
+                   f"warning: /health went unanswered {len(silence)} times in a row from "
                    f"{result.seconds(start):.1f} s to {result.seconds(end):.1f} s ({(end - start) / 1e9:.1f} s) "
                    "while the engine was alive (its process running, or making progress) and answered again: its "
                    "HTTP frontend was unresponsive, not dead")

@@ -24,6 +24,7 @@ from loadrepro.records import (
     LogMatch,
     MetricsSample,
     Note,
+    NoteSource,
     RequestRecord,
     RunResult,
     Tally,
@@ -180,7 +181,7 @@ def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
     metrics = [x for x in parsed if isinstance(x, MetricsSample)]
     matches = [x for x in parsed if isinstance(x, LogMatch)]
     canaries = [x for x in parsed if isinstance(x, CanarySample)]
-    start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == "run"), None)
+    start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == NoteSource.RUN), None)
     if start is None:
         return None
     end = start + int(report.duration_s * 1e9)

@@ -22,6 +22,7 @@ from loadrepro.records import (
     WAITING,
     MetricsSample,
     Note,
+    NoteSource,
 )
 
 # Families (prefixes) of vLLM, SGLang, TensorRT-LLM's Prometheus path, llama.cpp and the simulated engine.
@@ -128,7 +129,7 @@ class MetricsWatcher:
         return True
 
     def _unusable(self, text: str) -> bool:
-        self._on_sample(Note(self._clock(), "metrics", text))
+        self._on_sample(Note(self._clock(), NoteSource.METRICS, text))
         return False
 
     async def run(self, stop: asyncio.Event) -> None:
