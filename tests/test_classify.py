@@ -56,7 +56,7 @@ def test_engine_death_from_a_process_exit_and_not_from_a_health_endpoint_that_ne
 
 def test_failures_while_healthy_need_health_to_stay_200_around_them():
     hidden = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, detail="boom", status=500)])
-    assert "1 requests failed while /health answered 200" in failures_while_healthy(hidden, SPEC).summary
+    assert "1 request failed while /health answered 200" in failures_while_healthy(hidden, SPEC).summary
     at_death = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, status=500)], health(200, 200, 503, 503, 503))
     assert failures_while_healthy(at_death, SPEC) is None
 
@@ -156,6 +156,6 @@ def test_verdict_reasons_come_from_failing_rules_in_order():
     verdict = decide(classify(r, SPEC))
     assert verdict.status == "fail"
     assert verdict.reasons[0] == "engine died at 5.0 s; /health 503 from then on"  # the post-run poll was 503
-    assert verdict.reasons[1].startswith("1 requests failed while /health answered 200")
+    assert verdict.reasons[1].startswith("1 request failed while /health answered 200")
     assert verdict.reasons[2].startswith("1 streams stalled") and verdict.reasons[-1] == "/health 503 after the run"
     assert decide(classify(result([record(1)]), SPEC)) .status == "pass"

@@ -130,7 +130,8 @@ def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | No
         return None
     first = hidden[0]
     return Finding("failures_while_healthy", Severity.FAIL,
-                   f"{len(hidden)} requests failed while /health answered 200 (first: request {first.id}, "
+                   f"{len(hidden)} request{'' if len(hidden) == 1 else 's'} failed while /health answered 200 "
+                   f"(first: request {first.id}, "
                    f"{first.outcome}, {_quote(first.detail)})")
 
 

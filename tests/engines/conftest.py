@@ -38,11 +38,9 @@ def llama_server() -> str:
 
 
 def _gguf(size: str) -> Path:
-    maker = SCRIPTS / "make_tiny_gguf.py"
-    path = _model_dir(f"gguf-{size}", maker) / "model.gguf"
-    if not path.exists():
-        subprocess.run([sys.executable, str(maker), str(path), "--size", size], check=True, timeout=600)
-    return path
+    done = subprocess.run(["bash", str(SCRIPTS / "gguf.sh"), size], capture_output=True, text=True, check=True,
+                          timeout=600, env={**os.environ, "PYTHON": sys.executable})
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="session")

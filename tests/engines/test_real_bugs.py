@@ -1,0 +1,33 @@
+"""Real bugs of real engines, A/B'd by the scripts in examples/real-bugs/: the last release with the bug (stock)
+must fail with the bug's finding, the first with the fix (patched) must pass. docs/real-bugs.md gives each one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.engines.conftest import ROOT
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds both releases first
+
+
+def _rules(run_dir) -> dict[str, str]:
+    report = json.loads((run_dir / "report.json").read_text())
+    return {r["name"]: r["detail"] for r in report["rules"] if r["fired"]}
+
+
+def test_llamacpp_keeping_cancelled_queued_streams_is_caught_and_its_fix_confirmed(llama_server, gguf_26m, tmp_path):
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "llamacpp-cancelled-queued.sh"),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stock, patched = _rules(tmp_path / "stock"), _rules(tmp_path / "patched")
+    assert "requests it never freed (4 of loadrepro's requests had been cancelled mid-stream)" in \
+        stock["zombie_requests"], stock
+    assert "as if it kept running the 4 requests loadrepro had cancelled before" in stock["stalled_streams"], stock
+    assert "engine_death" not in stock  # its /health starves while its HTTP threads wait: not a death
+    assert "zombie_requests" not in patched and "stalled_streams" not in patched, patched
