@@ -44,8 +44,9 @@ def _held(result: RunResult, samples: list[MetricsSample]) -> str | None:
     if len(held) < _LEAST_SCRAPES or len(held) < _HELD_SHARE * len(samples):
         return None
     most = max(held)
-    words = (f"while they waited the engine held up to {most:g} request{'' if most == 1 else 's'} that were not "
-             "loadrepro's (beyond its requests in flight, or running beyond its answers under way) in "
+    words = (f"while they waited the engine held up to {most:g} "
+             f"{'request that was' if most == 1 else 'requests that were'} not loadrepro's (beyond its requests in "
+             "flight, or running beyond its answers under way) in "
              f"{len(held)} of {len(samples)} scrapes: requests loadrepro was not sending held the engine's capacity")
     if cancelled:
         last = max(r.end_ns for r in cancelled)
