@@ -125,25 +125,25 @@ class Arrivals:
         """Cancel `count` requests at once as clients that leave mid-answer do: the oldest of those whose answer is
         under way, once that many are (or as many as the concurrency allows), waiting at most ABORT_WAIT_S, and once
         one is, no more than ABORT_QUIET_S without another beginning; the oldest of the rest in flight make up the
-        count. Each ends `cancelled` and its conversation stops. How many
-        were cancelled, and how many of them mid-answer. (A request cancelled before its first token may not have
+        count. Each ends `cancelled` and its conversation stops. How many were cancelled, and how many of them
+        mid-answer. (A request cancelled before its first token may not have
         reached the engine's running batch: a defect of aborts there would show or not by chance.)"""
         wanted = min(count, self._load.concurrency)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ABORT_WAIT_S
-        while (answering := sum(f.answering for f in self._sending.values())) < wanted and \
+        while (under_way := sum(f.answering for f in self._sending.values())) < wanted and \
                 not self._stopped.is_set():
             self._began.clear()
             left = deadline - loop.time()
             try:
-                await asyncio.wait_for(self._began.wait(), min(left, ABORT_QUIET_S) if answering else left)
+                await asyncio.wait_for(self._began.wait(), min(left, ABORT_QUIET_S) if under_way else left)
             except TimeoutError:
                 break
-        answering = [send for send, f in self._sending.items() if f.answering][:count]
-        rest = [send for send, f in self._sending.items() if not f.answering][:count - len(answering)]
-        for send in answering + rest:
+        mid_answer = [send for send, f in self._sending.items() if f.answering][:count]
+        rest = [send for send, f in self._sending.items() if not f.answering][:count - len(mid_answer)]
+        for send in mid_answer + rest:
             send.cancel()
-        return len(answering) + len(rest), len(answering)
+        return len(mid_answer) + len(rest), len(mid_answer)
 
     async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
         """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
