@@ -293,11 +293,11 @@ class ChaosEvent(_Section):
     action: Literal["kill", "restart", "pause", "abort_burst", "oversize"] = Field(
         description="kill: SIGKILL the engine loadrepro started and start it again after `duration_s`; restart: "
         "SIGTERM it, wait for its exit, start it again; pause: SIGSTOP its process group for `duration_s`, then "
-        "SIGCONT; abort_burst: cancel `count` requests in flight at once, the oldest first (the client disconnects "
-        "mid-stream: the engine must free what they held, rule zombie_requests); oversize: send one request just "
-        "beyond what the engine can ever hold (its KV pool or longest sequence, from its limits), which it must "
-        "refuse cleanly without holding up the requests after it. kill, restart and pause need an engine "
-        "loadrepro starts (not --base-url).")
+        "SIGCONT; abort_burst: cancel `count` requests in flight at once, answers under way first, the latest to "
+        "begin first (the client disconnects mid-stream: the engine must free what they held, rule "
+        "zombie_requests); oversize: send one request just beyond what the engine can ever hold (its KV pool or "
+        "longest sequence, from its limits), which it must refuse cleanly without holding up the requests after "
+        "it. kill, restart and pause need an engine loadrepro starts (not --base-url).")
     duration_s: float = Field(5.0, ge=0, description="kill: seconds before the engine is started again; pause: "
                               "seconds it stays stopped.")
     count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once.")

@@ -31,7 +31,7 @@ ABORT_QUIET_S = 2.0  # once one is, how long without another beginning (an engin
 
 @dataclass(slots=True)
 class _Flight:
-    answering: bool = False  # its first token arrived
+    began: int = 0  # 0 until its first token arrived; then the how-manyth answer of the run to begin
 
 
 class Arrivals:
@@ -52,6 +52,7 @@ class Arrivals:
         self._slots = asyncio.Semaphore(load.concurrency)
         self._sending: dict[asyncio.Task[RequestRecord], _Flight] = {}  # requests in flight, oldest first
         self._began = asyncio.Event()  # an answer's first token arrived
+        self._answers = 0  # answers begun so far: orders the requests in flight by when their answer began
         self._ids = itertools.count(1 + (stream or 0), streams)
         self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
@@ -103,8 +104,10 @@ class Arrivals:
         flight = _Flight()
 
         def began() -> None:
-            flight.answering = True
-            self._began.set()
+            if planned.max_tokens > 1:  # a one-token answer ends with its first token: never cancelled mid-answer
+                self._answers += 1
+                flight.began = self._answers
+                self._began.set()
 
         send = asyncio.create_task(self._client.send(request_id, planned, queued_ns, wall, on_record, cancel_after,
                                                      text_out, began))
@@ -122,16 +125,17 @@ class Arrivals:
             self._slots.release()
 
     async def abort(self, count: int) -> tuple[int, int]:
-        """Cancel `count` requests at once as clients that leave mid-answer do: the oldest of those whose answer is
-        under way, once that many are (or as many as the concurrency allows), waiting at most ABORT_WAIT_S, and once
-        one is, no more than ABORT_QUIET_S without another beginning; the oldest of the rest in flight make up the
-        count. Each ends `cancelled` and its conversation stops. How many were cancelled, and how many of them
-        mid-answer. (A request cancelled before its first token may not have
-        reached the engine's running batch: a defect of aborts there would show or not by chance.)"""
+        """Cancel `count` requests at once as clients that leave mid-answer do: those whose answer is under way, the
+        latest to begin first, once that many are (or as many as the concurrency allows), waiting at most
+        ABORT_WAIT_S, and once one is, no more than ABORT_QUIET_S without another beginning; the oldest of the rest
+        in flight make up the count. Each ends `cancelled` and its conversation stops. How many were cancelled, and
+        how many of them mid-answer. (Why these: a request cancelled before its first token may not have reached
+        the engine's running batch, and one about to finish may finish before the engine sees its client leave: a
+        defect of aborts would show or not by chance. The answer that began last has the most of it to come.)"""
         wanted = min(count, self._load.concurrency)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ABORT_WAIT_S
-        while (under_way := sum(f.answering for f in self._sending.values())) < wanted and \
+        while (under_way := sum(f.began > 0 for f in self._sending.values())) < wanted and \
                 not self._stopped.is_set():
             self._began.clear()
             left = deadline - loop.time()
@@ -139,8 +143,9 @@ class Arrivals:
                 await asyncio.wait_for(self._began.wait(), min(left, ABORT_QUIET_S) if under_way else left)
             except TimeoutError:
                 break
-        mid_answer = [send for send, f in self._sending.items() if f.answering][:count]
-        rest = [send for send, f in self._sending.items() if not f.answering][:count - len(mid_answer)]
+        answering = sorted((f.began, send) for send, f in self._sending.items() if f.began)
+        mid_answer = [send for _, send in reversed(answering)][:count]
+        rest = [send for send, f in self._sending.items() if not f.began][:count - len(mid_answer)]
         for send in mid_answer + rest:
             send.cancel()
         return len(mid_answer) + len(rest), len(mid_answer)

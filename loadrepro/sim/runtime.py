@@ -1,6 +1,6 @@
 """Runs the pure scheduler in real time and hands each request's events to the HTTP stream waiting for them.
 
-The runtime owns the step loop (one `Scheduler.step()` per `step_s`, asleep while idle), a queue per live
+The runtime owns the step loop (one `Scheduler.step()` due every `step_s`, asleep while idle), a queue per live
 request, and the engine's log. When the scheduler reports its scripted death, every live request gets the fatal
 message, the log gets the lines an engine prints, and from then on every submission is refused with it.
 """
@@ -47,6 +47,9 @@ class RequestHandle:
             yield event
             if not isinstance(event, Token):
                 return
+
+
+CATCH_UP_STEPS = 2  # how far behind its schedule the step loop still catches up (a moment of a busy machine)
 
 
 class SimRuntime:
@@ -96,12 +99,19 @@ class SimRuntime:
             self._scheduler.abort(request_id)
 
     async def run(self) -> None:
-        """The engine loop; runs until cancelled."""
+        """The engine loop; runs until cancelled. Steps are due every `step_s` from the first after an idle spell,
+        so a step the machine ran late (a busy CPU wakes a sleep late) is made up by the next ones: the simulated
+        engine's speed is its `step_s`, not the load on the machine it shares with the client measuring it. One
+        more than CATCH_UP_STEPS behind, the schedule starts again from now instead of a burst of steps."""
+        due: float | None = None
         while True:
             if self._scheduler.idle or self.fatal is not None:
                 self._wake.clear()
                 await self._wake.wait()
+                due = None
             started = self._clock()
+            if due is None or started - due > CATCH_UP_STEPS * self.config.step_s:
+                due = started
             try:
                 out = self._scheduler.step()
             except Exception as exc:  # a defect of the simulator must not leave clients waiting forever
@@ -120,7 +130,8 @@ class SimRuntime:
                                  "not enough KV cache space.", request_id)
             if out.death is not None:
                 self._broadcast_death(out.death)
-            await self._sleep(max(0.0, self.config.step_s - (self._clock() - started)))
+            due += self.config.step_s
+            await self._sleep(max(0.0, due - self._clock()))
 
     def _emit_token(self, request_id: int, choice: Choice) -> None:
         handle = self._handles.get(request_id)
