@@ -9,7 +9,6 @@
 first used, so that importing loadrepro (and starting the command line) stays quick.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from loadrepro.errors import (
@@ -21,17 +20,13 @@ from loadrepro.errors import (
     TargetUnreachable,
     UsageError,
 )
+from loadrepro.version import __version__
 
 if TYPE_CHECKING:
     from loadrepro.api import ab, arun, load_profile, run, shrink_failure
     from loadrepro.judge.compare import Comparison
     from loadrepro.profile import Profile
     from loadrepro.run_report import RunReport
-
-try:
-    __version__ = version("loadrepro")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
 
 _LAZY = {"ab": "loadrepro.api", "arun": "loadrepro.api", "load_profile": "loadrepro.api", "run": "loadrepro.api",
          "shrink_failure": "loadrepro.api",

@@ -18,12 +18,11 @@ from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
 from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
+from loadrepro.progress import Say
 from loadrepro.run_report import RunReport
 from loadrepro.session import REPORTS_ROOT, RunOptions, run_ab, run_session
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 from loadrepro.shrink.command import shrink as _shrink
-
-Say = Callable[[str], None]
 
 
 def load_profile(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Profile:
@@ -201,6 +200,7 @@ def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | P
         resolved, command = engine_of(Path(run_dir), engine_cmd)
         engine_cmd = engine_cmd or command
     else:
+        assert profile is not None, "one of the two, checked above"
         resolved = _profile(profile, overrides)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return ShrinkOptions(resolved, engine_cmd, Path(out) if out is not None else

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -37,7 +37,7 @@ def sim(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8000,
     log: Annotated[Path | None, typer.Option(help="Write the engine log here instead of stderr.")] = None,
-    settings: dict | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Serve the simulated engine (an OpenAI-compatible server with a paged KV cache) until Ctrl-C.
 
@@ -227,13 +227,13 @@ def compare_reports(
     from loadrepro.report.write import write_comparison
     from loadrepro.trial_runs import compare_runs
 
-    reports = [read_report(path) for path in (report_a, report_b)]
-    spec = VerdictSpec.model_validate(reports[1].profile.get("verdict", {}))
-    comparison = compare_runs(*reports, spec, alpha)
+    first, second = read_report(report_a), read_report(report_b)
+    spec = VerdictSpec.model_validate(second.profile.get("verdict", {}))
+    comparison = compare_runs(first, second, spec, alpha)
     _echo(render_comparison(comparison))
     if out is not None:
         dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
-        timelines = [timeline_from_run_dir(d, r) for d, r in zip(dirs, reports)]
+        timelines = [timeline_from_run_dir(d, r) for d, r in zip(dirs, (first, second), strict=True)]
         for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
             _echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
@@ -514,7 +514,8 @@ def _with_ray_value(argv: list[str]) -> list[str]:
 def _run_app() -> int | None:
     try:
         # standalone mode would turn Ctrl-C into exit 1, "the target failed"
-        return app(args=_with_ray_value(sys.argv[1:]), standalone_mode=False)
+        code: int | None = app(args=_with_ray_value(sys.argv[1:]), standalone_mode=False)
+        return code
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("loadrepro: interrupted", err=True)
         return 130
@@ -522,7 +523,8 @@ def _run_app() -> int | None:
         _say(f"loadrepro: {exc}")
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - anything unexpected is loadrepro's own failure: exit 3, not 1
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()  # the command line's own usage errors (click's, which typer may vendor): exit 2
-            return exc.exit_code
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()  # the command line's own usage errors (click's, which typer may vendor): exit 2
+            return code
         return _internal_error(exc)

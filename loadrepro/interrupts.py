@@ -46,7 +46,12 @@ class Interrupts:
     def routed_to(self, stop: Callable[[], None]) -> Iterator[None]:
         """While inside, a signal calls `stop` on the running event loop instead of raising."""
         loop = asyncio.get_running_loop()
-        previous, self._route = self._route, lambda: loop.call_soon_threadsafe(stop)
+        previous = self._route
+
+        def route() -> None:
+            loop.call_soon_threadsafe(stop)
+
+        self._route = route
         try:
             yield
         finally:

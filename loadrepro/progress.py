@@ -13,6 +13,8 @@ from loadrepro.drive.live import LiveState
 
 _PLAIN_EVERY_S = 5.0
 
+Say = Callable[[str], None]  # where a command's lines to its user go (print, a test's list, a logger)
+
 
 def _line(state: LiveState) -> str:
     elapsed = (time.perf_counter_ns() - state.started_ns) / 1e9

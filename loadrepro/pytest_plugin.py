@@ -88,7 +88,7 @@ def loadrepro_run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lo
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+    outcome: Any = yield  # pluggy's result of the hooks below, typed loosely by pytest
     report = outcome.get_result()
     runs = item.stash.get(_RUNS, None)
     if runs is not None and runs.lines and report.when == "call" and report.failed:

@@ -31,7 +31,7 @@ from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.profile import OUTAGES, LoadSpec, Profile, write_profile
-from loadrepro.progress import Progress
+from loadrepro.progress import Progress, Say
 from loadrepro.records import JsonlWriter, RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
@@ -65,8 +65,8 @@ class RunOptions:
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
     pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
-    workers: int = 1  # processes sending the load (drive/workers.py)
-    ray: str | None = None  # "local" or a Ray cluster's address: the workers are Ray actors (drive/ray_workers.py)
+    workers: int = 1  # processes sending the load (drive/backend/processes.py)
+    ray: str | None = None  # "local" or a Ray cluster's address: workers are Ray actors (drive/backend/ray_actors.py)
     on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn
     trials: int = 1  # > 1: run N times, each on a fresh engine (trial_runs.py)
     vary_seed: bool = False  # trials: trial i gets the seed + i - 1
@@ -109,7 +109,7 @@ class _Target:
 
 
 @contextlib.asynccontextmanager
-async def _target(options: RunOptions, run_dir: Path, say) -> AsyncIterator[_Target]:
+async def _target(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator[_Target]:
     """The URL to load: given, or an engine loadrepro starts (the user's command, else the simulated engine)."""
     if options.base_url is not None:
         if stopping := sorted({e.action for e in options.profile.chaos.events} & OUTAGES):
@@ -163,7 +163,7 @@ def _predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> t
     return tuple(predictions)
 
 
-def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) -> Profile:
+def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: Say) -> Profile:
     """The profile with conversations and prefix length chosen so the run needs `factor` x the binding pool."""
     w = profile.workload
     if limits is None:
@@ -190,7 +190,7 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say) 
     return profile.model_copy(update={"workload": workload})
 
 
-async def run_session(options: RunOptions, say=print) -> Session:
+async def run_session(options: RunOptions, say: Say = print) -> Session:
     """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
     traceback is kept in the run directory."""
     run_dir = run_directory(options)
@@ -203,7 +203,7 @@ async def run_session(options: RunOptions, say=print) -> Session:
         raise InternalError(f"internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}") from exc
 
 
-async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
+async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
     profile = options.profile
     api_key = options.api_key
     async with _target(options, run_dir, say) as target:
@@ -262,7 +262,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say) -> Session:
 
 
 async def _verified(result: RunResult, client: Client, url: str, api_key: str | None, workload: Workload,
-                    profile: Profile, notes: list[str], say, run_dir: Path) -> RunResult:
+                    profile: Profile, notes: list[str], say: Say, run_dir: Path) -> RunResult:
     """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
     Ctrl-C stops the checking, keeping what was checked. What each request answered alone is kept in
     references.jsonl, beside requests.jsonl's answers under load."""
@@ -374,17 +374,17 @@ def ab_side(options: RunOptions, label: str, side: Side, out: Path) -> RunOption
     return dataclasses.replace(options, profile=profile, base_url=url, label=label, out=out, engine_cmd=command)
 
 
-async def run_ab(options: RunOptions, stock: Side, patched: Side, say=print) -> AbSession:
+async def run_ab(options: RunOptions, stock: Side, patched: Side, say: Say = print) -> AbSession:
     """The same seeded workload against stock then patched, each side a (URL, engine command) with at most one
     given; with neither, the simulated engine's two policies. Each managed engine is started fresh."""
     root = run_directory(dataclasses.replace(options, label="ab"))
-    sessions = []
+    sessions: list[Session] = []
     for label, side in (("stock", stock), ("patched", patched)):
         say(f"--- {label} ---")
         sessions.append(await run_session(ab_side(options, label, side, root / label), say))
         if sessions[-1].result.interrupted:
             raise KeyboardInterrupt  # its report is written; the other side is not started
-    stock, patched = sessions
-    comparison = compare(stock.report, patched.report, options.profile.verdict)
-    timelines = [for_report(timeline_of(s.result), s.report) for s in (stock, patched)]
-    return AbSession(stock, patched, comparison, write_comparison(comparison, root, timelines))
+    before, after = sessions
+    comparison = compare(before.report, after.report, options.profile.verdict)
+    timelines = [for_report(timeline_of(s.result), s.report) for s in (before, after)]
+    return AbSession(before, after, comparison, write_comparison(comparison, root, timelines))

@@ -11,19 +11,18 @@ and its summary, and the comparison says how sure it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison, compare, compare_trials
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
 from loadrepro.profile import Profile, VerdictSpec
+from loadrepro.progress import Say
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.run_report import RequestRow, RunReport, TrialRow, TrialsInfo
 from loadrepro.session import RunOptions, Session, Side, ab_side, run_directory, run_session
 
-Say = Callable[[str], None]
 STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",
          "out of reach": "even if every remaining stock trial failed, p would not fall below alpha"}
 

@@ -8,7 +8,7 @@ import multiprocessing
 import time
 
 from loadrepro.checkpoints import Checkpoints
-from loadrepro.drive.workers import Shared, SharedActivity, SharedStarts
+from loadrepro.drive.backend.processes import Shared, SharedActivity, SharedStarts
 from tests.builders import result
 
 

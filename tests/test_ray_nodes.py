@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from loadrepro.drive.backend import LoadSetup, WorkerCrashed
+from loadrepro.drive.backend.base import LoadSetup, WorkerCrashed
+from loadrepro.drive.backend.ray_actors import RayArrivals, RayWorker
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
-from loadrepro.drive.ray_workers import RayArrivals, RayWorker
 from loadrepro.profile import load_profile
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.plan import plan_workload

@@ -24,6 +24,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 import orjson
@@ -48,6 +49,13 @@ _YIELD_EVERY_NS = 2_000_000  # a stream that never waits for bytes lets the othe
 # not the target's protocol error.
 _TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation, json.JSONDecodeError,
                   UnicodeDecodeError)
+
+
+class Progress(Protocol):
+    """When the engine last made progress (ns), read and marked by every request of a run: an `Activity` in this
+    process, or one every worker process shares (drive/backend/processes.py)."""
+
+    last_ns: int
 
 
 @dataclass(slots=True)
@@ -131,10 +139,10 @@ class Client:
     """Sends PlannedRequests; one instance per run, used by many tasks at once."""
 
     def __init__(self, config: ClientConfig, clock: Callable[[], int] = time.perf_counter_ns,
-                 activity: Activity | None = None) -> None:
+                 activity: Progress | None = None) -> None:
         self.config = config
         self._clock = clock
-        self.activity = activity or Activity()
+        self.activity: Progress = activity or Activity()
         self._path = PATHS[config.api]
         self._read = READERS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.

@@ -55,7 +55,8 @@ def split_command(command: str) -> tuple[dict[str, str], list[str]]:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 # The engine is started through a fresh interpreter that asks to be sent SIGTERM when loadrepro dies (Linux's
@@ -172,7 +173,7 @@ class ManagedEngine:
         request = urllib.request.Request(self.url + self.health_path, headers=self._auth)
         try:
             with _NO_PROXY.open(request, timeout=2.0) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except (OSError, ValueError):  # refused, reset, timed out, or a status other than 2xx (HTTPError)
             return False
 
@@ -251,9 +252,10 @@ class ManagedEngine:
         return self.ended
 
     def _group_alive(self) -> bool:
-        self._process.poll()  # type: ignore[union-attr] - reap the leader so a zombie does not count
+        assert self._process is not None, "a group is alive only once started"
+        self._process.poll()  # reap the leader so a zombie does not count
         try:
-            os.killpg(self._process.pid, 0)  # type: ignore[union-attr]
+            os.killpg(self._process.pid, 0)
         except ProcessLookupError:
             return False
         return True

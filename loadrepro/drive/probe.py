@@ -192,7 +192,7 @@ async def _llamacpp_context(http: Transport) -> int | None:
 async def _apis(base_url: str, model: str, api_key: str | None) -> dict[str, ApiCheck]:
     """One salted one-token streamed request to each API, through the load's own client: which answer, and whether
     their streams begin with reasoning."""
-    checks = {}
+    checks: dict[str, ApiCheck] = {}
     for api in APIS:
         config = ClientConfig(base_url, api, model, 1, 60.0, 30.0, api_key=api_key, max_retries=0)
         async with Client(config) as client:

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadrepro.drive.backend import LoadBackend, LoadSetup, WorkerCrashed, backend_for
+from loadrepro.drive.backend import backend_for
+from loadrepro.drive.backend.base import LoadBackend, LoadSetup, WorkerCrashed
 from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, EngineControl, Oversize, cause
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
@@ -94,8 +95,8 @@ def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
 class Runner:
     def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
                  clock: Callable[[], int] = time.perf_counter_ns, workers: int = 1, ray: str | None = None) -> None:
-        """`workers` > 1: the load is sent from that many processes (drive/workers.py); with `ray` ("local" or a
-        cluster's address), from that many Ray actors (drive/ray_workers.py)."""
+        """`workers` > 1: the load is sent from that many processes (drive/backend/processes.py); with `ray`
+        ("local" or a cluster's address), from that many Ray actors (drive/backend/ray_actors.py)."""
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
@@ -377,7 +378,7 @@ class Runner:
                 logs = self._logs = self._log_watcher()
                 # Counted before the load starts, so that no line the load causes is taken as old; a log that
                 # cannot be read is said once, and not followed.
-                if logs and not await self._watch("engine log", logs.start()):
+                if logs and not await self._watch(NoteSource.ENGINE_LOG, logs.start()):
                     logs = None
                 await self._backend.prepare()  # workers start before time zero, not in the load's first second
                 self.live.started_ns = self._clock()
@@ -386,25 +387,25 @@ class Runner:
                 self._on_sample(Note(self.live.started_ns, NoteSource.RUN, "the load started"))
                 async with asyncio.TaskGroup() as tg:
                     if health:
-                        tg.create_task(self._watch("health", health.run(stop_watching)))
+                        tg.create_task(self._watch(NoteSource.HEALTH, health.run(stop_watching)))
                     metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
                                              self._clock) if watch.metrics_path else None
                     if metrics and self.profile.chaos.events:  # the quiet moment each fault's KV is held to
-                        await self._watch("metrics", metrics.scrape())
+                        await self._watch(NoteSource.METRICS, metrics.scrape())
                     if metrics:
-                        tg.create_task(self._watch("metrics", metrics.run(stop_watching)))
+                        tg.create_task(self._watch(NoteSource.METRICS, metrics.run(stop_watching)))
                     if logs:
-                        tg.create_task(self._watch("engine log", logs.run(stop_watching)))
+                        tg.create_task(self._watch(NoteSource.ENGINE_LOG, logs.run(stop_watching)))
                     if self.target.engine_exit:
                         tg.create_task(self._watch_engine(stop_watching))
                     if watch.canary_interval_s > 0:
                         canaries = Canaries(self.client.config, watch.canary_interval_s, self.client.activity,
                                             self._on_sample, self._clock)
-                        tg.create_task(self._watch("canary", canaries.run(stop_watching)))
+                        tg.create_task(self._watch(NoteSource.CANARY, canaries.run(stop_watching)))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
                     if self._load.stop_when_saturated:
-                        tg.create_task(self._watch("saturation", self._watch_saturation(stop_watching)))
+                        tg.create_task(self._watch(NoteSource.SATURATION, self._watch_saturation(stop_watching)))
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
                                 if self._load.duration_s else None)
@@ -426,7 +427,7 @@ class Runner:
                 for text in self._backend.notes():
                     self._note(NoteSource.WORKERS, text)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
-                    await self._watch("metrics", self._settle_metrics(metrics))
+                    await self._watch(NoteSource.METRICS, self._settle_metrics(metrics))
                 if logs and not logs.found:
                     self._note(NoteSource.ENGINE_LOG,
                                f"{logs.path} never appeared, so no error signature was read from it")
@@ -466,7 +467,7 @@ class Runner:
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash)
 
-    async def _watch(self, name: str, watcher: Coroutine[Any, Any, Any]) -> bool:
+    async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""
         try:
             await watcher

@@ -58,6 +58,11 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _optional_object(value: Any) -> dict[str, Any]:
+    """A field that may be absent or not an object (a failure's error, a delta): what it holds, or nothing."""
+    return value if isinstance(value, dict) else {}
+
+
 def error_code(value: Any) -> int | None:
     """An error's code as a number: gateways pass engines' codes on as strings ("500", "429")."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -173,8 +178,8 @@ def responses_event(payload: dict[str, Any], a: Attempt) -> int:
         a.finish_reason = reason or response.get("status") or kind.rpartition(".")[2]
         a.done = True
     elif kind == "response.failed":
-        response = payload.get("response") if isinstance(payload.get("response"), dict) else {}
-        error = response.get("error") if isinstance(response.get("error"), dict) else {}
+        response = _optional_object(payload.get("response"))
+        error = _optional_object(response.get("error"))
         a.error = str(error.get("message") or "the response failed")
         a.error_code = error_code(error.get("code"))
         a.done = True
@@ -196,7 +201,7 @@ def messages_event(payload: dict[str, Any], a: Attempt) -> int:
         message = _object(payload.get("message") or {}, "a message")
         a.usage = openai_usage("messages", message.get("usage"))
     elif kind == "message_delta":
-        delta = payload.get("delta") if isinstance(payload.get("delta"), dict) else {}
+        delta = _optional_object(payload.get("delta"))
         if delta.get("stop_reason"):
             a.finish_reason = delta["stop_reason"]
         later = openai_usage("messages", payload.get("usage"))
@@ -241,9 +246,10 @@ def whole_answer(api: str, payload: dict[str, Any], a: Attempt) -> None:
                 raise ProtocolViolation("a response that is not a Messages API message")
             a.usage = openai_usage(api, payload.get("usage"))
             a.finish_reason = payload.get("stop_reason")
-            blocks = payload.get("content") if isinstance(payload.get("content"), list) else []
-            for block in blocks if a.answer is not None else ():
-                if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            blocks = payload.get("content")
+            for block in blocks if isinstance(blocks, list) else []:
+                if a.answer is not None and isinstance(block, dict) and block.get("type") == "text" and \
+                        isinstance(block.get("text"), str):
                     a.answer.content(block["text"])
     a.done = True
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 from ddsketch import DDSketch
 
-from loadrepro import __version__
 from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.chaos import recoveries
-from loadrepro.judge.classify import FAILED, Finding, preemptions, series
+from loadrepro.judge.classify import preemptions, series
+from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.verdict import Verdict
 from loadrepro.judge.windows import windows
@@ -50,6 +50,7 @@ from loadrepro.run_report import (
     WorstLength,
     WrongAnswer,
 )
+from loadrepro.version import __version__
 from loadrepro.workload.summary import WorkloadSummary
 
 LOG_EXCERPT_LINES = 100
@@ -62,7 +63,7 @@ def environment() -> Environment:
 def _sketched(sketch: DDSketch) -> Percentiles:
     if not sketch.count:
         return Percentiles(count=0)
-    return Percentiles(count=round(sketch.count), **{name: round(float(sketch.get_quantile_value(q)), 3)
+    return Percentiles(count=round(sketch.count), **{name: round(float(sketch.get_quantile_value(q) or 0.0), 3)
                                                      for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99),
                                                                      ("max", 1.0))})
 
@@ -138,7 +139,7 @@ def _first_failure(result: RunResult) -> FirstFailure | None:
 
 
 def _signatures(result: RunResult) -> list[SignatureCount]:
-    seen: dict[str, list] = {}
+    seen: dict[str, list[tuple[int, str, str]]] = {}
     for m in result.log_matches:
         seen.setdefault(m.signature, []).append((m.t_ns, m.line, m.klass))
     for r in result.records:

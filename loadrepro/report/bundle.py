@@ -13,6 +13,7 @@ import re
 import zipfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from loadrepro.errors import UsageError
 from loadrepro.records import read_jsonl
@@ -35,7 +36,7 @@ def scrub_bundle_text(text: str, redact_host: bool) -> str:
     return text
 
 
-def _replay_settings(report: RunReport) -> dict:
+def _replay_settings(report: RunReport) -> dict[str, Any]:
     load, watch, verify = report.profile["load"], report.profile["watch"], report.profile.get("verify", {})
     fatal = [s.pattern.pattern for s in CATALOG if s.klass is SignatureClass.FATAL]
     fatal += [s["pattern"] for s in report.profile.get("signatures", []) if s.get("class") == "F"]
@@ -45,14 +46,14 @@ def _replay_settings(report: RunReport) -> dict:
             "compare_tokens": verify.get("compare_tokens", 64), "min_margin": verify.get("min_margin", 1.0)}
 
 
-def _answer(record: dict | None) -> dict | None:
+def _answer(record: dict[str, Any] | None) -> dict[str, Any] | None:
     answer = (record or {}).get("answer")
     if not answer:
         return None
     return {k: answer[k] for k in ("text", "tokens", "logprobs", "runner_up", "runner_token")}
 
 
-def wrong_answers(run_dir: Path, report: RunReport) -> list[dict]:
+def wrong_answers(run_dir: Path, report: RunReport) -> list[dict[str, Any]]:
     """Each wrong answer the report names, with its request body and both answers (under load and alone) with
     their logprobs: what a maintainer needs to see it, and what replay.py --check-answers checks again."""
     if report.outputs is None or not report.outputs.worst:
@@ -67,13 +68,13 @@ def wrong_answers(run_dir: Path, report: RunReport) -> list[dict]:
              "alone": _answer(alone.get(w.request))} for w in wanted.values()]
 
 
-def _records(path: Path, wanted: dict) -> dict[int, dict]:
+def _records(path: Path, wanted: dict[int, Any]) -> dict[int, dict[str, Any]]:
     if not path.exists():
         return {}
     return {row["id"]: row for row in read_jsonl(path) if row.get("id") in wanted}
 
 
-def _workload_rows(run_dir: Path) -> list[dict]:
+def _workload_rows(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "workload.jsonl.gz"
     if not path.exists():
         return []

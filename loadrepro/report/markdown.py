@@ -55,10 +55,11 @@ def _target(r: RunReport) -> list[str]:
         lines.append(f"| engine command | `{_cell(t.engine_cmd)}` |")
     lines += [f"| loadrepro | {e.loadrepro_version} (Python {e.python}, {_cell(e.platform)}) |",
               f"| started | {r.started_at}, {r.duration_s:.1f} s, stopped: {r.stop_reason} |"]
-    t = r.timing
-    if t is not None and t.to_first_request_s is not None and t.last_answer_to_verdict_s is not None:
-        lines.append(f"| beside the load | {t.to_first_request_s:.1f} s from the command to the first request, "
-                     f"{t.last_answer_to_verdict_s:.1f} s from the last answer to the verdict |")
+    timing = r.timing
+    if timing is not None and timing.to_first_request_s is not None and \
+            timing.last_answer_to_verdict_s is not None:
+        lines.append(f"| beside the load | {timing.to_first_request_s:.1f} s from the command to the first request, "
+                     f"{timing.last_answer_to_verdict_s:.1f} s from the last answer to the verdict |")
     lines.append("")
     return lines
 

@@ -11,10 +11,11 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from loadrepro.judge.windows import REFERENCE_WINDOW  # noqa: E402
-from loadrepro.report.timeline import Timeline  # noqa: E402
+from loadrepro.report.timeline import Lane, Timeline  # noqa: E402
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
@@ -25,7 +26,7 @@ MAX_LANES = 200
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9})
 
 
-def _marks(ax, t: Timeline) -> None:
+def _marks(ax: Axes, t: Timeline) -> None:
     if t.first_failure_s is not None:
         ax.axvline(t.first_failure_s, color="#c62828", linestyle="--", linewidth=1.2)
     if t.first_fatal_s is not None:
@@ -45,10 +46,11 @@ def _thin(values: np.ndarray, most: int) -> np.ndarray:
     """At most `most` of `values`, evenly spread (all of them when there are few)."""
     if len(values) <= most:
         return values
-    return values[np.linspace(0, len(values) - 1, most).astype(int)]
+    thinned: np.ndarray = values[np.linspace(0, len(values) - 1, most).astype(int)]
+    return thinned
 
 
-def _load_panel(ax, t: Timeline) -> None:
+def _load_panel(ax: Axes, t: Timeline) -> None:
     ax.step(t.in_flight_t, t.in_flight_n, where="post", color="#1565c0", linewidth=1.4, label="in flight")
     top = max(1, int(t.in_flight_n.max()) if len(t.in_flight_n) else 1)
     for outcome, ends in t.ends.items():
@@ -61,7 +63,7 @@ def _load_panel(ax, t: Timeline) -> None:
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=6, frameon=False, borderaxespad=0.2)
 
 
-def _canaries(ax, t: Timeline, top: float) -> None:
+def _canaries(ax: Axes, t: Timeline, top: float) -> None:
     answered = ~np.isnan(t.canary_ttft_s)
     ax.plot(t.canary_t[answered], t.canary_ttft_s[answered], color="#ef6c00", linewidth=1.0, marker="o",
             markersize=3, label="canary's first token (s)")
@@ -70,7 +72,7 @@ def _canaries(ax, t: Timeline, top: float) -> None:
                 label="canary got nothing")
 
 
-def _health_panel(ax, t: Timeline) -> None:
+def _health_panel(ax: Axes, t: Timeline) -> None:
     """/health's answers as coloured stretches, how long each poll took as a line over them, and the canaries'
     time to their token."""
     latencies = np.concatenate([t.health_latency_s, t.canary_ttft_s[~np.isnan(t.canary_ttft_s)]])
@@ -94,7 +96,7 @@ def _health_panel(ax, t: Timeline) -> None:
     ax.set_ylabel(f"{t.health_path} s")
 
 
-def _kv_panel(ax, t: Timeline) -> None:
+def _kv_panel(ax: Axes, t: Timeline) -> None:
     """What the engine publishes of KV usage (left axis) and of its waiting and running requests (right axis):
     llama.cpp publishes no KV usage, but it does say what waits and what runs."""
     counts = [(t.waiting_t, t.waiting, "waiting", "#ef6c00"), (t.running_t, t.running, "running", "#1565c0")]
@@ -120,7 +122,7 @@ def _kv_panel(ax, t: Timeline) -> None:
         twin.legend(loc="upper right", frameon=False, ncols=2)
 
 
-def _windows_panel(ax, t: Timeline) -> None:
+def _windows_panel(ax: Axes, t: Timeline) -> None:
     """A long run's latency and errors window by window, as soak users read them: TTFT p50 and p95 (left axis)
     and the error rate (right axis) of the requests sent in each window, with the degradation rule's reference
     window shaded."""
@@ -189,7 +191,7 @@ def lanes_figure(t: Timeline) -> Figure:
         return fig
     count = max((lane.conversation for lane in lanes), default=0) + 1
     fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)), layout="constrained")
-    by_outcome: dict[str, list] = {}
+    by_outcome: dict[str, list[Lane]] = {}
     for lane in lanes:
         by_outcome.setdefault(lane.outcome, []).append(lane)
     for outcome, group in sorted(by_outcome.items()):

@@ -14,7 +14,7 @@ import numpy as np
 
 from loadrepro.counts import PerSecond
 from loadrepro.judge.answers import WRONG, is_wrong
-from loadrepro.judge.classify import FAILED
+from loadrepro.judge.findings import FAILED
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
@@ -128,7 +128,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     running_t, running = _series(metrics, start_ns, RUNNING)
     failures = [s(r.end_ns) for r in records if r.outcome in FAILED]
     fatal = [m for m in matches if m.klass == "F"]
-    lanes = tuple(Lane(r.conversation, r.turn, s(r.sent_ns), s(r.end_ns), r.outcome.value) for r in sent)
+    lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value)
+                  for r in sent if (at := r.sent_ns) is not None)
     return Timeline(
         label=label, duration_s=max(s(end_ns), 1e-3), in_flight_t=in_flight_t, in_flight_n=in_flight_n,
         ends={k: np.array(v) for k, v in sorted(ends.items())}, end_counts=end_counts,

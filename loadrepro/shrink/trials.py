@@ -79,16 +79,16 @@ def parse_confirm(text: str) -> tuple[int, Confirm]:
     K failures in up to N runs."""
     k, slash, n = text.partition("/")
     try:
-        values = (int(k), int(n)) if slash else (int(k),)
+        first, second = int(k), int(n) if slash else 0
     except ValueError:
         raise UsageError(f"--confirm takes N or K/N (whole numbers), got {text!r}") from None
     if not slash:
-        if values[0] < 0:
+        if first < 0:
             raise UsageError(f"--confirm N must be at least 0, got {text!r}")
-        return values[0], ONCE
-    if not 1 <= values[0] <= values[1]:
+        return first, ONCE
+    if not 1 <= first <= second:
         raise UsageError(f"--confirm K/N needs 1 <= K <= N, got {text!r}")
-    return 0, Confirm(values[0], values[1])
+    return 0, Confirm(first, second)
 
 
 class Trials:

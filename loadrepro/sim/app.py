@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -220,7 +220,7 @@ def create_app(runtime: SimRuntime) -> Starlette:
         runtime.reset_prefix_cache()
         return Response(status_code=200)
 
-    def route(api: str):  # noqa: ANN202 - a Starlette endpoint
+    def route(api: str) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             return await generate(request, api)
         return endpoint

@@ -54,7 +54,7 @@ class _SimCollector:
 
 def metrics_registry(stats: Callable[[], SchedulerStats], model: str) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_SimCollector(stats, model))  # type: ignore[arg-type]
+    registry.register(_SimCollector(stats, model))
     return registry
 
 

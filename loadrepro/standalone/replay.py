@@ -27,7 +27,9 @@ import os
 import re
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
@@ -46,7 +48,8 @@ class Target:
         self.stall_s, self.timeout_s = stall_s, timeout_s
         self.auth = [f"Authorization: Bearer {api_key}"] if api_key else []
 
-    async def open(self, method: str, path: str, body: bytes | None = None):
+    async def open(self, method: str, path: str, body: bytes | None = None) -> tuple[
+            int, dict[str, str], asyncio.StreamReader, asyncio.StreamWriter]:
         """Send a request; (status, headers, reader, writer) once the response headers are in."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
         head = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close",
@@ -59,7 +62,7 @@ class Target:
         if not status_line:
             raise ConnectionError("the connection closed before a response")
         status = int(status_line.split()[1])
-        headers = {}
+        headers: dict[str, str] = {}
         while True:
             line = await asyncio.wait_for(reader.readline(), self.stall_s)
             if line in (b"\r\n", b"\n", b""):
@@ -68,7 +71,7 @@ class Target:
             headers[name.strip().lower()] = value.strip()
         return status, headers, reader, writer
 
-    async def body(self, headers: dict, reader: asyncio.StreamReader):
+    async def body(self, headers: dict[str, str], reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
         """The response body in pieces, de-chunked; a read that waits stall_s raises TimeoutError."""
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
@@ -100,7 +103,7 @@ class Target:
             return "unreachable", b""
 
 
-def classify_status(status: int, text: str, fatal: list[re.Pattern]) -> str:
+def classify_status(status: int, text: str, fatal: list[re.Pattern[str]]) -> str:
     if status == 429 or status == 503 and "retry" in text.lower():
         return "throttled"
     if 400 <= status < 500:
@@ -108,8 +111,8 @@ def classify_status(status: int, text: str, fatal: list[re.Pattern]) -> str:
     return "server_error" if status >= 500 else "protocol_error"
 
 
-async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern],
-               answer: dict | None = None) -> tuple[str, str]:
+async def send(target: Target, path: str, body: dict[str, Any], fatal: list[re.Pattern[str]],
+               answer: dict[str, Any] | None = None) -> tuple[str, str]:
     """One request: (outcome, detail); its text and logprobs go into `answer` when given."""
     content = json.dumps(body).encode()
     deadline = asyncio.timeout(target.timeout_s)
@@ -146,7 +149,7 @@ async def send(target: Target, path: str, body: dict, fatal: list[re.Pattern],
         return "protocol_error", str(exc)
 
 
-def error_of(event: dict) -> str | None:
+def error_of(event: dict[str, Any]) -> str | None:
     """An error object in any engine's or API's shape: {"error": ...}, {"object": "error"}, {"type": "error"}."""
     if event.get("error"):
         return json.dumps(event["error"])[:2000]
@@ -157,12 +160,12 @@ def error_of(event: dict) -> str | None:
     return None
 
 
-def finish_of(event: dict) -> str | None:
+def finish_of(event: dict[str, Any]) -> str | None:
     """The finish reason an event carries: chat and completions choices, a Responses response's end, a Messages
     stop_reason."""
     for choice in event.get("choices") or []:
         if choice.get("finish_reason"):
-            return choice["finish_reason"]
+            return str(choice["finish_reason"])
     if event.get("type") in ("response.completed", "response.incomplete"):
         return (event.get("response") or {}).get("status") or "completed"
     if event.get("type") == "message_delta":
@@ -173,7 +176,7 @@ def finish_of(event: dict) -> str | None:
 END_EVENTS = ("response.completed", "response.incomplete", "response.failed", "message_stop")
 
 
-def take_answer(event: dict, answer: dict) -> None:
+def take_answer(event: dict[str, Any], answer: dict[str, Any]) -> None:
     """Content text and per-position logprobs (token, its logprob, the best other's) of chat, completions and
     Responses events (loadrepro's drive/answers.py reads them the same way; this file stands alone)."""
     entries = []
@@ -200,8 +203,8 @@ def take_answer(event: dict, answer: dict) -> None:
         answer["runner_up"].append(max((v for _, v in others if v is not None), default=None))
 
 
-async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReader,
-                      answer: dict | None = None) -> tuple[str, str]:
+async def read_stream(target: Target, headers: dict[str, Any], reader: asyncio.StreamReader,
+                      answer: dict[str, Any] | None = None) -> tuple[str, str]:
     buffer, data_lines, finish, error = b"", [], None, None
     try:
         async for piece in target.body(headers, reader):
@@ -233,7 +236,7 @@ async def read_stream(target: Target, headers: dict, reader: asyncio.StreamReade
     return ("ok", "no [DONE]") if finish else ("truncated", "the stream ended before a finish reason")
 
 
-def read_requests() -> list[dict]:
+def read_requests() -> list[dict[str, Any]]:
     """The requests that carry their body (a long trace's run writes the first ones' only: the rest are
     rebuilt from its profile and trace by `loadrepro run --profile profile.toml`)."""
     with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
@@ -258,14 +261,14 @@ async def replay(args: argparse.Namespace) -> int:
         model = json.loads(data)["data"][0]["id"]
     before, _ = await target.get(config.get("health_path", "/health"))
     print(f"/health before: {before}; {len(requests)} requests, model {model}, concurrency {args.concurrency}")
-    conversations: dict[int, list[dict]] = {}
+    conversations: dict[int, list[dict[str, Any]]] = {}
     for r in requests:
         conversations.setdefault(r["conversation"], []).append(r)
     gate = asyncio.Semaphore(args.concurrency)
-    results: list[tuple[float, dict, str, str]] = []
+    results: list[tuple[float, dict[str, Any], str, str]] = []
     started = time.monotonic()
 
-    async def conversation(turns: list[dict]) -> None:
+    async def conversation(turns: list[dict[str, Any]]) -> None:
         # Each turn once the one before it answered, after its think time, and not before its recorded arrival.
         for turn in sorted(turns, key=lambda t: t["turn"]):
             if turn["turn"] > 1 and turn.get("delay_s"):
@@ -298,11 +301,11 @@ async def replay(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def new_answer() -> dict:
+def new_answer() -> dict[str, Any]:
     return {"text": "", "tokens": [], "logprobs": [], "runner_up": []}
 
 
-def judge(load: dict, alone: dict, compare_tokens: int, min_margin: float) -> tuple[str, str]:
+def judge(load: dict[str, Any], alone: dict[str, Any], compare_tokens: int, min_margin: float) -> tuple[str, str]:
     """(identical | near_tie | wrong | differs, words) for an answer against its reference."""
     if not load["tokens"] or not alone["tokens"]:
         same = load["text"] == alone["text"]
@@ -344,14 +347,14 @@ async def check_answers(args: argparse.Namespace) -> int:
             print(f"prefix cache reset with POST {reset}")
             break
     requests = read_requests()
-    conversations: dict[tuple[int, int], list[dict]] = {}
+    conversations: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for copy in range(args.copies):
         for r in requests:
             conversations.setdefault((copy, r["conversation"]), []).append(r)
     gate = asyncio.Semaphore(args.concurrency * args.copies)
     verdicts: list[tuple[str, str]] = []
 
-    async def conversation(turns: list[dict]) -> None:
+    async def conversation(turns: list[dict[str, Any]]) -> None:
         for turn in sorted(turns, key=lambda t: t["turn"]):
             key = (turn["conversation"], turn["turn"])
             answer = new_answer() if key in references else None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from loadrepro.drive.client import Activity, Client, ClientConfig
+from loadrepro.drive.client import Client, ClientConfig, Progress
 from loadrepro.drive.pause import pause
 from loadrepro.records import CanarySample, Outcome, RequestRecord
 from loadrepro.workload.apis import chat_form
@@ -42,7 +42,7 @@ def salted_request(api: str, what: str = "canary") -> PlannedRequest:
 class Canaries:
     """Sends canaries until stopped; each one's end becomes a CanarySample (via `on_sample`)."""
 
-    def __init__(self, config: ClientConfig, interval_s: float, activity: Activity,
+    def __init__(self, config: ClientConfig, interval_s: float, activity: Progress,
                  on_sample: Callable[[CanarySample], None], clock: Callable[[], int] = time.perf_counter_ns) -> None:
         # Its own client: its own connections, no retries (a throttled canary says so), the run's silence limits.
         self._config = replace(config, concurrency=1, max_retries=0)

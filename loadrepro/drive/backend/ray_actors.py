@@ -1,5 +1,5 @@
 """Scale-out beyond one machine (`--ray [ADDRESS]`, `pip install 'loadrepro[ray]'`): the same split as
-drive/workers.py, each share run by a Ray actor (spread over the cluster's nodes) with its own client on its own
+processes.py, each share run by a Ray actor (spread over the cluster's nodes) with its own client on its own
 event loop, its records pulled by the driver in batches, which stays the one writer of requests.jsonl and the only
 one watching the engine.
 
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
-from loadrepro.drive.backend import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
+from loadrepro.drive.backend.base import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
+from loadrepro.drive.backend.processes import CANCEL, GO, NO_NEW, POLL_S, Share, split
 from loadrepro.drive.client import Activity, Client, ClientConfig
 from loadrepro.drive.live import LiveState
-from loadrepro.drive.workers import CANCEL, GO, NO_NEW, POLL_S, Share, split
 from loadrepro.errors import UsageError
 from loadrepro.records import RequestRecord
 
@@ -81,6 +81,7 @@ class RayWorker:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
+        assert self._live is not None, "started by start()"
         async with Client(self._config, self.clock, activity=self._activity) as client:
             share = self._share
             await Arrivals(share.load, share.workload, self._seed, client, self._live, self._stopped, self._keep,
@@ -147,7 +148,7 @@ def _held_stderr() -> Iterator[None]:
 
 
 class RayArrivals:
-    """The load sent from Ray actors (drive/backend.py's LoadBackend)."""
+    """The load sent from Ray actors (drive/backend/base.py's LoadBackend)."""
 
     name: BackendName = "ray"
 
@@ -250,6 +251,7 @@ class RayArrivals:
         self.nodes.add(node)
         if node == here:
             return 0
+        assert best is not None, "measured at least once"
         self.residual_ns = max(self.residual_ns, best[0] // 2)
         return best[1]
 

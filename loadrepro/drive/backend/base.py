@@ -1,6 +1,6 @@
 """The one seam between the runner and what sends its load: this process (drive/arrivals.py), worker processes on
-this machine (drive/workers.py) or Ray actors over a cluster (drive/ray_workers.py). The runner gives a backend a
-LoadSetup and asks it only what LoadBackend declares.
+this machine (processes.py) or Ray actors over a cluster (ray_actors.py). The runner gives a backend a LoadSetup
+and asks it only what LoadBackend declares.
 
 What every backend does alike: `prepare()` starts what must be running before the load's time zero; `run()` sends
 the workload until it is done, or until `stopped` is set (no new request starts), and cancelling it cancels what
@@ -87,18 +87,3 @@ class InProcess:
 
     def notes(self) -> list[str]:
         return []
-
-
-def backend_for(setup: LoadSetup, workers: int, ray: str | None,
-                clock: Callable[[], int] = time.perf_counter_ns) -> LoadBackend:
-    """`ray` ("local" or a cluster's address): `workers` Ray actors; else `workers` > 1: worker processes; else
-    this process (on `clock`; workers keep the machine's monotonic clock)."""
-    if ray:
-        from loadrepro.drive.ray_workers import RayArrivals
-
-        return RayArrivals(setup, workers, None if ray == "local" else ray)
-    if workers > 1:
-        from loadrepro.drive.workers import WorkerArrivals
-
-        return WorkerArrivals(setup, workers)
-    return InProcess(setup, clock)

@@ -33,7 +33,7 @@ from multiprocessing.synchronize import Lock
 from typing import Any
 
 from loadrepro.drive.arrivals import Arrivals
-from loadrepro.drive.backend import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
+from loadrepro.drive.backend.base import CRASHED, DRAIN_S, BackendName, LoadSetup, WorkerCrashed
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
@@ -191,7 +191,7 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
 
 
 class WorkerArrivals:
-    """The load sent from worker processes (drive/backend.py's LoadBackend)."""
+    """The load sent from worker processes (drive/backend/base.py's LoadBackend)."""
 
     name: BackendName = "processes"
 
@@ -205,7 +205,7 @@ class WorkerArrivals:
         self._shared = Shared.create(context, count, setup.load.max_rps)
         setup.client.activity = SharedActivity(self._shared.activity)  # the driver's metrics count as progress too
         self.pids: list[int] = []
-        self._processes: list[multiprocessing.Process] = []
+        self._processes: list[multiprocessing.process.BaseProcess] = []
         self._go: list[Connection] = []
         self._finished: list[asyncio.Future[str | None]] = []  # each worker's error, None when it ended well
 
@@ -285,7 +285,7 @@ class WorkerArrivals:
             pass
         finally:
             receive.close()
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+            loop.call_soon_threadsafe(_settle, done, error)
 
     def _end(self) -> list[str]:
         """Ends every worker (each has had its chance to finish); what went wrong with any of them."""
@@ -310,3 +310,9 @@ def _first(receive: Connection) -> object:
         return receive.recv()
     except EOFError:
         return None
+
+
+def _settle(done: asyncio.Future[str | None], error: str | None) -> None:
+    """A worker's ending, told once (the pump and a failed start may both tell it)."""
+    if not done.done():
+        done.set_result(error)
