@@ -12,8 +12,8 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
@@ -210,6 +210,23 @@ class CanarySample:
         return self.outcome == Outcome.OK.value
 
 
+class StopReason(StrEnum):
+    """Why a run's load stopped (report.json's stop_reason)."""
+
+    DONE = "done"  # every planned request was sent
+    DURATION = "duration"  # [load] duration_s ran out
+    SATURATED = "saturated"  # [load] stop_when_saturated
+    ENGINE_DEATH = "engine_death"  # the engine died ([load] stop_on_death)
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
+    WORKER_CRASHED = "worker_crashed"  # a load worker of loadrepro's failed
+    RUNNING = "running"  # not stopped: a snapshot of a run still going on (a soak's checkpoint)
+
+    @property
+    def as_planned(self) -> bool:
+        """The load ended as the profile planned it, not cut short by a failure or the user."""
+        return self in (StopReason.DONE, StopReason.DURATION, StopReason.SATURATED)
+
+
 class NoteSource(StrEnum):
     """Who wrote a note. Rules read facts by source (DEATH, ENGINE), never by a note's words."""
 
@@ -248,14 +265,46 @@ class Fault:
     clean: bool = True  # oversize: the request was refused cleanly (or served); False: it failed otherwise
 
     @property
+    def over_ns(self) -> int:
+        """When it was over: /health 200 again, or when the engine's time to be back ran out."""
+        return self.back_ns or self.done_ns + int(self.recover_within_s * 1e9)
+
+
+@dataclass(slots=True)
+class FaultSpan:
+    """One fault on purpose, from when it was caused until it was over (`Fault.over_ns`); None while it goes on."""
+
+    action: str
+    began_ns: int
+    over_ns: int | None = None
+
+    @property
     def outage(self) -> bool:
         """Whether requests may fail during it through no fault of the engine's (it was stopped or restarted)."""
         return self.action in OUTAGES
 
-    @property
-    def over_ns(self) -> int:
-        """When it was over: /health 200 again, or when the engine's time to be back ran out."""
-        return self.back_ns or self.done_ns + int(self.recover_within_s * 1e9)
+
+@dataclass(slots=True)
+class FaultSpans:
+    """The one answer to "was this the fault's doing": the faults on purpose of a run, each from when it was caused
+    until it was over (one still going on reaches every later moment). The runner keeps them as the faults happen
+    (a request failing meanwhile is `faulted`, a slow /health poll not judged); the judges read a finished run's
+    (RunResult.fault_spans): the health rules, the windows compared for degradation."""
+
+    spans: list[FaultSpan] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, faults: Sequence[Fault]) -> FaultSpans:
+        return cls([FaultSpan(f.action, f.at_ns, f.over_ns) for f in faults])
+
+    def overlaps(self, start_ns: int, end_ns: int, outages_only: bool = True) -> bool:
+        """Whether [start_ns, end_ns] meets a fault that stopped the engine (`outages_only`), or any fault."""
+        return any(s.began_ns <= end_ns and (s.over_ns is None or start_ns <= s.over_ns)
+                   for s in self.spans if s.outage or not outages_only)
+
+    def going_on(self) -> list[FaultSpan]:
+        """The outages not over yet: the engine is down from them."""
+        return [s for s in self.spans if s.outage and s.over_ns is None]
 
 
 Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
@@ -493,7 +542,7 @@ class RunResult:
     log_matches: tuple[LogMatch, ...]
     log_context: tuple[str, ...]  # the lines before the first fatal log match
     notes: tuple[Note, ...]
-    stop_reason: str  # done | duration | engine_death | interrupted | worker_crashed
+    stop_reason: StopReason
     interrupted: bool
     limits: EngineLimits | None = None  # the target's KV limits, when known
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
@@ -507,7 +556,7 @@ class RunResult:
     verify: VerifySpec = VerifySpec()  # how answers were checked
     faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
-    worker_crash: str | None = None  # a load worker of loadrepro's failed (stop_reason "worker_crashed"): how
+    worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""
@@ -517,6 +566,11 @@ class RunResult:
     def left_service(self) -> bool:
         """The engine died while the run went on (judged) or its process exited: one answer for every rule."""
         return self.noted(NoteSource.DEATH) is not None or self.noted(NoteSource.ENGINE) is not None
+
+    @property
+    def fault_spans(self) -> FaultSpans:
+        """Its faults on purpose as spans: what was the fault's doing."""
+        return FaultSpans.of(self.faults)
 
     def seconds(self, t_ns: int) -> float:
         """A perf_counter_ns time as seconds since the run started."""

@@ -266,7 +266,7 @@ async def _verified(result: RunResult, client: Client, url: str, api_key: str | 
     """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
     Ctrl-C stops the checking, keeping what was checked. What each request answered alone is kept in
     references.jsonl, beside requests.jsonl's answers under load."""
-    if result.stop_reason not in ("done", "duration", "saturated"):
+    if not result.stop_reason.as_planned:
         notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
         return result
     records = result.records

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadrepro.drive.watch.metrics import canonical
-from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult
+from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult, StopReason
 from loadrepro.signatures import CATALOG
 
 S = 1_000_000_000  # one second in ns
@@ -42,7 +42,7 @@ def result(records=(), health_samples=None, post: int | str | None = 200, metric
         records=tuple(records), health=samples,
         post_health=HealthSample(START + int(duration_s * S), post, 1000) if post is not None else None,
         metrics=tuple(metrics), log_matches=tuple(log_matches), log_context=tuple(log_context), notes=tuple(notes),
-        stop_reason="interrupted" if interrupted else "done", interrupted=interrupted)
+        stop_reason=StopReason.INTERRUPTED if interrupted else StopReason.DONE, interrupted=interrupted)
 
 
 def metrics(t_s: float, **values: float) -> MetricsSample:

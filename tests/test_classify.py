@@ -19,7 +19,7 @@ from loadrepro.judge.classify import (
 )
 from loadrepro.judge.verdict import decide
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import Outcome
+from loadrepro.records import Outcome, StopReason
 from tests.builders import health, log_match, metrics, note, record, result
 
 SPEC = VerdictSpec()
@@ -114,7 +114,7 @@ def test_post_run_health_and_interruption():
 def test_a_crashed_load_worker_fails_the_run_as_loadrepros_own_failure():
     import dataclasses
 
-    crashed = dataclasses.replace(result([record(1)]), stop_reason="worker_crashed")
+    crashed = dataclasses.replace(result([record(1)]), stop_reason=StopReason.WORKER_CRASHED)
     found = interrupted(crashed, SPEC)
     assert (found.rule, found.severity, found.summary) == (
         "interrupted", Severity.FAIL, "a load worker crashed before the workload finished: loadrepro's own "

@@ -47,3 +47,17 @@ def test_records_and_samples_round_trip_through_the_writer(tmp_path):
     writer.write({"kind": "note", "t_ns": 6, "source": "x", "text": "a dict"})
     writer.close()
     assert [sample_from_json(d) for d in read_jsonl(tmp_path / "samples.jsonl")] == [*samples, Note(6, "x", "a dict")]
+
+
+def test_fault_spans_say_what_was_a_faults_doing():
+    """One answer for the runner (live, a fault still going on), the health rules (outages only) and the windows
+    (any fault): a span meets what overlaps it, ends included; one not over yet meets everything after it."""
+    from loadrepro.records import Fault, FaultSpan, FaultSpans
+
+    spans = FaultSpans([FaultSpan("kill", 100, 200), FaultSpan("abort_burst", 300, 400), FaultSpan("pause", 500)])
+    assert spans.overlaps(50, 100) and spans.overlaps(200, 250) and not spans.overlaps(201, 299)
+    assert not spans.overlaps(300, 400) and spans.overlaps(300, 400, outages_only=False)
+    assert spans.overlaps(10_000, 20_000)  # the pause is not over
+    assert [s.action for s in spans.going_on()] == ["pause"]
+    done = Fault("restart", at_ns=100, done_ns=150, back_ns=None, recover_within_s=1.0, detail="")
+    assert FaultSpans.of([done]).spans == [FaultSpan("restart", 100, 150 + 1_000_000_000)]

@@ -45,6 +45,8 @@ from loadrepro.records import (
     WAITING,
     CanarySample,
     Fault,
+    FaultSpan,
+    FaultSpans,
     HealthSample,
     MetricsSample,
     Note,
@@ -53,6 +55,7 @@ from loadrepro.records import (
     RequestRecord,
     RunResult,
     Sample,
+    StopReason,
 )
 from loadrepro.redact import scrub
 from loadrepro.workload.model import PlannedRequest, Workload
@@ -60,15 +63,6 @@ from loadrepro.workload.model import PlannedRequest, Workload
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
 ENGINE_POLL_S = 0.1
-
-
-@dataclass(slots=True)
-class _Outage:
-    """A fault that stops the engine, from when it was caused until /health 200 again (over_ns 0 until then)."""
-
-    action: str
-    began_ns: int = 0
-    over_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +99,7 @@ class Runner:
         self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
         self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
@@ -113,7 +107,7 @@ class Runner:
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
-        self._outages: list[_Outage] = []  # each fault that stops the engine
+        self._fault_spans = FaultSpans()  # each fault as it happens: what was its doing
         self._faults: list[Fault] = []
         self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
         self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
@@ -129,7 +123,7 @@ class Runner:
     # -- records and samples ----------------------------------------------------------------------------------
 
     def _on_record(self, record: RequestRecord) -> None:
-        if record.outcome in FAILED and self._during_outage(record.sent_or_queued_ns, record.end_ns):
+        if record.outcome in FAILED and self._fault_spans.overlaps(record.sent_or_queued_ns, record.end_ns):
             record = dataclasses.replace(record, outcome=Outcome.FAULTED,
                                          detail=f"{record.outcome} during a fault on purpose: {record.detail}")
         if self._wipes:
@@ -153,12 +147,12 @@ class Runner:
         match sample:
             case HealthSample():
                 self.live.health = sample.status
-                if not self._during_outage(sample.t_ns - sample.latency_ns, sample.t_ns):
+                if not self._fault_spans.overlaps(sample.t_ns - sample.latency_ns, sample.t_ns):
                     self._judge_health(sample)
             case CanarySample():  # a request to the engine like any other, for judging its death
                 if sample.ok:
                     self._death.request_ok()
-                elif not self._during_outage(sample.t_ns, sample.end_ns):
+                elif not self._fault_spans.overlaps(sample.t_ns, sample.end_ns):
                     throttled = sample.outcome == Outcome.THROTTLED.value
                     self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
             case MetricsSample(values=values):
@@ -231,10 +225,6 @@ class Runner:
             return dataclasses.replace(record, shared_prefix_tokens=0)
         return record
 
-    def _during_outage(self, start_ns: int, end_ns: int) -> bool:
-        """Whether [start_ns, end_ns] overlaps a fault that stopped the engine, up to /health 200 again."""
-        return any(o.began_ns <= end_ns and (not o.over_ns or start_ns <= o.over_ns) for o in self._outages)
-
     def _fault(self, event: ChaosEvent, tools: ChaosTools) -> None:
         """A [[chaos.events]] fault, at its time, unless the load has already stopped; it runs beside the load."""
         if self._stopped.is_set():
@@ -246,9 +236,9 @@ class Runner:
     async def _engine_back(self) -> str | None:
         """Waits while an earlier fault has the engine down (until /health 200 again, or its time to be back ran
         out): a fault is caused on the engine, not on its absence. What it waited for, in words."""
-        waited = [f"{o.action} at {(o.began_ns - self.live.started_ns) / 1e9:.1f} s" for o in self._outages
-                  if not o.over_ns]
-        while any(not o.over_ns for o in self._outages) and not self._stopped.is_set():
+        waited = [f"{o.action} at {(o.began_ns - self.live.started_ns) / 1e9:.1f} s"
+                  for o in self._fault_spans.going_on()]
+        while self._fault_spans.going_on() and not self._stopped.is_set():
             await asyncio.sleep(BACK_POLL_S)
         return ", ".join(waited) or None
 
@@ -262,19 +252,18 @@ class Runner:
                 return
             self._note(NoteSource.CHAOS, f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
                                 "until then")
-        span = _Outage(event.action)
+        span = FaultSpan(event.action, 0)
 
         def began(at_ns: int) -> None:
             span.began_ns = at_ns
-            if event.outage:
-                self._outages.append(span)
+            self._fault_spans.spans.append(span)
             if event.action in WIPES:
                 self._wiped.append(at_ns)
 
         try:
             fault = await cause(event, tools, began)
         except BaseException:
-            span.over_ns = self._clock()  # interrupted: the outage ends here
+            span.over_ns = self._clock()  # interrupted: the fault ends here
             raise
         span.over_ns = fault.over_ns
         self._faults.append(fault)
@@ -306,7 +295,7 @@ class Runner:
     async def _faults_done(self) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
         the run was interrupted."""
-        if self._stop_reason == "interrupted":
+        if self._stop_reason is StopReason.INTERRUPTED:
             for task in self._fault_tasks:
                 task.cancel()
         await asyncio.gather(*self._fault_tasks, return_exceptions=True)
@@ -317,8 +306,8 @@ class Runner:
         After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing;
         with the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
         not judged on an engine that left service."""
-        down = self._stop_reason == "engine_death" or self._death.dead or self.live.health not in (200, None)
-        settle_s = 0.0 if self._stop_reason == "interrupted" or down else SETTLE_S
+        down = self._stop_reason is StopReason.ENGINE_DEATH or self._death.dead or self.live.health not in (200, None)
+        settle_s = 0.0 if self._stop_reason is StopReason.INTERRUPTED or down else SETTLE_S
         deadline = self._clock() + int(settle_s * 1e9)
         while True:
             await metrics.scrape()
@@ -339,16 +328,16 @@ class Runner:
             if saturation(live) is not None:
                 self._note(NoteSource.SATURATION,
                            "the load stopped: it saturated the engine ([load] stop_when_saturated)")
-                self._stop("saturated", GRACE_S)
+                self._stop(StopReason.SATURATED, GRACE_S)
                 return
 
     def _engine_died(self) -> None:
         if self._load.stop_on_death or self._load_task is None or self._load_task.done():
-            self._stop("engine_death", GRACE_S)
+            self._stop(StopReason.ENGINE_DEATH, GRACE_S)
 
-    def _stop(self, reason: str, grace_s: float) -> None:
+    def _stop(self, reason: StopReason, grace_s: float) -> None:
         """Start no more requests; cancel those in flight after `grace_s`."""
-        if self._stop_reason is not None and reason != "interrupted":
+        if self._stop_reason is not None and reason is not StopReason.INTERRUPTED:
             return
         self._stop_reason = reason
         self._stopped_ns = self._stopped_ns or self._clock()
@@ -360,7 +349,7 @@ class Runner:
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now; the run still
         ends with a result."""
-        self._stop("interrupted", 0.0)
+        self._stop(StopReason.INTERRUPTED, 0.0)
 
     # -- the run ----------------------------------------------------------------------------------------------
 
@@ -407,7 +396,7 @@ class Runner:
                     if self._load.stop_when_saturated:
                         tg.create_task(self._watch(NoteSource.SATURATION, self._watch_saturation(stop_watching)))
                     self._load_task = tg.create_task(self._send_load())
-                    deadline = (loop.call_later(self._load.duration_s, self._stop, "duration", GRACE_S)
+                    deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
                     tools = self._chaos_tools(health)
                     faults = [loop.call_later(e.at_s, self._fault, e, tools) for e in self.profile.chaos.events]
@@ -438,7 +427,7 @@ class Runner:
                                           "target had closed the pooled one (not unhealthy polls)")
         finally:
             self._recorder.close()
-        return self._result(end_ns, post, self._stop_reason or "done")
+        return self._result(end_ns, post, self._stop_reason or StopReason.DONE)
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
@@ -447,13 +436,13 @@ class Runner:
         except WorkerCrashed as crash:
             self._crash = str(crash)
             self._note(NoteSource.WORKERS, self._crash)  # the interrupted rule says it is loadrepro's failure
-            self._stop("worker_crashed", 0.0)
+            self._stop(StopReason.WORKER_CRASHED, 0.0)
 
     def snapshot(self) -> RunResult:
         """What the run has recorded so far, as a result (for checkpoints while it goes on)."""
-        return self._result(self._clock(), None, "running")
+        return self._result(self._clock(), None, StopReason.RUNNING)
 
-    def _result(self, end_ns: int, post: HealthSample | None, reason: str) -> RunResult:
+    def _result(self, end_ns: int, post: HealthSample | None, reason: StopReason) -> RunResult:
         recorded, logs = self._recorder, self._logs
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,

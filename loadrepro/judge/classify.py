@@ -24,6 +24,7 @@ from loadrepro.records import (
     Outcome,
     RequestRecord,
     RunResult,
+    StopReason,
 )
 from loadrepro.signatures import CATALOG, SignatureClass
 
@@ -209,7 +210,7 @@ def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
 def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """The run was interrupted (Ctrl-C or SIGTERM), or a load worker of loadrepro's crashed, before its workload
     finished: it proves nothing about the engine."""
-    if result.stop_reason == "worker_crashed":
+    if result.stop_reason is StopReason.WORKER_CRASHED:
         return Finding("interrupted", Severity.FAIL, "a load worker crashed before the workload finished: "
                        "loadrepro's own failure, not the engine's, and the run proves nothing")
     if not result.interrupted:
@@ -333,7 +334,7 @@ def _unjudged(result: RunResult) -> bool:
     """The engine died or left service (what a dead engine's metrics still say is not requests it holds), or the
     run was interrupted (the requests it cancelled a moment ago may still be being freed)."""
     post = result.post_health
-    return result.interrupted or result.stop_reason == "engine_death" or \
+    return result.interrupted or result.stop_reason is StopReason.ENGINE_DEATH or \
         result.left_service or (post is not None and not post.healthy)
 
 

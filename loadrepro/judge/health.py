@@ -17,16 +17,11 @@ from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
 
 
-def _outages(result: RunResult) -> list[tuple[int, int]]:
-    return [(f.at_ns, f.over_ns) for f in result.faults if f.outage]
-
-
 def outside_outages(result: RunResult, spans: list[tuple[int, int]]) -> list[int]:
     """The indexes of the (start, end) spans that overlap no fault that stopped the engine on purpose (from the
     fault to /health 200 again): a silent or slow engine then is the fault's doing, not the engine's."""
-    outages = _outages(result)
-    return [i for i, (start, end) in enumerate(spans)
-            if not any(began <= end and start <= over for began, over in outages)]
+    faults = result.fault_spans
+    return [i for i, (start, end) in enumerate(spans) if not faults.overlaps(start, end)]
 
 
 def _polls(result: RunResult) -> list[HealthSample]:

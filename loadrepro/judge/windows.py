@@ -176,7 +176,9 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     found = windows(result, spec.window_s)
     if len(found) < 3:
         return None
-    calm = [w for w in found[REFERENCE_WINDOW:] if not _faulted(w, result)]
+    faults = result.fault_spans
+    calm = [w for w in found[REFERENCE_WINDOW:] if not faults.overlaps(
+        result.start_ns + int(w.start_s * 1e9), result.start_ns + int(w.end_s * 1e9), outages_only=False)]
     if len(calm) < 2:
         return None
     first, last = calm[0], calm[-1]
@@ -192,10 +194,6 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
         parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
                      f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")
     return Finding("degradation", Severity.FAIL, "; ".join(parts)) if parts else None
-
-
-def _faulted(w: Window, result: RunResult) -> bool:
-    return any(result.seconds(f.at_ns) < w.end_s and w.start_s < result.seconds(f.over_ns) for f in result.faults)
 
 
 def _enough(w: Window) -> bool:
