@@ -134,13 +134,13 @@ def run(
         trial_set = asyncio.run(run_trials(options, say=_say))
         for path in trial_set.written:
             _echo(f"report: {path}")
-        raise typer.Exit(0 if trial_set.report.verdict == "pass" else 1)
+        raise typer.Exit(0 if trial_set.report.passed else 1)
     session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
     for path in session.written:
         _echo(f"report: {path}")
     if session.result.interrupted:
         raise typer.Exit(130)
-    raise typer.Exit(0 if session.report.verdict == "pass" else 1)
+    raise typer.Exit(0 if session.report.passed else 1)
 
 
 def _say_verdict(report: RunReport) -> None:

@@ -3,12 +3,28 @@ by compare and by whoever acts on a run."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "loadrepro.report/1"
+
+
+class VerdictStatus(StrEnum):
+    """A run's verdict: report.json's `verdict`, a trial's, the judge's."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    RUNNING = "running"  # a checkpoint written while the run goes on
+
+
+class Severity(StrEnum):
+    """What a rule's finding does to the verdict: fails it, or is said beside it."""
+
+    FAIL = "fail"
+    INFO = "info"
 
 
 class _Model(BaseModel):
@@ -230,7 +246,7 @@ class ChaosRow(_Model):
 class TrialRow(_Model):
     index: int = Field(description="The trial's number, from 1.")
     seed: int = Field(description="Its workload seed.")
-    verdict: str = Field(description="pass or fail.")
+    verdict: VerdictStatus = Field(description="pass or fail.")
     failing_rules: list[str] = Field(description="The rules whose failures failed it.")
     first_failure_s: float | None = Field(description="When its first request failed, seconds into its load.")
     run_dir: str = Field(description="Its run directory, with its own reports.")
@@ -287,7 +303,7 @@ class SignatureCount(_Model):
 class RuleResult(_Model):
     name: str = Field(description="The rule.")
     fired: bool = Field(description="Whether it found something.")
-    severity: str | None = Field(description="fail or info, when it fired.")
+    severity: Severity | None = Field(description="fail or info, when it fired.")
     detail: str = Field(description="What it found, in words.")
 
 
@@ -380,7 +396,8 @@ class WindowRow(_Model):
 
 class RunReport(_Model):
     schema_: str = Field(SCHEMA, alias="schema", description="The schema's name and version: loadrepro.report/1.")
-    verdict: str = Field(description="pass or fail; running in a checkpoint written while the run goes on.")
+    verdict: VerdictStatus = Field(description="pass or fail; running in a checkpoint written while the run goes "
+                                   "on.")
     finished: bool = Field(True, description="False in a checkpoint: what the run had done so far.")
     reasons: list[str] = Field(description="Why the verdict is what it is: each failing rule's words.")
     label: str = Field(description="The run's name (the sim policy, run, or --label).")
@@ -438,7 +455,7 @@ class RunReport(_Model):
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "pass"
+        return self.verdict == VerdictStatus.PASS
 
     @property
     def findings(self) -> list[RuleResult]:

@@ -20,7 +20,7 @@ from loadrepro.profile import Profile, VerdictSpec
 from loadrepro.progress import Say
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.run_report import RequestRow, RunReport, TrialRow, TrialsInfo
+from loadrepro.run_report import RequestRow, RunReport, Severity, TrialRow, TrialsInfo, VerdictStatus
 from loadrepro.session import RunOptions, Session, Side, ab_side, run_directory, run_session
 
 STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",
@@ -61,7 +61,7 @@ async def _trial(options: RunOptions, root: Path, index: int) -> tuple[Session, 
     session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
                                                     on_verdict=None, quiet=True), lambda _: None)
     report = session.report
-    failing = tuple(r.name for r in report.rules if r.fired and r.severity == "fail")
+    failing = tuple(r.name for r in report.rules if r.fired and r.severity == Severity.FAIL)
     first = report.first_failure.t_s if report.first_failure else None
     return session, Trial(index, profile.workload.seed, report.passed, failing, first, str(run_dir))
 
@@ -73,7 +73,8 @@ def _info(trials: list[Trial], planned: int, vary_seed: bool) -> TrialsInfo:
         ci95=[round(x, 4) for x in rate.ci95], signatures=signatures(trials),
         first_failure_s=[t.first_failure_s for t in trials if not t.passed and t.first_failure_s is not None],
         vary_seed=vary_seed,
-        trials=[TrialRow(index=t.index, seed=t.seed, verdict="pass" if t.passed else "fail",
+        trials=[TrialRow(index=t.index, seed=t.seed,
+                         verdict=VerdictStatus.PASS if t.passed else VerdictStatus.FAIL,
                          failing_rules=list(t.failing_rules), first_failure_s=t.first_failure_s, run_dir=t.run_dir)
                 for t in trials])
 
@@ -92,7 +93,7 @@ def summarized(sessions: list[Session], trials: list[Trial], planned: int, optio
         notes.insert(0, f"trials: every trial ran against the same target at {options.base_url}, so what one left "
                         "in it the next met (a fresh engine per trial needs --engine-cmd or the simulated engine)")
     return shown.model_copy(update={
-        "trials": info, "verdict": "fail" if rate.failed else "pass", "notes": notes,
+        "trials": info, "verdict": VerdictStatus.FAIL if rate.failed else VerdictStatus.PASS, "notes": notes,
         "reasons": [said, *shown.reasons] if rate.failed else [said], "label": options.label})
 
 

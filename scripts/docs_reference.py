@@ -8,6 +8,7 @@ what the code says (the tests run it).
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
 import typing
@@ -25,6 +26,10 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def _type(annotation: object) -> str:
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # its values are what a reader meets
+        return " | ".join(f'"{member.value}"' for member in annotation)
+    if (args := typing.get_args(annotation)) and any(isinstance(a, type) and issubclass(a, enum.Enum) for a in args):
+        return " | ".join("None" if a is type(None) else _type(a) for a in args)
     text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
     return text or str(annotation).replace("typing.", "").replace("loadrepro.", "").replace("NoneType", "None")
 

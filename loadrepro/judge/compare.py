@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.profile import VerdictSpec
-from loadrepro.run_report import RequestRow, RunReport, TrialsInfo
+from loadrepro.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
 MATERIAL = 0.05  # a latency change smaller than this share of stock's is not called a change, however sure
@@ -239,9 +239,9 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec,
     report's request table."""
     latency = latency_changes(*(rows or (stock.request_table, patched.request_table)))
     regression, regression_rows = _regression(stock, patched, spec, latency)
-    if stock.verdict == "pass":
+    if stock.passed:
         conclusion, detail = Conclusion.NOT_REPRODUCED, "the stock run passed, so this workload shows no defect"
-    elif patched.verdict == "fail":
+    elif patched.verdict == VerdictStatus.FAIL:
         conclusion, detail = Conclusion.STILL_FAILS, "; ".join(patched.reasons[:2])
     elif regression is not None:
         conclusion, detail = Conclusion.REGRESSES, regression

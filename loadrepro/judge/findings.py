@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import FAILED, RunResult
+from loadrepro.run_report import Severity
 
 __all__ = ["FAILED", "Finding", "Rule", "Severity"]
-
-
-class Severity(StrEnum):
-    FAIL = "fail"
-    INFO = "info"
 
 
 @dataclass(frozen=True, slots=True)

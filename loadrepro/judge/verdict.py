@@ -5,26 +5,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadrepro.judge.findings import Finding, Severity
+from loadrepro.run_report import VerdictStatus
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    status: str  # pass | fail, or running for a checkpoint
+    status: VerdictStatus
     reasons: tuple[str, ...]  # why it failed, most telling first; for a pass, what was noticed on the way
 
     @property
     def passed(self) -> bool:
-        return self.status == "pass"
+        return self.status is VerdictStatus.PASS
 
 
 def decide(findings: list[tuple[str, Finding | None]]) -> Verdict:
     fired = [f for _, f in findings if f is not None]
     failures = [f.summary for f in fired if f.severity is Severity.FAIL]
     if failures:
-        return Verdict("fail", tuple(failures))
-    return Verdict("pass", tuple(f.summary for f in fired))
+        return Verdict(VerdictStatus.FAIL, tuple(failures))
+    return Verdict(VerdictStatus.PASS, tuple(f.summary for f in fired))
 
 
 def in_progress(findings: list[tuple[str, Finding | None]]) -> Verdict:
     """A checkpoint's verdict while the run goes on: `running`, with the failures found so far as reasons."""
-    return Verdict("running", tuple(f.summary for _, f in findings if f is not None and f.severity is Severity.FAIL))
+    failures = (f.summary for _, f in findings if f is not None and f.severity is Severity.FAIL)
+    return Verdict(VerdictStatus.RUNNING, tuple(failures))

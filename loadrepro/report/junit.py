@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from loadrepro.run_report import RunReport
+from loadrepro.run_report import RunReport, Severity
 
 
 def render_junit(report: RunReport) -> str:
-    failed = [r for r in report.rules if r.fired and r.severity == "fail"]
+    failed = [r for r in report.rules if r.fired and r.severity == Severity.FAIL]
     suite_name = f"loadrepro.{report.profile['name']}.{report.label}"
     suites = ET.Element("testsuites", name="loadrepro", tests=str(len(report.rules)), failures=str(len(failed)),
                         errors="0", time=f"{report.duration_s:.3f}")
@@ -17,7 +17,7 @@ def render_junit(report: RunReport) -> str:
                           timestamp=report.started_at)
     for rule in report.rules:
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=rule.name, time="0")
-        if rule.fired and rule.severity == "fail":
+        if rule.fired and rule.severity == Severity.FAIL:
             failure = ET.SubElement(case, "failure", message=rule.detail, type="loadrepro.rule")
             failure.text = rule.detail
         elif rule.fired:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loadrepro.errors import UsageError
 from loadrepro.profile import Profile
-from loadrepro.run_report import RunReport
+from loadrepro.run_report import RunReport, Severity
 from loadrepro.session import RunOptions, run_session
 from loadrepro.shrink.search import Trial
 from loadrepro.workload.summary import summarize
@@ -36,7 +36,7 @@ def failure_of(report: RunReport, predicate: str | None = None) -> Failure | Non
     """How `report`'s run failed (None: it passed). With `predicate`, only that signature counts."""
     if predicate is not None:
         return Failure("signature", predicate) if any(s.name == predicate for s in report.signatures) else None
-    if report.verdict == "pass":
+    if report.passed:
         return None
     fatal = sorted((s for s in report.signatures if s.class_ == "F"), key=lambda s: s.first_t_s)
     if fatal:
@@ -45,7 +45,7 @@ def failure_of(report: RunReport, predicate: str | None = None) -> Failure | Non
         return Failure("death", "engine_death")
     if report.first_failure is not None:
         return Failure("outcome", report.first_failure.outcome)
-    failed = next((r.name for r in report.rules if r.fired and r.severity == "fail"), None)
+    failed = next((r.name for r in report.rules if r.fired and r.severity == Severity.FAIL), None)
     return Failure("rule", failed) if failed else None
 
 
@@ -55,7 +55,7 @@ def same_way(report: RunReport, wanted: Failure) -> bool:
     if wanted.kind == "death":
         return any(r.name == "engine_death" and r.fired for r in report.rules)
     if wanted.kind == "rule":
-        return any(r.name == wanted.name and r.fired and r.severity == "fail" for r in report.rules)
+        return any(r.name == wanted.name and r.fired and r.severity == Severity.FAIL for r in report.rules)
     return report.first_failure is not None and report.first_failure.outcome == wanted.name
 
 
