@@ -29,6 +29,10 @@ HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeo
 Api = Literal["chat", "completions", "responses", "messages"]
 # The trace formats workload/trace_formats.py reads.
 TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
+# The faults on purpose a [[chaos.events]] entry may cause (drive/chaos.py).
+ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize"]
+# What sends the load: this process, worker processes (--workers), Ray actors (--ray): drive/backend/.
+BackendName = Literal["in-process", "processes", "ray"]
 
 
 class _Section(BaseModel):
@@ -290,7 +294,7 @@ class ChaosEvent(_Section):
     before it within `recover_within_s` (rule no_recovery)."""
 
     at_s: float = Field(gt=0, description="Seconds into the load.")
-    action: Literal["kill", "restart", "pause", "abort_burst", "oversize"] = Field(
+    action: ChaosAction = Field(
         description="kill: SIGKILL the engine loadrepro started and start it again after `duration_s`; restart: "
         "SIGTERM it, wait for its exit, start it again; pause: SIGSTOP its process group for `duration_s`, then "
         "SIGCONT; abort_burst: cancel `count` requests in flight at once, answers under way first, the latest to "

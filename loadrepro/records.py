@@ -25,7 +25,7 @@ from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.capacity import EngineLimits, Prediction
 from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
-from loadrepro.profile import OUTAGES, VerifySpec, WatchSpec
+from loadrepro.profile import OUTAGES, BackendName, ChaosAction, VerifySpec, WatchSpec
 
 
 class Outcome(StrEnum):
@@ -256,7 +256,7 @@ class Note:
 class Fault:
     """A [[chaos.events]] fault as it happened: what loadrepro did, and when the engine answered /health again."""
 
-    action: str  # kill | restart | pause | abort_burst | oversize
+    action: ChaosAction
     at_ns: int  # when it was caused
     done_ns: int  # when loadrepro's part ended: the engine started again, SIGCONT sent; at_ns for the others
     back_ns: int | None  # /health 200 again after it (None: not within recover_within_s of done_ns)
@@ -274,7 +274,7 @@ class Fault:
 class FaultSpan:
     """One fault on purpose, from when it was caused until it was over (`Fault.over_ns`); None while it goes on."""
 
-    action: str
+    action: ChaosAction
     began_ns: int
     over_ns: int | None = None
 
@@ -548,7 +548,7 @@ class RunResult:
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
     tally: Tally | None = None  # totals over every record (None: every record is in `records`); see totals()
     workers: int = 1  # processes that sent the load (drive/backend/processes.py)
-    backend: str = "in-process"  # in-process | processes | ray
+    backend: BackendName = "in-process"
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
     canaries: tuple[CanarySample, ...] = ()
     answers: tuple[AnswerCheck, ...] = ()  # [verify]: each checked answer's judgement

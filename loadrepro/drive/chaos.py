@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from loadrepro.drive.watch.canary import one_token_request
-from loadrepro.profile import ChaosEvent
+from loadrepro.profile import Api, ChaosEvent
 from loadrepro.records import Fault, Outcome, RequestRecord
 from loadrepro.workload.model import PlannedRequest
 
@@ -49,7 +49,7 @@ class ChaosTools:
     abort: Callable[[int], Awaitable[tuple[int, int]]]  # cancel N requests mid-answer; how many, how many mid-answer
     send: Callable[[PlannedRequest], Awaitable[RequestRecord]]  # one request outside the load
     healthy: Callable[[], Awaitable[bool]] | None  # one /health poll (None: no health path to ask)
-    api: str = "chat"
+    api: Api = "chat"
     oversize: Oversize | None = None  # just beyond what the engine can ever hold (None: its limits are unknown)
     clock: Callable[[], int] = time.perf_counter_ns
 
@@ -71,7 +71,7 @@ def oversize(max_seq_len: int, pool_tokens: int | None, source: str) -> Oversize
     return Oversize(max_seq_len + OVERSIZE_MARGIN, f"its longest sequence of {max_seq_len:,} tokens ({source})")
 
 
-def oversize_request(api: str, tokens: int) -> PlannedRequest:
+def oversize_request(api: Api, tokens: int) -> PlannedRequest:
     """A one-token request whose prompt is `tokens` common words (a token each), starting with a salt so it
     shares no prefix with the run."""
     words = " ".join(COMMON_WORDS[i % len(COMMON_WORDS)] for i in range(tokens))

@@ -33,6 +33,7 @@ from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.drive.transport import Transport
+from loadrepro.profile import Api
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
@@ -70,7 +71,7 @@ class Activity:
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     base_url: str
-    api: str  # chat | completions | responses | messages
+    api: Api
     model: str
     concurrency: int
     request_timeout_s: float

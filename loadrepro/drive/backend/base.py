@@ -14,16 +14,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from loadrepro.drive.client import Client
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import LoadreproError
-from loadrepro.profile import LoadSpec
+from loadrepro.profile import BackendName, LoadSpec
 from loadrepro.records import RequestRecord
 from loadrepro.workload.model import Workload
 
-BackendName = Literal["in-process", "processes", "ray"]
 DRAIN_S = 15.0  # how long cancelled workers may take to send their last records before they are ended
 CRASHED = "a load worker failed, so part of the load is missing: "  # how WorkerCrashed's words begin
 
