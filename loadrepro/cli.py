@@ -5,6 +5,7 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -109,7 +110,7 @@ def run(
     import shlex
 
     from loadrepro.api import run_options
-    from loadrepro.session import run_session
+    from loadrepro.session import process_start_ns, run_session
 
     options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=set_, out=out, model=model,
                           label=label, workers=workers, ray=ray, tokenizer=tokenizer, size_to_overrun=size_to_overrun,
@@ -117,6 +118,7 @@ def run(
                           target_is_isolated=target_is_isolated, quiet=quiet,
                           command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict, verify=verify,
                           trials=trials, vary_seed=vary_seed)
+    options = dataclasses.replace(options, began_ns=process_start_ns())
     if dry_run_:
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
@@ -187,7 +189,7 @@ def ab(
     from loadrepro.api import ab_sides, run_options
     from loadrepro.judge.compare import Conclusion
     from loadrepro.report.markdown import render_comparison
-    from loadrepro.session import run_ab
+    from loadrepro.session import process_start_ns, run_ab
 
     checked = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd, target_is_isolated)
     options = run_options(profile, overrides=set_, out=out, model=model, label="ab", workers=workers, ray=ray,
@@ -195,6 +197,7 @@ def ab(
                           engine_start_timeout_s=engine_start_timeout, quiet=quiet,
                           command="loadrepro " + shlex.join(sys.argv[1:]), verify=verify, trials=trials,
                           vary_seed=vary_seed, alpha=alpha)
+    options = dataclasses.replace(options, began_ns=process_start_ns())
     if options.trials > 1:
         from loadrepro.trial_runs import run_ab_trials
 

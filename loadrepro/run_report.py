@@ -267,8 +267,10 @@ class TrialsInfo(_Model):
 class Timing(_Model):
     """What a run costs beside its load, in seconds."""
 
-    to_first_request_s: float | None = Field(description="From the command's start (the process's) to the load's "
-                                             "first request: starting the engine, planning, counting lengths.")
+    to_first_request_s: float | None = Field(description="From the start to the load's first request: starting the "
+                                             "engine, planning, counting lengths. The start is the process's for "
+                                             "`loadrepro run` and `ab` (its imports counted), else when this run "
+                                             "began (a Python call, a trial, a shrink's run, an A/B's patched side).")
     last_answer_to_verdict_s: float | None = Field(description="From the last answer to the verdict: the grace for "
                                                    "requests in flight, the post-run health poll, judging.")
 

@@ -71,6 +71,10 @@ class RunOptions:
     trials: int = 1  # > 1: run N times, each on a fresh engine (trial_runs.py)
     vary_seed: bool = False  # trials: trial i gets the seed + i - 1
     alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
+    # When the command began (perf_counter_ns), for report.json's timing: the command line's process start (so the
+    # cost of its imports is in it); None: when this run's session began (an API call, a trial, a shrink's run, an
+    # A/B's patched side): a process that runs many must not count the ones before.
+    began_ns: int | None = None
 
     @property
     def api_key(self) -> str | None:
@@ -193,6 +197,8 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: 
 async def run_session(options: RunOptions, say: Say = print) -> Session:
     """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
     traceback is kept in the run directory."""
+    if options.began_ns is None:
+        options = dataclasses.replace(options, began_ns=time.perf_counter_ns())
     run_dir = run_directory(options)
     try:
         return await _run_in(run_dir, options, say)
@@ -251,7 +257,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
     if checkpoints.failed:
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     result, report = judged.final(result)
-    report = report.model_copy(update={"timing": _timing(result)})
+    report = report.model_copy(update={"timing": _timing(result, options.began_ns)})
     if options.on_verdict is not None:
         options.on_verdict(report)
     pictures = timeline_of(result) if options.pictures else None
@@ -287,7 +293,7 @@ async def _verified(result: RunResult, client: Client, url: str, api_key: str | 
     return dataclasses.replace(result, answers=verified.checks, verify=profile.verify)
 
 
-def _process_start_ns() -> int | None:
+def process_start_ns() -> int | None:
     """When this process started, on the clock records use (CLOCK_MONOTONIC), from /proc where there is one."""
     try:
         after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
@@ -298,9 +304,8 @@ def _process_start_ns() -> int | None:
     return int(started_s * 1e9) - since_boot
 
 
-def _timing(result: RunResult) -> Timing:
+def _timing(result: RunResult, started: int | None) -> Timing:
     sent = [r.sent_ns for r in result.records if r.sent_ns is not None]
-    started = _process_start_ns()
     first = min(sent) if sent else None
     last = max((r.end_ns for r in result.records), default=None)
     return Timing(to_first_request_s=round((first - started) / 1e9, 3) if first and started else None,
@@ -371,7 +376,8 @@ def ab_side(options: RunOptions, label: str, side: Side, out: Path) -> RunOption
     """One side of an A/B: its URL or engine command, or the simulated engine with that side's policy."""
     url, command = side
     profile = options.profile.model_copy(update={"sim": options.profile.sim.model_copy(update={"policy": label})})
-    return dataclasses.replace(options, profile=profile, base_url=url, label=label, out=out, engine_cmd=command)
+    return dataclasses.replace(options, profile=profile, base_url=url, label=label, out=out, engine_cmd=command,
+                               began_ns=options.began_ns if label == "stock" else None)
 
 
 async def run_ab(options: RunOptions, stock: Side, patched: Side, say: Say = print) -> AbSession:

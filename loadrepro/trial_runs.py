@@ -59,7 +59,7 @@ async def _trial(options: RunOptions, root: Path, index: int) -> tuple[Session, 
     profile = _trial_profile(options.profile, index, options.vary_seed)
     run_dir = root / f"trial-{index:02d}"
     session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
-                                                    on_verdict=None, quiet=True), lambda _: None)
+                                                    on_verdict=None, quiet=True, began_ns=None), lambda _: None)
     report = session.report
     failing = tuple(r.name for r in report.rules if r.fired and r.severity == Severity.FAIL)
     first = report.first_failure.t_s if report.first_failure else None

@@ -17,12 +17,6 @@ def test_every_docstring_example_runs():
     assert results.attempted >= 6 and results.failed == 0
 
 
-def test_the_public_names_are_sorted_and_all_resolve():
-    assert loadrepro.__all__ == sorted(loadrepro.__all__)
-    for name in loadrepro.__all__:
-        assert getattr(loadrepro, name) is not None
-
-
 def test_bad_input_raises_loadrepros_errors(tmp_path):
     with pytest.raises(ProfileError):
         loadrepro.load_profile("quickstart", ["workload.conversations=0"])

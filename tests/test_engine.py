@@ -21,7 +21,9 @@ def loadrepro(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def processes_with(text: str) -> list[str]:
-    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    """Each running process's whole command line holding `text` (-ww: ps cuts lines to the terminal's width
+    otherwise, and under pytest a port at the end of a long line is cut off)."""
+    listing = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
     return [line for line in listing if text in line and "ps -eo" not in line]
 
 
@@ -72,9 +74,13 @@ def test_sigint_mid_run_leaves_no_engine_process(tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out / "requests.jsonl").exists():
+        while not (out / "requests.jsonl").exists() or not (out / "requests.jsonl").stat().st_size:
+            # mid-run: a record is written, so the engine ran and answered (a run that ended before starting its
+            # engine would leave none running however it handled SIGINT)
+            assert process.poll() is None and time.monotonic() < deadline, "the run never got under way"
             time.sleep(0.1)
-        time.sleep(1.0)
+        engine = [line for line in processes_with("--scenario healthy --step-s 0.05 --port ") if "{port}" not in line]
+        assert engine, "its engine should be running before the SIGINT"
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=60)
     finally:

@@ -106,7 +106,8 @@ def test_an_engine_process_that_exits_mid_run_is_engine_death(tmp_path):
         async def killer():  # once the load is under way: its first request has ended
             written = tmp_path / "requests.jsonl"
             deadline = time.monotonic() + 20
-            while not (written.exists() and written.stat().st_size) and time.monotonic() < deadline:
+            while not (written.exists() and written.stat().st_size):
+                assert time.monotonic() < deadline, "the load never got under way: nothing to kill the engine in"
                 await asyncio.sleep(0.02)
             os.kill(engine.pid, signal.SIGKILL)
 
@@ -175,7 +176,7 @@ def test_ctrl_c_mid_run_leaves_a_complete_requests_jsonl(tmp_path):
     assert any(r.outcome is Outcome.CANCELLED for r in records)
     assert "the run was interrupted" in stdout
     port = json.loads((out / "report.json").read_text())["target"]["base_url"].rsplit(":", 1)[1]
-    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    listing = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     assert f"--port {port}" not in listing  # the simulated engine the run started is gone
 
 

@@ -171,9 +171,11 @@ def soak_from_two_workers(out: Path) -> subprocess.Popen:
 
 
 def wait_for_records(out: Path, count: int, timeout_s: float = 90) -> None:
-    """Returns once requests.jsonl holds `count` records, or after `timeout_s`."""
+    """Returns once requests.jsonl holds `count` records; fails the test if it does not within `timeout_s` (what
+    the test goes on to check would then say nothing)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and len(requests_of(out) if (out / "requests.jsonl").exists() else []) < count:
+    while len(requests_of(out) if (out / "requests.jsonl").exists() else []) < count:
+        assert time.monotonic() < deadline, f"requests.jsonl did not reach {count} records in {timeout_s:g} s"
         time.sleep(0.2)
 
 
