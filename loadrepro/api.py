@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
+from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S, run_stamp
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
 from loadrepro.profile import Profile, with_overrides
@@ -51,7 +51,7 @@ def run_options(profile: str | Path | Profile, *, base_url: str | None = None, e
                 overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
                 label: str | None = None, workers: int | None = None, ray: str | None = None,
                 tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-                api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+                api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
                 target_is_isolated: bool = True, quiet: bool = True, command: str | None = None,
                 on_verdict: Callable[[RunReport], None] | None = None, verify: bool = False, trials: int = 1,
                 vary_seed: bool = False, alpha: float = 0.05) -> RunOptions:
@@ -102,7 +102,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
                model: str | None = None, label: str | None = None, workers: int | None = None,
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-               api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+               api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
                verify: bool = False, trials: int = 1, vary_seed: bool = False) -> RunReport:
     """`run` for callers already on an event loop.
 
@@ -129,7 +129,7 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
         engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
         model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-        api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+        api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
         verify: bool = False, trials: int = 1, vary_seed: bool = False) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
@@ -157,7 +157,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
        stock_cmd: str | None = None, patched_cmd: str | None = None, overrides: Sequence[str] | None = None,
        out: str | Path | None = None, model: str | None = None, say: Say | None = None,
        workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
-       api_key_env: str = "OPENAI_API_KEY", engine_start_timeout_s: float = 600.0,
+       api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
        verify: bool = False, trials: int = 1, vary_seed: bool = False, alpha: float = 0.05) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
@@ -183,8 +183,9 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
 
 def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
                    overrides: Sequence[str] | None = None, engine_cmd: str | None = None,
-                   predicate: str | None = None, max_trials: int = 60, time_budget_s: float = 600.0,
-                   confirm: int | str = 0, model: str | None = None, out: str | Path | None = None) -> ShrinkOptions:
+                   predicate: str | None = None, max_trials: int = SHRINK_MAX_TRIALS,
+                   time_budget_s: float = SHRINK_TIME_BUDGET_S, confirm: int | str = 0, model: str | None = None,
+                   out: str | Path | None = None) -> ShrinkOptions:
     """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags).
     `confirm`: N runs the minimal workload N more times; "K/N" keeps a candidate when K of up to N runs failed."""
     from loadrepro.shrink.trials import parse_confirm
@@ -202,7 +203,7 @@ def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | P
     else:
         assert profile is not None, "one of the two, checked above"
         resolved = _profile(profile, overrides)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = run_stamp()
     return ShrinkOptions(resolved, engine_cmd, Path(out) if out is not None else
                          REPORTS_ROOT / f"shrink-{resolved.name}-{stamp}", model, predicate, max_trials, time_budget_s,
                          after, each)
@@ -210,8 +211,8 @@ def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | P
 
 def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
            overrides: Sequence[str] | None = None, engine_cmd: str | None = None, predicate: str | None = None,
-           max_trials: int = 60, time_budget_s: float = 600.0, confirm: int | str = 0, model: str | None = None,
-           out: str | Path | None = None, say: Say | None = None) -> ShrinkResult:
+           max_trials: int = SHRINK_MAX_TRIALS, time_budget_s: float = SHRINK_TIME_BUDGET_S, confirm: int | str = 0,
+           model: str | None = None, out: str | Path | None = None, say: Say | None = None) -> ShrinkResult:
     """`loadrepro shrink`: the smallest workload that still fails the same way as a failing run (`run_dir`) or a
     `profile` (same fatal signature, else engine death, else first failure; or the signature `predicate` names), on
     a fresh engine per trial: `engine_cmd`, else the run's, else the simulated engine. Writes profile.toml, run/,

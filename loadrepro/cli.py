@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
 from loadrepro.profile import SimSpec
@@ -85,13 +86,14 @@ def run(
     label: Annotated[str | None, typer.Option(help="Names the run (default: the sim policy, or 'run').")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (created if needed).")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback target is an isolated test engine.")] = False,
     engine_cmd: Annotated[str | None, typer.Option(
         help="Start this engine ({port} and {host} are filled in) and keep its log.")] = None,
-    engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for the engine's /health.")] = 600.0,
+    engine_start_timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for the engine's /health.")] = ENGINE_START_TIMEOUT_S,
     size_to_overrun: Annotated[float | None, typer.Option(
         help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(
@@ -159,14 +161,15 @@ def ab(
     patched_url: Annotated[str | None, typer.Option(help="The patched engine's URL.")] = None,
     stock_cmd: Annotated[str | None, typer.Option(help="Start the stock engine with this command.")] = None,
     patched_cmd: Annotated[str | None, typer.Option(help="Start the patched engine with this command.")] = None,
-    engine_start_timeout: Annotated[float, typer.Option(help="Seconds to wait for each engine's /health.")] = 600.0,
+    engine_start_timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for each engine's /health.")] = ENGINE_START_TIMEOUT_S,
     size_to_overrun: Annotated[float | None, typer.Option(
         help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
     model: Annotated[str | None, typer.Option(
         help="Model name; default: the profile's, else the first listed.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm non-loopback targets are isolated test engines.")] = False,
     workers: WorkersOption = None,
@@ -324,7 +327,7 @@ def probe_command(
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     health_path: Annotated[str, typer.Option(help="Where the engine answers health checks.")] = "/health",
     metrics_path: Annotated[str, typer.Option(help="Where the engine publishes metrics.")] = "/metrics",
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback target is an isolated test engine.")] = False,
 ) -> None:
@@ -352,8 +355,8 @@ def shrink_command(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
     predicate: Annotated[str | None, typer.Option(help="Keep this signature (a name) instead of the run's own "
                                                        "failure.")] = None,
-    max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = 60,
-    time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = 600.0,
+    max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = SHRINK_MAX_TRIALS,
+    time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = SHRINK_TIME_BUDGET_S,
     confirm: Annotated[str, typer.Option(
         help="N: run the minimal workload N more times; K/N: keep a candidate only when at least K of up to N runs "
              "of it fail (a flaky failure).")] = "0",
@@ -405,7 +408,7 @@ def trace_inspect(
         min=0, help="Tokens per hash id; 0: the format's own (mooncake 512, bailian 16).")] = 0,
     tokenizer: TokenizerOption = None,
     base_url: TraceUrlOption = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Requests, sessions, span, arrival rate, input and output p50/p95/max, and the prompt tokens a perfect prefix
@@ -430,7 +433,7 @@ def trace_anonymize(
     tokenizer: TokenizerOption = None,
     base_url: TraceUrlOption = None,
     model: Annotated[str | None, typer.Option(help="With --base-url: the model (default: the first listed).")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback --base-url is an isolated test engine.")] = False,
 ) -> None:

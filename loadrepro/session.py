@@ -10,11 +10,11 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
+from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp
 from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
@@ -57,11 +57,11 @@ class RunOptions:
     model: str | None
     label: str
     out: Path | None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = API_KEY_ENV
     quiet: bool = False
     command: str = "loadrepro run"  # how to reproduce this run, for the report
     engine_cmd: str | None = None  # start this engine ({port}, {host}) instead of the simulated one
-    engine_start_timeout_s: float = 600.0
+    engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
     pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
@@ -99,7 +99,7 @@ def run_directory(options: RunOptions) -> Path:
     if options.out is not None:
         path = options.out
     else:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        stamp = run_stamp()
         path = REPORTS_ROOT / f"{stamp}-{options.profile.name}-{options.label}"
     path.mkdir(parents=True, exist_ok=True)
     return path

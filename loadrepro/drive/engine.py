@@ -29,6 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.defaults import ENGINE_START_TIMEOUT_S
 from loadrepro.drive.transport import credentials
 from loadrepro.errors import TargetError, UsageError
 
@@ -125,7 +126,7 @@ class ManagedEngine:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
-    def start(self, timeout_s: float = 600.0) -> str:
+    def start(self, timeout_s: float = ENGINE_START_TIMEOUT_S) -> str:
         """`astart` for callers without an event loop of their own (tests, scripts)."""
         return asyncio.run(self.astart(timeout_s))
 
@@ -154,7 +155,7 @@ class ManagedEngine:
                               f"last lines of {self.log}:\n{log_tail(self.log)}")
         return False
 
-    async def astart(self, timeout_s: float = 600.0) -> str:
+    async def astart(self, timeout_s: float = ENGINE_START_TIMEOUT_S) -> str:
         """Start and wait for /health 200, without holding the event loop (the polls run in a thread); TargetError
         with the log's last lines if it exits or never comes up."""
         self._spawn()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.defaults import SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
 from loadrepro.errors import UsageError
 from loadrepro.profile import Profile, write_profile
 from loadrepro.report.bundle import make_bundle
@@ -27,8 +28,8 @@ class ShrinkOptions:
     out: Path
     model: str | None = None
     predicate: str | None = None  # a signature name; else the original run's own failure
-    max_trials: int = 60
-    time_budget_s: float = 600.0
+    max_trials: int = SHRINK_MAX_TRIALS
+    time_budget_s: float = SHRINK_TIME_BUDGET_S
     confirm: int = 0  # runs of the minimal workload after the search
     confirm_each: Confirm = ONCE  # --confirm K/N: every candidate judged by K failures in up to N runs
 
