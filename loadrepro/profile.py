@@ -86,6 +86,13 @@ class WorkloadSpec(_Section):
     warm_max_tokens: int = Field(1, ge=1, description="Output tokens asked of each warm-up (first) turn.")
     ignore_eos: bool = Field(
         True, description="Ask the engine to ignore end-of-sequence, so every answer is max_tokens long.")
+    stream: float = Field(
+        1.0, ge=0, le=1,
+        description="Whether requests stream their answers: true (every request), false (none), or the share that "
+        "do, drawn per request from the seed. A request that does not stream has no time to first token (its end "
+        "to end latency is kept), is judged by request_timeout_s alone (its silence is its answer being made), and "
+        "is never taken for an answer under way (cancel_fraction cancels streams; an abort burst takes whole answers "
+        "only to make up its count, as clients that leave before the answer came).")
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:

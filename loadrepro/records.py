@@ -117,6 +117,7 @@ class RequestRecord:
     signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
     first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
     answer: Answer | None = None  # [verify] on: the evidence its answer is compared by
+    streamed: bool = True  # False: it asked for the whole answer at once (no first token, no chunks to time)
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
     @property

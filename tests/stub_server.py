@@ -143,6 +143,7 @@ class StubServer:
         if b == "hang_headers":
             await asyncio.sleep(3600)
         if b == "plain_json" or b == "nonstream" or (not body.get("stream") and b != "always_sse"):
+            await asyncio.sleep(self.first_token_delay_s)  # a whole answer comes when its last token is made
             return web.json_response({"id": "x", "object": "chat.completion", "model": "stub",
                                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
                                                    "finish_reason": "stop"}],

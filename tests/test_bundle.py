@@ -120,3 +120,26 @@ def test_a_trace_bundle_replays_its_sessions_in_order_and_fails_on_stock_only(tm
     arrival = {(r["conversation"], r["turn"]): r["arrival_s"] for r in rows}
     assert all(done_at[(c, 1)] < done_at[(c, 2)] for c in range(12))
     assert all(done_at[key] >= arrival[key] for key in done_at)  # no turn before its recorded time
+
+
+def test_replay_waits_for_a_whole_answer_as_long_as_the_request_may_take():
+    """replay.py's reads wait stall_s on a stream, but a whole answer (stream false) says nothing until it is
+    made: 1 s of silence beside a 0.3 s stall limit is ok for it, and a stall for a stream (not a cut stream: a
+    read that timed out is an OSError too)."""
+    import asyncio
+    import importlib.util
+
+    from loadrepro.standalone import replay as _  # noqa: F401 - the file the bundle carries
+    from tests.stub_server import StubServer
+
+    spec = importlib.util.spec_from_file_location("replay", _.__file__)
+    assert spec is not None and spec.loader is not None
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    body = {"model": "stub", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    with StubServer("ok", first_token_delay_s=1.0).running() as server:
+        target = replay.Target(server.url, 0.3, 10.0)
+        whole = asyncio.run(replay.send(target, "/v1/chat/completions", {**body, "stream": False}, []))
+        stream = asyncio.run(replay.send(target, "/v1/chat/completions", {**body, "stream": True}, []))
+    assert whole == ("ok", ""), whole
+    assert stream[0] == "stalled", stream

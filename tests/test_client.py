@@ -109,6 +109,8 @@ def test_non_streaming_requests_and_what_is_always_sent():
         record = send(server.url, planned(stream=False), api_key="sk-test")
         sent = server.stats.bodies[0]
     assert record.outcome is Outcome.OK and record.finish_reason == "stop"
+    # a whole answer: its end to end latency, and no time to first token (no one can tell when its tokens came)
+    assert not record.streamed and record.first_token_ns is None and record.ttft_ms is None and record.e2e_ms
     assert sent["model"] == "stub" and sent["max_tokens"] == 8 and sent["max_completion_tokens"] == 8
     assert sent["ignore_eos"] is True and sent["stream"] is False
     assert "sk-test" not in record.detail
@@ -208,3 +210,20 @@ def test_sse_comments_on_a_waiting_stream_keep_it_alive():
         record = send(server.url, stall_s=0.5)
     assert record.outcome is Outcome.OK, record.detail
     assert (record.first_token_ns - record.sent_ns) / 1e9 > 1.0
+
+
+def test_a_whole_answer_longer_than_the_stall_timeout_is_not_a_stall():
+    """A non-streamed request says nothing until its answer is whole: 1.2 s of silence beside a 0.4 s stall
+    timeout, with no other stream moving, is its answer being made, judged by request_timeout_s alone; the same
+    silence on a stream that asked for one is a stall."""
+    with StubServer("ok", first_token_delay_s=1.2).running() as server:
+        whole = send(server.url, planned(stream=False), stall_s=0.4)
+        streamed = send(server.url, planned(), stall_s=0.4)
+    assert whole.outcome is Outcome.OK, whole
+    assert streamed.outcome is Outcome.STALLED, streamed
+
+
+def test_a_whole_answer_beyond_the_request_timeout_is_a_timeout():
+    with StubServer("ok", first_token_delay_s=3.0).running() as server:
+        record = send(server.url, planned(stream=False), stall_s=0.4, timeout_s=1.0)
+    assert record.outcome is Outcome.TIMEOUT and not record.streamed, record

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import loadrepro as loadrepro_api
 from tests.stub_server import StubServer
 
 SMALL = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set",
@@ -195,3 +196,19 @@ def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its
     assert lines[0].startswith("verdict: PASS")
     assert any("from the command to the first request" in line for line in lines[:first_file])
     assert all(line.startswith("report: ") for line in lines[first_file:])
+
+
+def test_whole_answers_and_streams_in_one_run_of_the_simulated_engine(tmp_path):
+    """[workload] stream = 0.5: the whole answers end ok with their end to end latency and no time to first token
+    (the report's TTFT covers the streams only), requests.jsonl says which streamed, and the run passes."""
+    report = loadrepro_api.run("healthy", overrides=["workload.conversations=12", "workload.turns=2",
+                                                     "workload.max_tokens=64", "workload.stream=0.5"], out=tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r.get("kind") == "request"]
+    whole = [r for r in rows if not r["streamed"]]
+    streams = [r for r in rows if r["streamed"]]
+    assert report.passed, report.reasons
+    assert whole and streams and all(r["outcome"] == "ok" for r in rows)
+    assert all(r["first_token_ns"] is None and r["end_ns"] > r["sent_ns"] for r in whole)
+    assert all(r["completion_tokens"] == 64 for r in whole if r["turn"] == 2)
+    assert report.latency.ttft_ms.count == len(streams) and report.latency.e2e_ms.count == len(rows)

@@ -173,7 +173,7 @@ class Client:
                 outcome, detail = await self._attempt(content, streamed, attempt, cancel_after_chunks)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
-                                       "cancelled by loadrepro", retries, reconnects + attempt.reconnects))
+                                       "cancelled by loadrepro", retries, reconnects + attempt.reconnects, streamed))
                 raise
             reconnects += attempt.reconnects
             if outcome is not Outcome.THROTTLED or retries >= self.config.max_retries:
@@ -184,10 +184,10 @@ class Client:
                 await asyncio.sleep(min(delay, self.config.max_backoff_s))
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
-                                       reconnects))
+                                       reconnects, streamed))
                 raise
         record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
-                              reconnects)
+                              reconnects, streamed)
         if text_out is not None and attempt.answer is not None and outcome is Outcome.OK:
             text_out.append(attempt.answer.whole())
         on_record(record)
@@ -200,7 +200,8 @@ class Client:
         try:
             async with deadline:
                 async with asyncio.timeout(None) as silence:
-                    watchdog = _Watchdog(self, a, silence)
+                    # A whole answer's silence is its being made: request_timeout_s alone judges it.
+                    watchdog = _Watchdog(self, a, silence) if streamed else None
                     try:
                         a.sent_ns = a.last_byte_ns = self._clock()
                         async with self._transport.open("POST", self._path, content, _JSON, trace=a) as response:
@@ -212,7 +213,8 @@ class Client:
                                 return await self._read_stream(response, a, cancel_after_chunks)
                             return await self._read_whole(response, a)
                     finally:
-                        watchdog.cancel()
+                        if watchdog is not None:
+                            watchdog.cancel()
         except _TARGET_FAULTS as exc:  # what the target or the network did; loadrepro's own bugs propagate
             if a.silence is not None:
                 return self._silence_outcome(a)
@@ -309,8 +311,7 @@ class Client:
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"a response that is not a JSON object: {str(payload)[:200]!r}")
         whole_answer(self.config.api, payload, a)
-        a.first_token_ns = a.first_content_ns = self.activity.last_ns = self._clock()
-        a.chunk_ns.append(a.first_token_ns)
+        self.activity.last_ns = self._clock()  # the engine made progress; when its tokens came, no one can tell
         return self._stream_outcome(a)
 
     def unsent(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float) -> RequestRecord:
@@ -319,7 +320,9 @@ class Client:
                             "cancelled by loadrepro before it was sent", 0)
 
     def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: Attempt,
-                outcome: Outcome, detail: str, retries: int, reconnects: int = 0) -> RequestRecord:
+                outcome: Outcome, detail: str, retries: int, reconnects: int = 0,
+                streamed: bool | None = None) -> RequestRecord:
+        """`streamed`: whether its body asked for a stream (None: as planned, for one never sent)."""
         usage = a.usage or {}
         details = usage.get("prompt_tokens_details")
         details = details if isinstance(details, dict) else {}
@@ -338,7 +341,7 @@ class Client:
             signature=signature.name if signature else None,
             signature_class=signature.klass.value if signature else None, reconnects=reconnects,
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
-            else None)
+            else None, streamed=planned.stream if streamed is None else streamed)
 
 
 

@@ -48,9 +48,11 @@ class Target:
         self.stall_s, self.timeout_s = stall_s, timeout_s
         self.auth = [f"Authorization: Bearer {api_key}"] if api_key else []
 
-    async def open(self, method: str, path: str, body: bytes | None = None) -> tuple[
+    async def open(self, method: str, path: str, body: bytes | None = None, wait_s: float | None = None) -> tuple[
             int, dict[str, str], asyncio.StreamReader, asyncio.StreamWriter]:
-        """Send a request; (status, headers, reader, writer) once the response headers are in."""
+        """Send a request; (status, headers, reader, writer) once the response headers are in, each read waiting
+        at most `wait_s` (default stall_s)."""
+        wait_s = wait_s or self.stall_s
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
         head = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close",
                 "Accept: text/event-stream, application/json", *self.auth]
@@ -58,35 +60,38 @@ class Target:
             head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
         await writer.drain()
-        status_line = await asyncio.wait_for(reader.readline(), self.stall_s)
+        status_line = await asyncio.wait_for(reader.readline(), wait_s)
         if not status_line:
             raise ConnectionError("the connection closed before a response")
         status = int(status_line.split()[1])
         headers: dict[str, str] = {}
         while True:
-            line = await asyncio.wait_for(reader.readline(), self.stall_s)
+            line = await asyncio.wait_for(reader.readline(), wait_s)
             if line in (b"\r\n", b"\n", b""):
                 break
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         return status, headers, reader, writer
 
-    async def body(self, headers: dict[str, str], reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-        """The response body in pieces, de-chunked; a read that waits stall_s raises TimeoutError."""
+    async def body(self, headers: dict[str, str], reader: asyncio.StreamReader,
+                   wait_s: float | None = None) -> AsyncIterator[bytes]:
+        """The response body in pieces, de-chunked; a read that waits `wait_s` (default stall_s) raises
+        TimeoutError."""
+        wait_s = wait_s or self.stall_s
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
-                size_line = await asyncio.wait_for(reader.readline(), self.stall_s)
+                size_line = await asyncio.wait_for(reader.readline(), wait_s)
                 if not size_line:
                     raise ConnectionError("the connection closed inside a chunked body")
                 size = int(size_line.split(b";")[0].strip() or b"0", 16)
                 if size == 0:
                     return
-                data = await asyncio.wait_for(reader.readexactly(size + 2), self.stall_s)
+                data = await asyncio.wait_for(reader.readexactly(size + 2), wait_s)
                 yield data[:-2]
         elif "content-length" in headers:
-            yield await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), self.stall_s)
+            yield await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), wait_s)
         else:
-            while data := await asyncio.wait_for(reader.read(65536), self.stall_s):
+            while data := await asyncio.wait_for(reader.read(65536), wait_s):
                 yield data
 
     async def get(self, path: str) -> tuple[int | str, bytes]:
@@ -119,14 +124,16 @@ async def send(target: Target, path: str, body: dict[str, Any], fatal: list[re.P
     answered = False
     try:
         async with deadline:
-            status, headers, reader, writer = await target.open("POST", path, content)
+            # A whole answer (stream false) says nothing until it is made: only the request's timeout bounds it.
+            wait_s = None if body.get("stream", False) else target.timeout_s
+            status, headers, reader, writer = await target.open("POST", path, content, wait_s)
             answered = True
             try:
                 if status != 200:
                     text = b"".join([p async for p in target.body(headers, reader)]).decode(errors="replace")
                     return classify_status(status, text, fatal), text[:2000]
                 if "text/event-stream" not in headers.get("content-type", ""):
-                    data = json.loads(b"".join([p async for p in target.body(headers, reader)]))
+                    data = json.loads(b"".join([p async for p in target.body(headers, reader, wait_s)]))
                     error = error_of(data)
                     if error:
                         return "stream_error", error
@@ -229,6 +236,8 @@ async def read_stream(target: Target, headers: dict[str, Any], reader: asyncio.S
                 if event.get("type") in END_EVENTS:  # Responses and Messages streams end so, without [DONE]
                     return ("stream_error", error) if error else (("ok", "") if finish else
                                                                  ("truncated", "no finish reason"))
+    except TimeoutError:  # an OSError too: a read that waited stall_s is a stall, not a cut (send() says so)
+        raise
     except (asyncio.IncompleteReadError, OSError) as exc:
         return ("stream_error", error) if error else ("truncated", f"the stream was cut: {exc}")
     if error:

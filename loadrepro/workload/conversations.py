@@ -22,6 +22,7 @@ from loadrepro.profile import WorkloadSpec
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
+from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.lengths import prefix_lengths
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
@@ -80,11 +81,10 @@ def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadS
              expected: float, shared: float) -> PlannedRequest:
     # Turn 1 warms the prefix for the turns after it; a single-turn conversation is all follow-up.
     max_tokens = spec.warm_max_tokens if turn == 1 and spec.turns > 1 else spec.max_tokens
-    body = {**body, "max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": True,
-            "stream_options": {"include_usage": True}}
-    if chat:
-        body["max_completion_tokens"] = max_tokens
-    return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)))
+    stream = streams(spec.stream, spec.seed, (conversation, turn))
+    body = {**body, **generation(spec, max_tokens, chat, stream)}
+    return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)),
+                          stream=stream)
 
 
 def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,

@@ -39,6 +39,7 @@ class PlannedRequest:
     # trace_history = "live": the messages that follow the turn before's answer; the request sent is that turn's
     # messages, the engine's own answer to it, then these (None: this body as it is)
     live_tail: tuple[dict[str, Any], ...] | None = None
+    stream: bool = True  # its body asks for a stream; False: the whole answer at once ([workload] stream)
 
     def payload(self) -> Body:
         """The request body (a deferred one made now: keep it no longer than the request)."""

@@ -29,6 +29,7 @@ from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
+from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
 from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, message_prefixes, read_rows
@@ -227,17 +228,13 @@ class _Bodies:
     exported workload, for a live history) is the same bytes, and picklable for workers and Ray actors."""
 
     def __init__(self, trace: Trace, spec: WorkloadSpec, chat: bool, assembler: Assembler) -> None:
-        self.chat, self.seed, self.ignore_eos, self.block = chat, spec.seed, spec.ignore_eos, trace.block_tokens
+        self.chat, self.seed, self.spec, self.block = chat, spec.seed, spec, trace.block_tokens
         self.assembler = assembler
         self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
 
     def make(self, j: int, row: TraceRow, max_tokens: int) -> dict[str, Any]:
         body = self._messages(row) if row.messages is not None else self._tokens(j, row)
-        body |= {"max_tokens": max_tokens, "ignore_eos": self.ignore_eos, "stream": True,
-                 "stream_options": {"include_usage": True}}
-        if self.chat:
-            body["max_completion_tokens"] = max_tokens
-        return body
+        return body | generation(self.spec, max_tokens, self.chat, streams(self.spec.stream, self.seed, (j,)))
 
     def _tokens(self, j: int, row: TraceRow) -> dict[str, Any]:
         block = self.block
@@ -338,7 +335,8 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
         if row.session is not None:
             last_row[row.session] = row
         turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
-                                    shared_tokens, arrival, row.delay_s / speed, tail))
+                                    shared_tokens, arrival, row.delay_s / speed, tail,
+                                    streams(spec.stream, spec.seed, (j,))))
     conversations = tuple(Conversation(i, None, tuple(turns)) for i, turns in enumerate(order))
     c = assembler.calibration
     origin = trace.describe()

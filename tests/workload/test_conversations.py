@@ -106,3 +106,20 @@ def test_turn_structure_and_output_caps(plan_local):
     text = workload.requests[0].payload()["messages"][1]["content"]
     for marker in ("CUSTOMER", "ORDER", "TICKET", "TOOL RESULT", " INFO "):
         assert marker in text  # varied records, not one repeated word
+
+
+def test_a_share_of_requests_asks_for_whole_answers_the_same_ones_every_time(plan_local):
+    """[workload] stream = 0.25: about a quarter of the requests stream, the rest ask for the whole answer at once
+    (no stream_options), the same ones in every plan of the seed, their PlannedRequest saying so; true and false:
+    all and none."""
+    def streamed(*overrides: str) -> list[bool]:
+        requests = plan_local("quickstart", "workload.conversations=200", *overrides).workload.requests
+        for r in requests:
+            body = r.payload()
+            assert body["stream"] is r.stream and ("stream_options" in body) is r.stream
+        return [r.stream for r in requests]
+
+    share = streamed("workload.stream=0.25")
+    assert 0.15 < share.count(True) / len(share) < 0.35
+    assert streamed("workload.stream=0.25") == share
+    assert all(streamed()) and not any(streamed("workload.stream=false"))

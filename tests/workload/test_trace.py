@@ -95,3 +95,9 @@ def test_a_long_traces_workload_file_carries_the_first_bodies_and_every_schedule
     monkeypatch.setattr(replay, "HERE", tmp_path)
     assert len(replay.read_requests()) == 3
     assert f"3 of the workload's {len(rows)} requests carry their body" in capsys.readouterr().out
+
+
+def test_a_traces_requests_stream_or_not_by_the_same_draw_as_their_bodies(plan_local):
+    requests = plan_local("trace-example", "workload.stream=0.5").workload.requests
+    assert {r.stream for r in requests} == {True, False}
+    assert all(r.payload()["stream"] is r.stream for r in requests)
