@@ -212,3 +212,20 @@ def test_abort_bursts_need_the_load_in_this_process():
 
     with pytest.raises(UsageError, match="run them without --workers and --ray"):
         run_options("zombie-on-abort", workers=2)
+
+
+def test_an_abort_burst_on_whole_answers_cancels_at_its_time(tmp_path, tokenizer_dir):
+    """[workload] stream = false: no answer ever begins, so the burst does not wait ABORT_WAIT_S for one: it
+    cancels the oldest requests in flight at once, as clients that leave before their answer came."""
+    from tests.stub_server import StubServer
+
+    path = tmp_path / "abort.toml"
+    profile = PROFILE.replace("max_tokens = 60", "max_tokens = 60\nstream = false").replace("at_s = 1", "at_s = 0.5")
+    path.write_text(profile.replace("count = 4", "count = 2"))
+    with StubServer("ok", first_token_delay_s=3.0).running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert report.requests.by_outcome.get("cancelled") == 2, report.requests
+    note = next(n for n in report.notes if n.startswith("chaos: abort burst"))
+    assert "cancelled 2 of the requests in flight, 0 of them mid-answer" in note, note
+    [row] = report.chaos
+    assert row.at_s < 1.5, row  # at its time, not ABORT_WAIT_S later

@@ -128,11 +128,14 @@ class Arrivals:
         """Cancel `count` requests at once as clients that leave mid-answer do: those whose answer is under way, the
         latest to begin first, once that many are (or as many as the concurrency allows), waiting at most
         ABORT_WAIT_S, and once one is, no more than ABORT_QUIET_S without another beginning; the oldest of the rest
-        in flight make up the count. Each ends `cancelled` and its conversation stops. How many were cancelled, and
-        how many of them mid-answer. (Why these: a request cancelled before its first token may not have reached
-        the engine's running batch, and one about to finish may finish before the engine sees its client leave: a
-        defect of aborts would show or not by chance. The answer that began last has the most of it to come.)"""
-        wanted = min(count, self._load.concurrency)
+        in flight make up the count (whole answers among them: they never begin). Each ends `cancelled` and its
+        conversation stops. How many were cancelled, and how many of them mid-answer. (Why these: a request
+        cancelled before its first token may not have reached the engine's running batch, and one about to finish
+        may finish before the engine sees its client leave: a defect of aborts would show or not by chance. The
+        answer that began last has the most of it to come.)"""
+        # A workload of whole answers only ([workload] stream = false) has no answer to wait for.
+        streams = any(turn.stream for c in self._workload.conversations for turn in c.turns)
+        wanted = min(count, self._load.concurrency) if streams else 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ABORT_WAIT_S
         while (under_way := sum(f.began > 0 for f in self._sending.values())) < wanted and \
