@@ -1,5 +1,7 @@
 """Each rule fires at its threshold and not below it."""
 
+import dataclasses
+
 from loadrepro.judge.classify import (
     Severity,
     classify,
@@ -112,8 +114,6 @@ def test_post_run_health_and_interruption():
 
 
 def test_a_crashed_load_worker_fails_the_run_as_loadrepros_own_failure():
-    import dataclasses
-
     crashed = dataclasses.replace(result([record(1)]), stop_reason=StopReason.WORKER_CRASHED)
     found = interrupted(crashed, SPEC)
     assert (found.rule, found.severity, found.summary) == (
@@ -159,3 +159,19 @@ def test_verdict_reasons_come_from_failing_rules_in_order():
     assert verdict.reasons[1].startswith("1 request failed while /health answered 200")
     assert verdict.reasons[2].startswith("1 streams stalled") and verdict.reasons[-1] == "/health 503 after the run"
     assert decide(classify(result([record(1)]), SPEC)) .status == "pass"
+
+
+def test_zombies_say_how_loadrepros_requests_were_cancelled():
+    """After the load the engine still runs requests: the words say how many of loadrepro's were cancelled
+    mid-stream and how many while their whole answers were made ([workload] stream = false)."""
+    from loadrepro.judge.classify import zombie_requests
+
+    cancelled = [record(i, Outcome.CANCELLED, end_s=1.0) for i in (1, 2, 3)]
+    cancelled[2] = dataclasses.replace(cancelled[2], streamed=False)
+    done = result([record(0), *cancelled], metrics=[metrics(3.0, vllm__num_requests_running=2)])
+    words = zombie_requests(done, VerdictSpec())
+    assert words is not None and words.summary.startswith("the engine still reported 2 requests running 2.0 s after")
+    assert words.summary.endswith("(2 of loadrepro's requests had been cancelled mid-stream; 1 of loadrepro's "
+                                  "requests had been cancelled while their whole answers were made)"), words.summary
+    assert zombie_requests(result([record(0)], metrics=[metrics(3.0, vllm__num_requests_running=0)]),
+                           VerdictSpec()) is None

@@ -351,8 +351,11 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
     words = (f"the engine still reported {running:g} request{'' if running == 1 else 's'} running "
              f"{(final.t_ns - totals.last_end_ns) / 1e9:.1f} s after loadrepro's last request ended, with none of "
              "loadrepro's in flight: requests it never freed")
+    whole = sum(1 for r in result.records if r.outcome is Outcome.CANCELLED and not r.streamed)
     if cancelled:
-        words += f" ({cancelled} of loadrepro's requests had been cancelled mid-stream)"
+        ways = [f"{n} of loadrepro's requests had been cancelled {how}" for n, how in (
+            (cancelled - whole, "mid-stream"), (whole, "while their whole answers were made")) if n]
+        words += f" ({'; '.join(ways)})"
     if (kv := final.values.get(KV_USAGE)) is not None:
         words += f"; KV usage {kv:.1%} held"
     return Finding("zombie_requests", Severity.FAIL, words)
