@@ -178,16 +178,17 @@ def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its
 
     def told(report) -> None:
         seen.append((report.verdict, (tmp_path / "timeline.png").exists(), report.timing,
-                     time.perf_counter() - began, report.duration_s))
+                     time.perf_counter() - began))
 
     options = RunOptions(load_profile("quickstart", ["sim.policy='patched'"]), None, None, "patched", tmp_path,
                          quiet=True, on_verdict=told)
     session = asyncio.run(run_session(options, say=lambda _: None))
     assert [(verdict, drawn) for verdict, drawn, *_ in seen] == [("pass", False)]  # told once, nothing drawn yet
-    _, _, timing, elapsed_s, load_s = seen[0]
-    # Each part took time, and together with the load they fit in what the test measured up to the verdict.
+    _, _, timing, elapsed_s = seen[0]
+    # Each part took time, and the two (before the first request, after the last answer) fit in what the test
+    # measured from the call to the verdict, with the requests between them.
     assert timing.to_first_request_s > 0 and timing.last_answer_to_verdict_s > 0
-    assert timing.to_first_request_s + load_s + timing.last_answer_to_verdict_s <= elapsed_s + 0.01
+    assert timing.to_first_request_s + timing.last_answer_to_verdict_s < elapsed_s
     assert session.report.timing == timing and (tmp_path / "timeline.png").exists()
     done = loadrepro("run", "--profile", "quickstart", "--set", "sim.policy=patched", "--out", str(tmp_path / "cli"),
                      "--quiet")
