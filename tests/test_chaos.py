@@ -225,6 +225,7 @@ def test_an_abort_burst_on_whole_answers_cancels_at_its_time(tmp_path, tokenizer
     with StubServer("ok", first_token_delay_s=3.0).running() as server:
         report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
     assert report.requests.by_outcome.get("cancelled") == 2, report.requests
+    assert server.stats.disconnects == 2, server.stats  # the clients left: the server saw their connections close
     note = next(n for n in report.notes if n.startswith("chaos: abort burst"))
     assert "cancelled 2 of the requests in flight, 0 of them mid-answer" in note, note
     [row] = report.chaos
