@@ -53,6 +53,7 @@ class Arrivals:
         self._sending: dict[asyncio.Task[RequestRecord], _Flight] = {}  # requests in flight, oldest first
         self._began = asyncio.Event()  # an answer's first token arrived
         self._answers = 0  # answers begun so far: orders the requests in flight by when their answer began
+        self._streaming: bool | None = None  # whether any request streams; found at the first abort burst
         self._ids = itertools.count(1 + (stream or 0), streams)
         self._cancel_rng = np.random.default_rng([seed, _CANCEL, *self._streams])
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
@@ -124,6 +125,14 @@ class Arrivals:
             self._live.in_flight -= 1
             self._slots.release()
 
+    @property
+    def _any_stream(self) -> bool:
+        """Whether any request streams: a workload of whole answers only ([workload] stream = false) has no answer
+        an abort burst could wait for. Looked up once (a trace may hold a million requests)."""
+        if self._streaming is None:
+            self._streaming = any(turn.stream for c in self._workload.conversations for turn in c.turns)
+        return self._streaming
+
     async def abort(self, count: int) -> tuple[int, int]:
         """Cancel `count` requests at once as clients that leave mid-answer do: those whose answer is under way, the
         latest to begin first, once that many are (or as many as the concurrency allows), waiting at most
@@ -133,9 +142,7 @@ class Arrivals:
         cancelled before its first token may not have reached the engine's running batch, and one about to finish
         may finish before the engine sees its client leave: a defect of aborts would show or not by chance. The
         answer that began last has the most of it to come.)"""
-        # A workload of whole answers only ([workload] stream = false) has no answer to wait for.
-        streams = any(turn.stream for c in self._workload.conversations for turn in c.turns)
-        wanted = min(count, self._load.concurrency) if streams else 0
+        wanted = min(count, self._load.concurrency) if self._any_stream else 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ABORT_WAIT_S
         while (under_way := sum(f.began > 0 for f in self._sending.values())) < wanted and \
