@@ -2,7 +2,8 @@
 streams `tokens` tokens every `delay_s` (counted as processing), both published in llama.cpp's metric names. A
 stream whose client leaves frees the slot at once. A request whose client left while it waited is dropped, or
 with `keeps_cancelled` still run when its turn comes, its tokens written to no one, holding the slot meanwhile
-(llama.cpp before ggml-org/llama.cpp#11285)."""
+(llama.cpp before ggml-org/llama.cpp#11285). With `slow_stream` N, the Nth stream it serves (from 0) writes a
+token every `slow_delay_s` instead: a slot that slows down, not a queue that is long."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class SlotServer:
     processing: int = 0
     deferred: int = 0
     zombies_run: int = 0  # cancelled requests it ran anyway
+    slow_stream: int | None = None
+    slow_delay_s: float = 1.5
+    served: int = 0  # streams it began to answer
     url: str = ""
     _slot: asyncio.Lock | None = None
 
@@ -62,11 +66,13 @@ class SlotServer:
             raise
         self.deferred -= 1
         self.processing += 1
+        delay = self.slow_delay_s if self.served == self.slow_stream else self.delay_s
+        self.served += 1
         try:
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await response.prepare(request)
             for _ in range(self.tokens):
-                await asyncio.sleep(self.delay_s)
+                await asyncio.sleep(delay)
                 await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                                "finish_reason": None}]}, "slot"))
             await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},

@@ -228,8 +228,10 @@ class Client:
             return Outcome.TIMEOUT, f"no first token within ttft_timeout_s ({self.config.ttft_timeout_s:g} s)"
         if a.first_token_ns is not None:
             return Outcome.STALLED, f"no byte on the stream for {stall:g} s after its first token"
-        return Outcome.STALLED, (f"no first token, and no progress anywhere on the engine (no token on any stream, "
-                                 f"no metric moving) for {stall:g} s")
+        # What loadrepro saw, not what the engine did: an engine can be busy with work that is not loadrepro's
+        # (requests whose clients left), which the stall rule's words then name (judge/waits.py).
+        return Outcome.STALLED, (f"no first token, and no progress seen anywhere on the engine (no token on any of "
+                                 f"loadrepro's streams, no metric it reads moving) for {stall:g} s")
 
     async def _refused(self, response: aiohttp.ClientResponse, a: Attempt) -> tuple[Outcome, str]:
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")

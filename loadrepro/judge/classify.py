@@ -12,7 +12,7 @@ from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.chaos import CHAOS_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
-from loadrepro.judge.waits import behind
+from loadrepro.judge.waits import behind, queue_work
 from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import (
@@ -181,7 +181,9 @@ protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "respon
 def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Fewer than `min_completed` of the admitted requests (all but rejected, throttled, cancelled and those failed
     during a fault on purpose) completed,
-    or none completed at all (unless every request was cleanly rejected: correct for requests that never fit)."""
+    or none completed at all (unless every request was cleanly rejected: correct for requests that never fit).
+    Timeouts are explained when the engine's metrics or the records tell: what those without a first token waited
+    behind (judge/waits.py), and the work queued ahead of the last of them against the time it had."""
     counts = result.totals(spec.window_s).by_outcome
     total = sum(counts.values())
     admitted = total - sum(counts.get(o.value, 0) for o in UNADMITTED)
@@ -191,11 +193,14 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if not total or ok == 0:
         return Finding("low_completion", Severity.FAIL, "no request completed")
     if admitted and ok / admitted < spec.min_completed:
-        unanswered = [r for r in result.records if r.outcome is Outcome.TIMEOUT and r.first_token_ns is None]
+        timed_out = [r for r in result.records if r.outcome is Outcome.TIMEOUT]
+        unanswered = [r for r in timed_out if r.first_token_ns is None]
         why = behind(result, unanswered)
+        work = queue_work(result, timed_out)
         return Finding("low_completion", Severity.FAIL, f"{ok}/{admitted} admitted requests completed "
                        f"({ok / admitted:.0%}; at least {spec.min_completed:.0%} required)"
-                       + (f"; the {len(unanswered)} that timed out without a first token: {why}" if why else ""))
+                       + (f"; the {len(unanswered)} that timed out without a first token: {why}" if why else "")
+                       + (f"; of the {len(timed_out)} timed out: {work}" if work else ""))
     return None
 
 

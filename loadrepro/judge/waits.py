@@ -5,6 +5,7 @@ streams an engine kept), or loadrepro's own requests filling every slot (queuein
 from __future__ import annotations
 
 import bisect
+import statistics
 
 from loadrepro.records import RUNNING, WAITING, MetricsSample, Outcome, RequestRecord, RunResult
 
@@ -72,3 +73,54 @@ def behind(result: RunResult, waited: list[RequestRecord]) -> str | None:
         return None
     samples = _during(result, waited)
     return _held(result, samples) or _queued(samples)
+
+
+def _left_at(r: RequestRecord, t_ns: int) -> int:
+    """The output tokens `r` still had to make at `t_ns`: what it made in all (its usage, else what it asked for)
+    less the token chunks it had received by then (a chunk carries a token on the engines measured)."""
+    made = _made(r) if r.outcome is Outcome.OK else r.max_tokens
+    return max(0, made - sum(1 for c in r.chunk_ns if c <= t_ns))
+
+
+def _made(r: RequestRecord) -> int:
+    """The output tokens of an answer: its usage, else its token chunks (an engine that sends no usage)."""
+    return r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
+
+
+def _stream_rate(records: tuple[RequestRecord, ...]) -> float | None:
+    """The median output tokens per second one completed stream was given, from its first token to its end."""
+    rates = [_made(r) / ((r.end_ns - r.first_token_ns) / 1e9) for r in records
+             if r.outcome is Outcome.OK and r.streamed and _made(r) and r.first_token_ns is not None
+             and r.end_ns > r.first_token_ns]
+    return statistics.median(rates) if rates else None
+
+
+def queue_work(result: RunResult, timed_out: list[RequestRecord]) -> str | None:
+    """The work queued ahead of the last timed-out request when it was sent (loadrepro's own requests then in flight
+    or waiting, cancelled ones aside), in seconds of the engine at the rate a stream was given, against the time
+    that request had: more says the timeouts are queueing behind busy slots; within it, that the queue alone does
+    not explain them. None when no stream completed to measure a rate by."""
+    waited = [r for r in timed_out if r.sent_ns is not None]
+    rate = _stream_rate(result.records)
+    if not waited or rate is None:
+        return None
+    last = max(waited, key=lambda r: r.sent_ns or 0)
+    since = last.sent_ns or 0
+    ahead = [r for r in result.records if r is not last and r.outcome is not Outcome.CANCELLED
+             and (r.sent_ns or r.queued_ns) < since < r.end_ns]
+    tokens = sum(_left_at(r, since) for r in ahead)
+    running = max([m.values.get(RUNNING, 1) for m in result.metrics if since <= m.t_ns <= last.end_ns] + [1])
+    needed, had = tokens / rate / running, (last.end_ns - since) / 1e9
+    waits = ", ".join(f"request {r.id} {_waited(r)}" for r in sorted(timed_out, key=lambda r: r.id)[:4])
+    words = (f"{waits}; when request {last.id} was sent, loadrepro's {len(ahead)} requests ahead of it still had "
+             f"about {tokens:,} output tokens to make: about {needed:.0f} s at the {rate:.0f} tokens/s a stream was "
+             f"given with {running:g} running at once, ")
+    if needed > had:
+        return words + f"more than the {had:.0f} s it had: queueing behind busy slots, not an engine fault"
+    return words + f"within the {had:.0f} s it had: the queue alone does not explain the timeout"
+
+
+def _waited(r: RequestRecord) -> str:
+    if r.first_token_ns is None or r.sent_ns is None:
+        return "got no first token"
+    return f"waited {(r.first_token_ns - r.sent_ns) / 1e9:.1f} s for its first token"

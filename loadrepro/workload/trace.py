@@ -47,6 +47,9 @@ class Trace:
     block_tokens: int  # tokens per hash id (0: the format has none)
     skipped: Skipped
     origin_s: float  # the trace's first timestamp: time zero of the replay (before trace_start_s)
+    # per row: its leading hash ids (token rows) or messages (text rows) an earlier row also started with: what a
+    # perfect prefix cache serves. Counted once when read: every rebuild of the plan (calibration) reuses it.
+    common: tuple[int, ...]
     detected: str = ""  # why "auto" chose the format ("" when the profile named it)
 
     def describe(self) -> str:
@@ -130,7 +133,10 @@ def read_trace(spec: WorkloadSpec) -> Trace:
     if not rows:
         window = " in the window asked for" if spec.trace_start_s or spec.trace_duration_s else ""
         raise TraceError(f"trace {spec.trace} has no requests{window}")
-    return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, detected)
+    seen = SeenPrefixes()
+    common = tuple(seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
+                   for row in rows)
+    return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, common, detected)
 
 
 _CACHED_BLOCKS = 4096  # block texts kept (a 512-token block is about 2 KB): a trace's hot prefixes, not all of it
@@ -273,19 +279,16 @@ class _Builder:
         self.spec, self.chat, self.assembler = spec, chat_form(api), assembler
         self.bodies = _Bodies(trace, spec, self.chat, assembler)
         self.block = trace.block_tokens
-        self.seen = SeenPrefixes()
         self.live = self.recorded = 0  # continuing turns sent with the engine's answers, or as recorded
         c = assembler.calibration
         self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
 
-    def token_row(self, row: TraceRow) -> tuple[int, int]:
-        shared = self.seen.blocks(row.hash_ids)
-        return row.input_length + int(round(self.overhead)), min(shared * self.block, row.input_length)
+    def token_row(self, row: TraceRow, common: int) -> tuple[int, int]:
+        return row.input_length + int(round(self.overhead)), min(common * self.block, row.input_length)
 
-    def text_row(self, row: TraceRow) -> tuple[int, int]:
+    def text_row(self, row: TraceRow, common: int) -> tuple[int, int]:
         assert row.messages is not None
         c = self.assembler.calibration
-        common = self.seen.messages(row.messages)
         expected = _messages_tokens(c, row.messages, self.chat)
         shared = _messages_tokens(c, row.messages[:common], self.chat) if common else 0.0
         return int(round(expected)), int(round(min(shared, expected)))
@@ -319,8 +322,9 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
     sessions: dict[str, list[PlannedRequest]] = {}
     last_row: dict[str, TraceRow] = {}  # each session's latest row
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
-    for j, row in enumerate(trace.rows):
-        expected, shared_tokens = builder.text_row(row) if row.messages is not None else builder.token_row(row)
+    for j, (row, common) in enumerate(zip(trace.rows, trace.common)):
+        expected, shared_tokens = builder.text_row(row, common) if row.messages is not None else \
+            builder.token_row(row, common)
         max_tokens = builder.output_length(row)
         turns = sessions.get(row.session) if row.session is not None else None
         if turns is None:
