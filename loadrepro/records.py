@@ -357,6 +357,8 @@ class WindowTally:
     outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
     sent: int = 0  # of its requests, those sent (not cancelled while queued)
     ended: int = 0  # requests sent at any time that ended in this window
+    due: int = 0  # requests loadrepro wanted to send in this window (sent then or later, or never)
+    dropped: int = 0  # requests never sent (cancelled while they waited in loadrepro) that ended in this window
     ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     kv_usage_max: float | None = None
@@ -497,9 +499,13 @@ class Tally:
                             (r.end_ns - self.start_ns) / 1e9)
         window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
         window.requests += 1
+        self.windows.setdefault(self.window_of(r.queued_ns), WindowTally()).due += 1
+        ending = self.windows.setdefault(self.window_of(r.end_ns), WindowTally())
         if r.sent_ns is not None:
             window.sent += 1
-            self.windows.setdefault(self.window_of(r.end_ns), WindowTally()).ended += 1
+            ending.ended += 1
+        else:
+            ending.dropped += 1
         window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
         for sketch, value in ((self.e2e_ms, r.e2e_ms), (self.queue_ms, r.queue_ms), (window.ttft_ms, r.ttft_ms),
                               (self.ttfc_ms, r.ttfc_ms)):

@@ -394,6 +394,9 @@ class WindowRow(_Model):
     preemptions: float | None = Field(description="The preemption counter's growth in it.")
     ended: int = Field(0, description="Requests that ended in it (sent in it or before), to the second.")
     in_flight_end: int = Field(0, description="Requests loadrepro had in flight when it ended, to the second.")
+    due: int = Field(0, description="Requests due in it (loadrepro's arrivals, sent then, later or never).")
+    unsent_end: int = Field(0, description="Requests due that were still waiting in loadrepro to be sent when it "
+                            "ended (its concurrency full), to the second.")
 
 
 class RunReport(_Model):

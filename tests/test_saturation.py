@@ -81,7 +81,7 @@ turns = 1
 prefix_tokens = 200
 max_tokens = 3
 [load]
-concurrency = 400
+concurrency = {concurrency}
 arrival = "poisson"
 rate = {rate}
 duration_s = {duration}
@@ -94,9 +94,9 @@ window_s = 1.5
 """
 
 
-def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir):
+def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir, concurrency: int = 400):
     path = tmp_path / "saturation.toml"
-    path.write_text(PROFILE.format(rate=rate, duration=duration_s))
+    path.write_text(PROFILE.format(rate=rate, duration=duration_s, concurrency=concurrency))
     with QueueServer().running() as server:
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
@@ -114,9 +114,24 @@ def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_
     assert not fired(report, "degradation")
 
 
+def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tmp_path, tokenizer_dir):
+    # concurrency 2 against a server of 2 slots: the engine never has a request waiting and loadrepro's in flight
+    # stays at 2, while the requests due pile up in loadrepro, waiting to be sent
+    report = soak(16.0, 60, tmp_path, tokenizer_dir, concurrency=2)
+    assert report.passed, report
+    words = fired(report, "saturated")
+    assert words and "requests due but waiting in loadrepro to be sent (its concurrency full) from " in words, \
+        report.rules
+    assert "for a slot, median" in words and "the engine's waiting requests from" not in words, words
+    assert report.stop_reason == "saturated" and report.duration_s < 60
+
+
 def test_arrivals_the_server_keeps_up_with_do_not_saturate(tmp_path, tokenizer_dir):
     report = soak(2.0, 9, tmp_path, tokenizer_dir)
     assert report.passed and not fired(report, "saturated") and report.stop_reason == "duration"
+    (tmp_path / "capped").mkdir()
+    capped = soak(2.0, 9, tmp_path / "capped", tokenizer_dir, concurrency=2)  # a cap the arrivals fit within
+    assert capped.passed and not fired(capped, "saturated") and capped.stop_reason == "duration"
 
 
 pytestmark = pytest.mark.timeout(120)

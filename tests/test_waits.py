@@ -65,16 +65,16 @@ def test_requests_queued_behind_loadrepros_own_are_said_to_queue_not_to_wait_for
     assert "not sending" not in words
     # the work ahead: three 100-token answers at 20 tokens/s, one slot, beyond the 7 s the last had
     assert "timed out: request " in words, words
-    assert "more than the 7 s it had: queueing behind busy slots, not an engine fault" in words, words
+    assert "queueing behind busy slots, not an engine fault" in words, words
 
 
 def test_timeouts_behind_a_slot_that_slowed_are_not_told_as_queueing(tmp_path, tokenizer_dir):
     # the second answer served after the burst (the first was cancelled in it) trickles a token every 1.5 s: the
-    # requests behind it time out at 20 s though the work queued ahead of them (three 100-token answers, 15 s at
-    # 20 tokens/s) fits in 20 s
+    # requests behind it time out at 20 s, though the work queued ahead of them (three 100-token answers, 15 s at
+    # 20 tokens/s) would fit in 20 s: the engine gave them far less than its usual pace
     server = SlotServer(keeps_cancelled=False, slow_stream=2)
     report = run(tmp_path, tokenizer_dir, server, 20)
     words = finding(report, "low_completion")
     assert "timed out" in words, report.rules
-    assert "within the 20 s it had: the queue alone does not explain the timeout" in words, words
+    assert "the queue alone does not explain the timeout" in words, words
     assert "queueing behind busy slots" not in words

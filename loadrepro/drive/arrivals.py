@@ -83,18 +83,22 @@ class Arrivals:
     async def _send(self, planned: PlannedRequest, text_out: list[str] | None = None) -> RequestRecord:
         request_id, queued_ns, wall = next(self._ids), self._clock(), time.time()
         cancel_after = self._cancel_point(planned) if self._load.duration_s else None
+        self._live.queued += 1
         try:
             await self._slots.acquire()
         except asyncio.CancelledError:
+            self._live.queued -= 1
             self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
             raise
         if self._starts is not None:
             try:
                 await self._starts.acquire()
             except asyncio.CancelledError:
+                self._live.queued -= 1
                 self._slots.release()
                 self._on_record(self._client.unsent(request_id, planned, queued_ns, wall))
                 raise
+        self._live.queued -= 1
         self._live.in_flight += 1
         ended: list[RequestRecord] = []
 

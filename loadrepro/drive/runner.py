@@ -318,13 +318,15 @@ class Runner:
 
     async def _watch_saturation(self, stop: asyncio.Event) -> None:
         """At the end of each window: once the run so far is saturated (judge/windows.py), the load ends there.
-        A request is counted when it ends, so the requests in flight at each window's end are taken live."""
+        A request is counted when it ends, so the requests in flight and those waiting in loadrepro to be sent at
+        each window's end are taken live."""
         window_s = self.profile.verdict.window_s
-        backlog: list[int] = []
+        backlog: list[tuple[int, int]] = []
         while not await pause(stop, window_s):
-            backlog.append(self.live.in_flight)
+            backlog.append((self.live.in_flight, self.live.queued))
             found = windows(self.snapshot(), window_s)
-            live = [dataclasses.replace(w, in_flight_end=backlog[i]) for i, w in enumerate(found) if i < len(backlog)]
+            live = [dataclasses.replace(w, in_flight_end=backlog[i][0], unsent_end=backlog[i][1])
+                    for i, w in enumerate(found) if i < len(backlog)]
             if saturation(live) is not None:
                 self._note(NoteSource.SATURATION,
                            "the load stopped: it saturated the engine ([load] stop_when_saturated)")

@@ -95,29 +95,35 @@ def _stream_rate(records: tuple[RequestRecord, ...]) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+_KEPT_PACE = 0.8  # of a stream's usual rate per slot the engine must have kept up for a wait to be queueing
+
+
 def queue_work(result: RunResult, timed_out: list[RequestRecord]) -> str | None:
-    """The work queued ahead of the last timed-out request when it was sent (loadrepro's own requests then in flight
-    or waiting, cancelled ones aside), in seconds of the engine at the rate a stream was given, against the time
-    that request had: more says the timeouts are queueing behind busy slots; within it, that the queue alone does
-    not explain them. None when no stream completed to measure a rate by."""
+    """Whether the last timed-out request waited behind work or behind a slowed engine: the output tokens
+    loadrepro's requests ahead of it (in flight or waiting when it was sent, cancelled ones aside) still had to
+    make, against the tokens the engine gave those requests while it waited. Queueing behind busy slots: work was
+    left when its time ran out, and the engine kept at least _KEPT_PACE of a stream's usual rate for each slot it
+    ran. Otherwise the queue alone does not explain the timeout. None when no stream completed to measure a rate."""
     waited = [r for r in timed_out if r.sent_ns is not None]
     rate = _stream_rate(result.records)
     if not waited or rate is None:
         return None
     last = max(waited, key=lambda r: r.sent_ns or 0)
-    since = last.sent_ns or 0
+    since, until = last.sent_ns or 0, last.end_ns
     ahead = [r for r in result.records if r is not last and r.outcome is not Outcome.CANCELLED
              and (r.sent_ns or r.queued_ns) < since < r.end_ns]
     tokens = sum(_left_at(r, since) for r in ahead)
-    running = max([m.values.get(RUNNING, 1) for m in result.metrics if since <= m.t_ns <= last.end_ns] + [1])
-    needed, had = tokens / rate / running, (last.end_ns - since) / 1e9
+    given = sum(1 for r in ahead for c in r.chunk_ns if since < c <= until)
+    had = (until - since) / 1e9
+    slots = max([m.values.get(RUNNING, 1) for m in result.metrics if since <= m.t_ns <= until] + [1])
+    pace = given / had if had > 0 else 0.0
     waits = ", ".join(f"request {r.id} {_waited(r)}" for r in sorted(timed_out, key=lambda r: r.id)[:4])
     words = (f"{waits}; when request {last.id} was sent, loadrepro's {len(ahead)} requests ahead of it still had "
-             f"about {tokens:,} output tokens to make: about {needed:.0f} s at the {rate:.0f} tokens/s a stream was "
-             f"given with {running:g} running at once, ")
-    if needed > had:
-        return words + f"more than the {had:.0f} s it had: queueing behind busy slots, not an engine fault"
-    return words + f"within the {had:.0f} s it had: the queue alone does not explain the timeout"
+             f"about {tokens:,} output tokens to make, and in the {had:.0f} s it had the engine gave them {given:,} "
+             f"({pace:,.0f} tokens/s; a stream was given {rate:,.0f} tokens/s, {slots:g} running at once)")
+    if tokens > given and pace >= _KEPT_PACE * rate * slots:
+        return words + ": queueing behind busy slots, not an engine fault"
+    return words + ": the queue alone does not explain the timeout"
 
 
 def _waited(r: RequestRecord) -> str:

@@ -46,7 +46,14 @@ class Window:
     waiting_max: float | None = None
     preemptions: float | None = None  # the engine's counter's growth in the window
     ended: int = 0  # requests that ended in the window (sent in it or before)
+    due: int = 0  # requests loadrepro wanted to send in the window: its arrivals, sent then or later
     in_flight_end: int = 0  # requests loadrepro had in flight when the window ended
+    unsent_end: int = 0  # requests due that were still waiting in loadrepro to be sent (its concurrency full)
+
+    @property
+    def backlog(self) -> int:
+        """Requests due and not yet ended at the window's end: in flight, or waiting in loadrepro to be sent."""
+        return self.in_flight_end + self.unsent_end
 
     @property
     def error_rate(self) -> float:
@@ -69,11 +76,12 @@ def windows(result: RunResult, window_s: float) -> list[Window]:
     if count < 2:
         return []
     found = [_window(i, window_s, tally.windows.get(i, WindowTally())) for i in range(count)]
-    backlog = 0
-    for i, w in enumerate(found):  # what loadrepro had in flight at each window's end
+    in_flight = unsent = 0
+    for i, w in enumerate(found):  # what loadrepro had in flight, and waiting to send, at each window's end
         t = tally.windows.get(i, WindowTally())
-        backlog += t.sent - t.ended
-        found[i] = dataclasses.replace(w, ended=t.ended, in_flight_end=backlog)
+        in_flight += t.sent - t.ended
+        unsent += t.due - t.sent - t.dropped
+        found[i] = dataclasses.replace(w, ended=t.ended, due=t.due, in_flight_end=in_flight, unsent_end=unsent)
     return found
 
 
@@ -120,18 +128,19 @@ def load_windows(result: RunResult, window_s: float) -> list[Window]:
 
 def saturation(found: list[Window]) -> Saturation | None:
     """Arrivals outpacing a steady service: from some window to the last (SATURATED_WINDOWS at least), the
-    requests loadrepro had in flight at each window's end stayed above where they began and grew by more than a
-    window's worth of completions (and at least one a window), nothing failed, the requests completed in the last
-    window kept STEADY_SERVICE of the most any of them completed (an engine that slows down is degrading, not
-    saturated), and the engine's waiting count, when it publishes one, grew too. A closed loop, whose requests in
-    flight are bounded by its concurrency, does not saturate."""
+    requests due and not yet ended at each window's end (in flight, or waiting in loadrepro for a slot of its
+    concurrency) stayed above where they began and grew by more than a window's worth of completions (and at least
+    one a window), nothing failed, the requests completed in the last window kept STEADY_SERVICE of the most any of
+    them completed (an engine that slows down is degrading, not saturated), and the engine's waiting count, when it
+    publishes one, grew too, unless the queue that grew is loadrepro's own (its concurrency caps what the engine
+    sees). A closed loop, whose requests are sent as others end, does not saturate."""
     steady = found[REFERENCE_WINDOW:]
     for start in range(len(steady) - SATURATED_WINDOWS + 1):
         run = steady[start:]
-        base, most = run[0].in_flight_end, max(w.ended for w in run)
+        base, most = run[0].backlog, max(w.ended for w in run)
         # Grown past noise: by more than a window's worth of completions, and at least one a window.
-        grown = run[-1].in_flight_end - base >= max(len(run) - 1, most)
-        if grown and all(w.in_flight_end > base for w in run[1:]):
+        grown = run[-1].backlog - base >= max(len(run) - 1, most)
+        if grown and all(w.backlog > base for w in run[1:]):
             break
     else:
         return None
@@ -139,6 +148,8 @@ def saturation(found: list[Window]) -> Saturation | None:
         return None
     first_waiting, last_waiting = run[0].waiting_max, run[-1].waiting_max
     published = all(w.waiting_max is not None for w in run)
+    if run[-1].unsent_end > run[0].unsent_end:
+        return Saturation(tuple(run))  # the queue is loadrepro's: the engine sees no more than its concurrency
     if published and first_waiting is not None and last_waiting is not None and last_waiting <= first_waiting:
         return None  # the engine says nothing waits more: what loadrepro holds is in the network, or streaming
     return Saturation(tuple(run))
@@ -146,7 +157,20 @@ def saturation(found: list[Window]) -> Saturation | None:
 
 def _grew(name: str, values: list[float | None], unit: str = "") -> str:
     known = [v for v in values if v is not None]
-    return f"; {name} from {known[0]:,.0f} to {known[-1]:,.0f}{unit}" if len(known) >= 2 else ""
+    moved = len(known) >= 2 and round(known[0]) != round(known[-1])
+    return f"; {name} from {known[0]:,.0f} to {known[-1]:,.0f}{unit}" if moved else ""
+
+
+def _unsent(result: RunResult, spec: VerdictSpec, run: list[Window]) -> str:
+    """The queue in loadrepro itself, when it grew: requests due that waited for a slot of its concurrency."""
+    if run[-1].unsent_end <= run[0].unsent_end:
+        return ""
+    waited = result.totals(spec.window_s).queue_ms  # every sent request's wait for its slot
+    median, longest = waited.get_quantile_value(0.5), waited.get_quantile_value(1.0)
+    return (f", and requests due but waiting in loadrepro to be sent (its concurrency full) from "
+            f"{run[0].unsent_end:,} to {run[-1].unsent_end:,}"
+            + (f" (a sent request waited up to {longest / 1e3:,.1f} s for a slot, median {median / 1e3:,.1f} s)"
+               if longest is not None and median is not None else ""))
 
 
 def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -159,9 +183,10 @@ def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
     first, last, run = found.first, found.last, list(found.windows)
     window_s = first.end_s - first.start_s
     return Finding("saturated", Severity.INFO,
-                   f"saturated from {first.span}: requests arrived at {first.requests / window_s:,.2f}/s and "
+                   f"saturated from {first.span}: requests arrived at {first.due / window_s:,.2f}/s and "
                    f"completed at {first.ended / window_s:,.2f}/s; requests in flight grew from "
                    f"{first.in_flight_end:,} to {last.in_flight_end:,} over {len(run)} windows"
+                   + _unsent(result, spec, run)
                    + _grew("the engine's waiting requests", [w.waiting_max for w in run])
                    + _grew("TTFT p95", [w.ttft_p95_ms for w in run], " ms")
                    + ", with nothing failing: the engine is at capacity, not broken")

@@ -113,6 +113,7 @@ class Shared:
     stop: c_int  # GO, NO_NEW, CANCEL
     activity: c_int64  # the engine's last progress (SharedActivity)
     in_flight: Any  # ctypes array of c_int, one per worker
+    queued: Any  # likewise: requests due and waiting in the worker for a concurrency slot
     next_start: c_int64  # the earliest time the next request may start, under max_rps
     starts: Lock | None  # over next_start (only with max_rps: a lock brings multiprocessing's resource tracker)
     start_every_ns: int  # 1 / max_rps, 0 without it
@@ -120,7 +121,7 @@ class Shared:
     @classmethod
     def create(cls, context: Any, workers: int, max_rps: float | None) -> Shared:
         return cls(context.RawValue(c_int, GO), context.RawValue(c_int64, 0), context.RawArray(c_int, workers),
-                   context.RawValue(c_int64, 0), context.Lock() if max_rps else None,
+                   context.RawArray(c_int, workers), context.RawValue(c_int64, 0), context.Lock() if max_rps else None,
                    int(1e9 / max_rps) if max_rps else 0)
 
 
@@ -183,9 +184,9 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
                 stopped.set()
             if level >= CANCEL or os.getppid() != parent:
                 task.cancel()
-            shared.in_flight[share.index] = live.in_flight
+            shared.in_flight[share.index], shared.queued[share.index] = live.in_flight, live.queued
             await asyncio.wait({task}, timeout=POLL_S)
-        shared.in_flight[share.index] = 0
+        shared.in_flight[share.index] = shared.queued[share.index] = 0
         if not task.cancelled():
             task.result()
 
@@ -269,9 +270,9 @@ class WorkerArrivals:
                 self._shared.stop.value = NO_NEW
             if any(f.done() and f.result() is not None for f in finished):
                 self._shared.stop.value = CANCEL
-            live.in_flight = sum(self._shared.in_flight)
+            live.in_flight, live.queued = sum(self._shared.in_flight), sum(self._shared.queued)
             await asyncio.wait(finished, timeout=POLL_S)
-        live.in_flight = 0
+        live.in_flight = live.queued = 0
 
     def _read(self, receive: Connection, loop: asyncio.AbstractEventLoop, done: asyncio.Future[str | None]) -> None:
         """On its own thread: a worker's records into the driver's loop, in the order they were sent; `done` gets

@@ -50,6 +50,7 @@ class Batch:
 
     records: list[RequestRecord]  # since the last pull, on the actor's clock
     in_flight: int
+    queued: int  # due and waiting in the actor for a concurrency slot
     activity_ns: int  # the engine's last progress the actor saw, on its clock
     done: bool  # its share is over: no record comes after this batch
     error: str | None  # what its share raised, if it did
@@ -112,7 +113,7 @@ class RayWorker:
         error = None
         if done and not self._task.cancelled() and self._task.exception() is not None:
             error = f"{type(self._task.exception()).__name__}: {self._task.exception()}"
-        return Batch(records, self._live.in_flight, self._activity.last_ns, done, error)
+        return Batch(records, self._live.in_flight, self._live.queued, self._activity.last_ns, done, error)
 
 
 def _shifted(record: RequestRecord, offset_ns: int) -> RequestRecord:
@@ -260,7 +261,7 @@ class RayArrivals:
         """Pull from every actor until all are done; each pull passes the stop level and the progress on. An actor
         that died or failed cancels the others, whose last records are still pulled."""
         running = dict(enumerate(actors))
-        in_flight = [0] * len(actors)
+        in_flight, queued = [0] * len(actors), [0] * len(actors)
         crashed: list[str] = []
         while running:
             if self._stopped.is_set() and self._level < NO_NEW:
@@ -277,7 +278,7 @@ class RayArrivals:
                     continue
                 for record in batch.records:
                     self._on_record(_shifted(record, offsets[i]))
-                in_flight[i] = batch.in_flight
+                in_flight[i], queued[i] = batch.in_flight, batch.queued
                 self._client.activity.last_ns = max(self._client.activity.last_ns, batch.activity_ns - offsets[i])
                 if batch.error:
                     crashed.append(f"Ray actor {i} raised {batch.error}")
@@ -286,6 +287,7 @@ class RayArrivals:
             if crashed:
                 self._level = CANCEL
             self._live.in_flight = sum(in_flight[i] for i in running)
-        self._live.in_flight = 0
+            self._live.queued = sum(queued[i] for i in running)
+        self._live.in_flight = self._live.queued = 0
         if crashed:
             raise WorkerCrashed(CRASHED + "; ".join(crashed))
