@@ -564,6 +564,7 @@ class RunResult:
     faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
     worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how
+    health_owner: str | None = None  # the health path is not the engine's (a gateway's): whose, in words
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""

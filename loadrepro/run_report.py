@@ -162,6 +162,8 @@ class Health(_Model):
     latency_ms: Percentiles = Field(Percentiles(), description="How long the polls took to answer (an unanswered "
                                     "poll counts at the time it was given up).")
     slow: int = Field(0, description="Polls slower than [watch] health_timeout_s.")
+    owner: str | None = Field(None, description="Whose health the path tells when it is not the engine's: a "
+                              "gateway in front of it, with how it was recognised.")
 
 
 class CanaryInfo(_Model):

@@ -18,6 +18,7 @@ from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp
 from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
+from loadrepro.drive.gateway import find_gateway, health_path_for
 from loadrepro.drive.limits import discover, from_profile, longest_sequence
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.references import verify_answers
@@ -214,6 +215,12 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
     api_key = options.api_key
     async with _target(options, run_dir, say) as target:
         async with Transport(target.url, api_key) as http:
+            gateway = await find_gateway(http)
+            health_path, gateway_note = health_path_for(gateway, profile.watch.health_path)
+            if gateway_note is not None:
+                say(gateway_note)
+                profile = profile.model_copy(
+                    update={"watch": profile.watch.model_copy(update={"health_path": health_path})})
             await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
@@ -223,6 +230,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say)
+            notes += [gateway_note] if gateway_note is not None else []
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
@@ -236,7 +244,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None, engine=engine,
-                               oversize=beyond)
+                               oversize=beyond,
+                               health_owner=gateway.owns(profile.watch.health_path) if gateway else None)
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray)

@@ -5,6 +5,10 @@ gateway's own /health keeps answering 200, as gateways' health paths do.
 
 `kill_upstream_after`: after that many forwarded generation requests have finished, the gateway calls `on_kill`
 (the test kills the engine behind it, by PID).
+
+`litellm`: it also answers as LiteLLM's proxy does: GET /health/readiness (no key) with its `litellm_version`,
+GET /health/liveliness (no key) with "I'm alive!", and its /health calls the model behind it on every poll (a
+one-token generation sent upstream, counted in `health_model_calls`).
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ UPSTREAM_DOWN = ("litellm.InternalServerError: InternalServerError: OpenAIExcept
 
 class Gateway:
     def __init__(self, upstream: str, key: str, kill_upstream_after: int | None = None,
-                 on_kill: Callable[[], None] | None = None, throttle_after: int | None = None) -> None:
+                 on_kill: Callable[[], None] | None = None, throttle_after: int | None = None,
+                 litellm: bool = False) -> None:
         """`throttle_after`: after that many generation requests, every one is refused with nginx's 503 page and
         Retry-After (a proxy's rate limit), the engine behind it healthy and idle."""
         self.upstream, self.key = upstream.rstrip("/"), key
         self.kill_upstream_after, self.on_kill = kill_upstream_after, on_kill
         self.throttle_after = throttle_after
+        self.litellm = litellm
+        self.health_model_calls = 0  # generations its /health sent upstream (litellm)
         self.refused = 0  # requests without the key
         self.forwarded = 0  # generation requests that finished
         self.paths: list[str] = []  # every path asked, keyed or not
@@ -40,11 +47,17 @@ class Gateway:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.paths.append(request.path)
+        if self.litellm and request.path == "/health/readiness":
+            return web.json_response({"status": "healthy", "db": "Not connected", "litellm_version": "1.108.7"})
+        if self.litellm and request.path == "/health/liveliness":
+            return web.json_response("I'm alive!")
         if not self._authorised(request):
             self.refused += 1
             return web.json_response({"error": {"message": "Authentication Error, No api key passed in.",
                                                 "type": "auth_error", "param": "None", "code": "401"}}, status=401)
         if request.path == "/health":
+            if self.litellm:
+                await self._model_call()
             return web.json_response({"status": "healthy"})
         if self.throttle_after is not None and self.forwarded >= self.throttle_after and request.method == "POST" \
                 and request.path.startswith("/v1/"):
@@ -63,6 +76,15 @@ class Gateway:
         self.forwarded += 1
         if self.kill_upstream_after is not None and self.forwarded == self.kill_upstream_after and self.on_kill:
             self.on_kill()
+
+    async def _model_call(self) -> None:
+        """What LiteLLM's /health does: a small generation to every model behind it."""
+        assert self._session is not None
+        self.health_model_calls += 1
+        body = {"model": "loadrepro-sim", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        with contextlib.suppress(aiohttp.ClientError):
+            async with self._session.post(self.upstream + "/v1/chat/completions", json=body) as upstream:
+                await upstream.read()
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None

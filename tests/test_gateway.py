@@ -3,6 +3,7 @@ authentication is an error that says so, and the engine dying behind a gateway w
 as the engine's death and stops the run. The gateway is the test's own (tests/gateway_server.py); the engine
 behind it a simulated one in its own process, killed by PID."""
 
+import asyncio
 import os
 import signal
 
@@ -34,6 +35,7 @@ def test_every_request_through_a_keyed_gateway_carries_the_key(tmp_path, engine,
         report = loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run", overrides=SMALL)
     assert report.passed, report
     assert gateway.refused == 0 and "/tokenize" in gateway.paths and "/health" in gateway.paths
+    assert report.health.path == "/health" and report.health.owner is None  # not a gateway loadrepro knows
     assert report.calibration.source == "POST /tokenize (vLLM)"
     assert report.lengths.error_max < 0.05  # counted in the engine's own tokens, through the gateway
     assert KEY not in (tmp_path / "run" / "report.json").read_text()
@@ -84,3 +86,33 @@ def test_a_proxy_refusing_to_come_back_later_is_throttling_not_the_engines_death
     rules = {r.name: r.detail for r in report.rules if r.fired}
     assert report.stop_reason == "duration" and "engine_death" not in rules, report
     assert report.requests.by_outcome.get("throttled", 0) >= 4 and "throttling" in rules
+
+
+def test_a_litellm_gateways_health_that_calls_the_model_is_not_polled_and_the_report_says_whose_health_it_is(
+        tmp_path, engine, monkeypatch):
+    """LiteLLM's /health makes a model call on every poll: loadrepro polls its /health/liveliness instead, says so,
+    and the report's health section says the health is the gateway's; the engine behind it is never called by a
+    health poll."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with Gateway(engine.url, KEY, litellm=True).running() as gateway:
+        report = loadrepro.run("healthy", base_url=gateway.url, out=tmp_path / "run", overrides=SMALL)
+    assert report.passed, report
+    assert gateway.health_model_calls == 0 and "/health" not in gateway.paths, gateway.paths
+    assert gateway.paths.count("/health/liveliness") >= 3
+    assert report.health.path == "/health/liveliness"
+    assert report.health.owner and "belongs to the LiteLLM gateway (GET /health/readiness says litellm_version " \
+        "'1.108.7'), not to the engine behind it" in report.health.owner
+    markdown = (tmp_path / "run" / "report.md").read_text()
+    assert "The health path /health/liveliness belongs to the LiteLLM gateway" in markdown
+    assert any("/health/liveliness is polled instead" in n for n in report.notes), report.notes
+
+
+def test_probe_recognises_a_litellm_gateway_and_says_which_health_path_a_run_polls(engine, monkeypatch):
+    from loadrepro.drive.probe import probe
+
+    with Gateway(engine.url, KEY, litellm=True).running() as gateway:
+        found = asyncio.run(probe(gateway.url, api_key=KEY))
+    assert gateway.health_model_calls == 0 and "/health" not in gateway.paths, gateway.paths
+    assert found.health.path == "/health/liveliness" and found.health.status == 200
+    assert any("LiteLLM gateway answers: GET /health/readiness says litellm_version" in e for e in found.evidence)
+    assert any("its /health calls every model behind it on each poll" in line for line in found.plan), found.plan

@@ -15,6 +15,7 @@ import time
 from pydantic import BaseModel, ConfigDict
 
 from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.drive.gateway import find_gateway, health_path_for
 from loadrepro.drive.limits import discover
 from loadrepro.drive.references import reset_path
 from loadrepro.drive.target import check_reachable
@@ -78,6 +79,7 @@ class Probe(_Model):
     apis: dict[str, ApiCheck] = {}  # chat, completions, responses, messages: which answer
     limits: str | None  # the KV limits the target publishes, in words
     cache_reset: str | None = None  # the prefix-cache reset it serves ([verify] computes references cold with it)
+    gateway: str | None = None  # a gateway in front of the engine, and the health path a run polls on it
     requests: int  # what the probe sent, all of it
     generated_prompt_tokens: int
     plan: list[str]  # what a run will therefore do, or cannot do
@@ -87,12 +89,16 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
                 api_key: str | None = None) -> Probe:
     """Probe the target at `base_url` (TargetUnreachable if nothing answers)."""
     async with Transport(base_url, api_key, timeout_s=10.0) as http:
+        gateway = await find_gateway(http)
+        health_path, switched = health_path_for(gateway, health_path)
         await check_reachable(http, health_path)
         models, max_len, owner = await _models(http)
         health = await _get(http, health_path)
         metrics, text = await _metrics(http, metrics_path)
         series = _series(text)
         flavour, evidence = await _flavour(http, owner, text)
+        if gateway is not None:
+            evidence.append(f"a {gateway.name} gateway answers: {gateway.evidence}")
         if max_len is None and flavour == "llama.cpp":
             max_len = await _llamacpp_context(http)
         counter = await detect_counter(http, models[0] if models else "") if models else None
@@ -106,7 +112,8 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
     generated = 2 * usage.prompt_tokens if usage and usage.prompt_tokens else 0
     result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
                    tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, apis=apis,
-                   limits=described, cache_reset=cache_reset,
+                   limits=described, cache_reset=cache_reset, gateway=switched or (
+                       gateway.owns(health_path) if gateway is not None else None),
                    requests=http.sent + (usage.requests if usage else 0) + len(apis),
                    generated_prompt_tokens=generated + sum(c.prompt_tokens or 0 for c in apis.values()), plan=[])
     return result.model_copy(update={"plan": plan(result)})
@@ -250,6 +257,8 @@ def plan(p: Probe) -> list[str]:
     lines = [f"lengths: counted with {p.tokenize}" if p.tokenize else
              "lengths: no tokenize endpoint answers, so a run calibrates with salted probe requests (at most 64 "
              "requests and 5% of the workload's tokens), or counts locally with --tokenizer PATH"]
+    if p.gateway is not None:
+        lines.append(p.gateway)
     if p.health.status == 200:
         lines.append(f"engine death: judged from {p.health.path} turning unhealthy while requests fail")
     else:

@@ -75,6 +75,7 @@ class RunTarget:
     engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
     engine: EngineControl | None = None  # an engine loadrepro started, for faults on purpose
     oversize: Oversize | None = None  # a request just beyond what the engine can ever hold (from its limits)
+    health_owner: str | None = None  # when the health path is not the engine's (a gateway's), in words
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
@@ -456,7 +457,7 @@ class Runner:
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
-            progress_ns=self.client.activity.last_ns, worker_crash=self._crash)
+            progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner)
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

@@ -83,7 +83,8 @@ def _health(result: RunResult, window_s: float) -> Health:
     slow = sum(1 for h in result.health if h.latency_ns > result.watch.health_timeout_s * 1e9)
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
-                  path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow)
+                  path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow,
+                  owner=result.health_owner)
 
 
 def _outputs(result: RunResult) -> OutputsInfo | None:

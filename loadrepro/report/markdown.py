@@ -107,7 +107,8 @@ def _outcomes(r: RunReport) -> list[str]:
 
 def health_lines(r: RunReport) -> list[str]:
     """How /health answered and what a liveness probe would have made of it (report.md and report.html)."""
-    h, lines = r.health, []
+    h = r.health
+    lines = [f"The health path {h.owner}: it says whether the gateway lives, not the engine."] if h.owner else []
     if h.latency_ms.max is not None:
         lines.append(f"{h.path} answered in p50 {_ms(h.latency_ms.p50)} ms, p95 {_ms(h.latency_ms.p95)} ms, max "
                      f"{_ms(h.latency_ms.max)} ms; {h.slow} polls slower than health_timeout_s "
