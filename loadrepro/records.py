@@ -271,6 +271,15 @@ class Fault:
         return self.back_ns or self.done_ns + int(self.recover_within_s * 1e9)
 
 
+@dataclass(frozen=True, slots=True)
+class FaultNotCaused:
+    """A [[chaos.events]] fault the run never caused, and why (the load ended first; the engine was still down)."""
+
+    action: ChaosAction
+    at_s: float  # when it was due, seconds into the load
+    why: str
+
+
 @dataclass(slots=True)
 class FaultSpan:
     """One fault on purpose, from when it was caused until it was over (`Fault.over_ns`); None while it goes on."""
@@ -565,6 +574,7 @@ class RunResult:
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
     worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how
     health_owner: str | None = None  # the health path is not the engine's (a gateway's): whose, in words
+    not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""

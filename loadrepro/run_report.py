@@ -214,12 +214,14 @@ class OutputsInfo(_Model):
 
 
 class ChaosRow(_Model):
-    at_s: float = Field(description="When the fault was caused, seconds into the load.")
+    at_s: float = Field(description="When the fault was caused (when it was due, if never caused), seconds into the "
+                        "load.")
     action: str = Field(description="kill, restart, pause, abort_burst or oversize.")
     done_s: float = Field(description="When loadrepro's part of it ended (the engine started again after a kill or "
                           "restart, SIGCONT after a pause; at_s for the others), seconds into the load: the times "
                           "below count from here.")
-    recovered: bool = Field(description="The engine was back to its state before within recover_within_s.")
+    recovered: bool | None = Field(description="The engine was back to its state before within recover_within_s "
+                                   "(null: the fault was never caused, see detail).")
     recovery_s: float | None = Field(
         description="Seconds until every part judged was back, from when loadrepro's part of the fault ended (the "
         "engine started again after a kill or restart, SIGCONT after a pause; the fault itself for the others).")

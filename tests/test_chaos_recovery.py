@@ -153,9 +153,16 @@ def test_an_oversize_request_overruns_the_longest_sequence_a_target_publishes_wi
 def test_a_fault_the_load_never_reached_is_said(tmp_path):
     report = loadrepro.run("quickstart", overrides=["sim.policy='patched'",
                                                     'chaos.events=[{at_s=100, action="abort_burst"}]'], out=tmp_path)
-    assert report.passed and report.chaos == []
-    said = "chaos: the abort burst at 100 s was never caused: the load ended at"
-    assert any(n.startswith(said) for n in report.notes), report.notes
+    assert report.passed
+    [row] = report.chaos  # in the chaos table, said as never caused and judged by nothing
+    assert (row.action, row.at_s, row.recovered) == ("abort_burst", 100, None)
+    assert row.detail.startswith("never caused: the load ended at"), row.detail
+    [finding] = [r for r in report.rules if r.name == "no_recovery" and r.fired]
+    assert finding.severity == "info" and finding.detail.startswith(
+        "the abort burst at 100 s was never caused: the load ended at"), finding
+    assert not any("never caused" in n for n in report.notes), report.notes  # said once, as a finding
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| 100.0 | abort_burst | never caused |" in markdown
 
 
 def test_a_fault_due_while_an_earlier_one_has_the_engine_down_waits_for_it(tmp_path, tokenizer_dir):

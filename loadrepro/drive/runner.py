@@ -45,6 +45,7 @@ from loadrepro.records import (
     WAITING,
     CanarySample,
     Fault,
+    FaultNotCaused,
     FaultSpan,
     FaultSpans,
     HealthSample,
@@ -110,6 +111,7 @@ class Runner:
         self._logs: LogWatcher | None = None
         self._fault_spans = FaultSpans()  # each fault as it happens: what was its doing
         self._faults: list[Fault] = []
+        self._not_caused: list[FaultNotCaused] = []
         self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
         self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
         self._wipes = any(e.action in WIPES for e in profile.chaos.events)
@@ -248,8 +250,8 @@ class Runner:
             late = (self._clock() - self.live.started_ns) / 1e9 - event.at_s
             what = f"the {event.action.replace('_', ' ')} at {event.at_s:g} s"
             if self._stopped.is_set():
-                self._note(NoteSource.CHAOS, f"{what} was never caused: the engine was still down from the {waited} "
-                                    "when the load ended")
+                self._not_caused.append(FaultNotCaused(event.action, event.at_s, f"the engine was still down from "
+                                                                                 f"the {waited} when the load ended"))
                 return
             self._note(NoteSource.CHAOS, f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
                                 "until then")
@@ -286,12 +288,12 @@ class Runner:
                           self.client.config.api, self.target.oversize, self._clock)
 
     def _note_faults_not_caused(self) -> None:
-        """A fault whose time the load never reached is said, not silently left out."""
+        """A fault whose time the load never reached is kept, with why, not silently left out."""
         ended_s = (self._clock() - self.live.started_ns) / 1e9
         for event in self.profile.chaos.events:
             if event.at_s > ended_s:
-                self._note(NoteSource.CHAOS, f"the {event.action.replace('_', ' ')} at {event.at_s:g} s was never "
-                                             f"caused: the load ended at {ended_s:.1f} s")
+                self._not_caused.append(FaultNotCaused(event.action, event.at_s,
+                                                       f"the load ended at {ended_s:.1f} s"))
 
     async def _faults_done(self) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
@@ -457,7 +459,8 @@ class Runner:
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
-            progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner)
+            progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
+            not_caused=tuple(sorted(self._not_caused, key=lambda f: f.at_s)))
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

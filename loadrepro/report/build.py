@@ -110,7 +110,11 @@ def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
                      running_s=r3(r.running_s), before_ttft_p95_ms=r3(r.before_ttft_p95_ms),
                      before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), kv_s=r3(r.kv_s),
                      after_kv_usage=r3(r.kv_after), faulted=r.faulted,
-                     detail=scrub(r.words)) for r in recoveries(result, spec)]
+                     detail=scrub(r.words)) for r in recoveries(result, spec)] + [
+        ChaosRow(at_s=f.at_s, action=f.action, done_s=f.at_s, recovered=None, recovery_s=None, recover_within_s=0.0,
+                 health_s=None, ttft_s=None, running_s=None, before_ttft_p95_ms=None, before_running=None,
+                 before_kv_usage=None, kv_s=None, after_kv_usage=None, faulted=0,
+                 detail=f"never caused: {f.why}") for f in result.not_caused]
 
 
 def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:

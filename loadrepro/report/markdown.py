@@ -168,7 +168,8 @@ def chaos_rows(r: RunReport) -> list[list[str]]:
     def s(x: float | None) -> str:
         return "" if x is None else f"{x:.1f}"
 
-    return [[f"{c.at_s:.1f}", c.action, "yes" if c.recovered else "NO", s(c.recovery_s), s(c.health_s), s(c.ttft_s),
+    said = {True: "yes", False: "NO", None: "never caused"}
+    return [[f"{c.at_s:.1f}", c.action, said[c.recovered], s(c.recovery_s), s(c.health_s), s(c.ttft_s),
              s(c.running_s), s(c.kv_s), str(c.faulted), c.detail] for c in r.chaos]
 
 

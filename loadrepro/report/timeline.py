@@ -167,7 +167,7 @@ def for_report(timeline: Timeline, report: RunReport) -> Timeline:
     """The timeline with what its run's report adds: its windows, the health path it polled, its faults on
     purpose (each shaded until it recovered, or for all of recover_within_s when it did not)."""
     chaos = tuple((c.at_s, c.done_s + (c.recovery_s if c.recovered and c.recovery_s else c.recover_within_s),
-                   c.action) for c in report.chaos)
+                   c.action) for c in report.chaos if c.recovered is not None)
     return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path, chaos=chaos)
 
 
