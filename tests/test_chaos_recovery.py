@@ -206,3 +206,25 @@ def test_a_pause_near_the_loads_end_is_not_degradation(tmp_path, tokenizer_dir):
     assert row.recovered, row
     slow = [w for w in report.windows if w.ttft_p95_ms is not None and w.ttft_p95_ms > 500]
     assert slow, [w.ttft_p95_ms for w in report.windows]  # the pause did hold first tokens back
+
+
+@pytest.mark.parametrize("action,duration", [("kill", 2.0), ("pause", 1.5)])
+def test_faults_that_stop_the_engine_are_judged_alike_with_the_load_sent_from_two_processes(action, duration, tmp_path,
+                                                                                           tokenizer_dir):
+    """The fault is the driver's; the requests the worker processes had in flight when it struck are the fault's
+    (faulted), and the engine's way back is judged from their records as from one process's."""
+    fault = f'chaos.events=[{{at_s=3, action="{action}", duration_s={duration}, recover_within_s=4}}]'
+    path = tmp_path / "recovery.toml"
+    path.write_text(PROFILE.format(action=action, duration=duration))
+    engine = f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'} --after healthy"
+    report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run", workers=2,
+                           overrides=["load.duration_s=16", fault])
+    assert report.passed, report
+    assert report.workers is not None and report.workers.count == 2, report.workers
+    [row] = report.chaos
+    assert row.action == action and row.recovered and row.health_s is not None and row.ttft_s is not None, row
+    failing = {"truncated", "unreachable", "server_error", "stalled", "timeout"}
+    assert not failing & set(report.requests.by_outcome), report.requests.by_outcome
+    assert fired(report, "engine_death") is None
+    if action == "kill":
+        assert report.requests.by_outcome.get("faulted", 0) >= 1, report.requests.by_outcome
