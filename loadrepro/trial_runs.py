@@ -136,7 +136,7 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
             break
     reports = {label: summarized(*done[label], options.trials, sides[label]) for label in sides}
     written = [path for label in sides for path in write_reports(reports[label], root / label)]
-    every = tuple([row for session in done[label][0] for row in session.report.request_table] for label in sides)
+    every = tuple([session.report.request_table for session in done[label][0]] for label in sides)
     comparison = compare_trials(reports["stock"], reports["patched"], options.profile.verdict, options.alpha,
                                 (every[0], every[1]))
     ran = len(done["stock"][1])
@@ -147,11 +147,11 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
                            written + write_comparison(comparison, root), early)
 
 
-def _every_trials_rows(report: RunReport) -> list[RequestRow]:
-    """The request rows of every trial a summary report lists (each trial's own report.json)."""
+def _every_trials_rows(report: RunReport) -> list[list[RequestRow]]:
+    """The request rows of every trial a summary report lists (each trial's own report.json), trial by trial."""
     assert report.trials is not None
-    return [row for t in report.trials.trials if (Path(t.run_dir) / "report.json").exists()
-            for row in read_report(Path(t.run_dir)).request_table]
+    return [read_report(Path(t.run_dir)).request_table if (Path(t.run_dir) / "report.json").exists() else []
+            for t in report.trials.trials]  # a trial without its report keeps its place: trials pair by index
 
 
 def compare_runs(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float = 0.05) -> Comparison:

@@ -24,7 +24,7 @@ def rows(scale: float, n: int = 200, seed: int = 0) -> list[RequestRow]:
 
 
 def verdicts(a, b) -> dict[str, str]:
-    return {c.metric.split(" (")[0]: c.verdict for c in latency_changes(a, b)}
+    return {c.metric.split(" (")[0]: c.verdict for c in latency_changes([a], [b])}
 
 
 def test_a_slower_engine_regressed_and_a_faster_one_improved():
@@ -41,10 +41,10 @@ def test_the_same_engine_twice_and_a_change_too_small_to_matter_are_no_significa
 
 
 def test_the_interval_brackets_the_difference_and_too_few_requests_say_so():
-    [ttft, *_] = latency_changes(rows(1.0), rows(1.2, seed=1))
+    [ttft, *_] = latency_changes([rows(1.0)], [rows(1.2, seed=1)])
     assert ttft.ci95[0] < ttft.difference < ttft.ci95[1] and ttft.ci95[0] > 0
     assert ttft.patched == pytest.approx(ttft.stock + ttft.difference, abs=1e-2)
-    assert {c.verdict for c in latency_changes(rows(1.0, n=5), rows(1.0))} == {"not enough requests"}
+    assert {c.verdict for c in latency_changes([rows(1.0, n=5)], [rows(1.0)])} == {"not enough requests"}
 
 
 def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
@@ -53,12 +53,12 @@ def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
     slows the three sides alike instead of one of them, as `ab --trials` takes its sides in turns."""
     sizes = ["workload.conversations=20", "workload.turns=2", "load.concurrency=8"]
     slow = ["sim.step_s=0.0048", "sim.prefill_tokens_per_s=320000"]
-    rows: dict[str, list] = {"a": [], "b": [], "slow": []}
+    rows: dict[str, list] = {"a": [], "b": [], "slow": []}  # each side's runs
     for block in (1, 2):
         for name, extra in (("a", []), ("slow", slow), ("b", [])):
             report = loadrepro.run("healthy", overrides=sizes + extra, out=tmp_path / f"{name}{block}")
             assert report.passed, report.reasons
-            rows[name] += report.request_table
+            rows[name].append(report.request_table)
     same = {c.metric: c for c in latency_changes(rows["a"], rows["b"])}
     slowed = {c.metric: c for c in latency_changes(rows["a"], rows["slow"])}
     itl = "ITL p50 (ms, each request's mean)"
@@ -94,3 +94,32 @@ def test_a_decode_rate_drop_is_a_regression_only_when_it_is_not_noise():
     assert slower.conclusion is Conclusion.REGRESSES and slower.detail.startswith("decode "), slower.detail
     mixed = compare(_side([16] * 7 + [8] * 5, "fail"), _side([16] * 5 + [8] * 7, "pass"), VerdictSpec())
     assert mixed.conclusion is Conclusion.FIX_CONFIRMED, mixed.detail  # medians apart, the interval holds none
+
+
+def _run(ttft_ms: float, n: int = 100, seed: int = 0) -> list[RequestRow]:
+    """One run's completed requests, TTFT near `ttft_ms` (2 ms of noise), conversations 0..n-1."""
+    rng = np.random.default_rng(seed)
+    return [RequestRow(id=i, conversation=i, turn=1, outcome="ok", status=200,
+                       ttft_ms=float(ttft_ms + rng.normal(0, 2)), e2e_ms=ttft_ms + 310, output_tokens=32,
+                       cached_tokens=None, shared_prefix_tokens=0) for i in range(n)]
+
+
+def test_trials_are_resampled_whole_so_one_slow_trial_is_not_a_regression():
+    """Three trials a side whose patched runs came out +30, -20 and +25 ms against stock's 100 ms: requests of one
+    run share that run's machine, so the interval resamples the trials, and three trials that disagree in sign
+    show no change; the same requests taken as one run (independent requests) would call it a regression."""
+    stock = [_run(100, seed=k) for k in range(3)]
+    patched = [_run(130, seed=10), _run(80, seed=11), _run(125, seed=12)]
+    [by_trial, *_] = latency_changes(stock, patched)
+    assert by_trial.metric.startswith("TTFT p50") and by_trial.verdict == "no significant change", by_trial
+    assert by_trial.ci95[0] < 0 < by_trial.ci95[1], by_trial
+    [pooled, *_] = latency_changes([[r for run in stock for r in run]], [[r for run in patched for r in run]])
+    # as one run, its requests resampled one by one, the interval is narrow: the +25 ms p50 "regressed"
+    assert pooled.verdict == "regressed", pooled
+
+
+def test_a_consistent_slowdown_over_trials_is_a_regression():
+    stock = [_run(100, seed=k) for k in range(4)]
+    patched = [_run(125, seed=10 + k) for k in range(4)]
+    [ttft, *_] = latency_changes(stock, patched)
+    assert ttft.verdict == "regressed" and 20 < ttft.difference < 30, ttft

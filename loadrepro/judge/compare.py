@@ -1,14 +1,16 @@
 """Two RunReports (stock, patched) -> a Comparison with a one-line conclusion. Pure.
 
-Regression is judged on the requests that completed in both runs (same conversation and turn), so a stock run
-that crashed half-way is compared on what it did finish: the patched TTFT p50 over those may grow by at most
-`max_ttft_regression` (and at least REGRESSION_FLOOR_MS), their decode tokens/s may drop by at most
+Latency is compared on the requests that completed on both sides (same run, conversation and turn), so a stock run
+that crashed half-way is compared on what it did finish, and one definition serves the intervals and the
+regression: each metric's difference over those pairs, with a bootstrap 95% interval that resamples the pairs, or,
+over several runs (trials), the runs themselves (requests of one run are not independent of each other). Patched
+regresses when that interval says so and the difference is beyond the thresholds: the TTFT p50 grown by more than
+`max_ttft_regression` (and REGRESSION_FLOOR_MS), or the decode tokens/s p50 dropped by more than
 `max_throughput_regression`.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 
@@ -21,8 +23,13 @@ from loadrepro.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatu
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
 MATERIAL = 0.05  # a latency change smaller than this share of stock's is not called a change, however sure
-MIN_ROWS = 10  # completed requests a side needs for a bootstrap interval
+MIN_ROWS = 10  # requests completed on both sides needed for a bootstrap interval
 RESAMPLES = 2000
+_CHUNK = 100  # resamples of one run drawn at once: a chunk of index rows, not all 2,000 of them in memory
+
+# Each run's request rows, on one side: one run, or every trial's (in trial order, so that run i of each side ran
+# the same workload).
+Runs = Sequence[Sequence[RequestRow]]
 
 
 class Conclusion(StrEnum):
@@ -50,11 +57,12 @@ class SideTrials(BaseModel):
 
 class LatencyChange(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    metric: str = Field(description="What is compared, over each side's completed requests.")
+    metric: str = Field(description="What is compared, over the requests both sides completed.")
     stock: float | None = Field(description="Its value on the stock side.")
     patched: float | None = Field(description="Its value on the patched side.")
     difference: float | None = Field(description="patched - stock.")
-    ci95: list[float] | None = Field(description="Bootstrap 95% interval of the difference (requests resampled).")
+    ci95: list[float] | None = Field(description="Bootstrap 95% interval of the difference (the pairs resampled, or "
+                                     "the runs, for several).")
     verdict: str = Field(description="regressed, improved, no significant change, or not enough requests.")
 
 
@@ -81,10 +89,14 @@ class Comparison(BaseModel):
         return self.conclusion is Conclusion.FIX_CONFIRMED
 
 
-def _matched(a: RunReport, b: RunReport) -> list[tuple[RequestRow, RequestRow]]:
-    done = {(r.conversation, r.turn): r for r in a.request_table if r.outcome == "ok"}
-    return [(done[(r.conversation, r.turn)], r) for r in b.request_table
-            if r.outcome == "ok" and (r.conversation, r.turn) in done]
+def _matched(stock: Runs, patched: Runs) -> list[list[tuple[RequestRow, RequestRow]]]:
+    """Per run (the i-th of each side), the requests both completed, paired by conversation and turn."""
+    paired = []
+    for a_rows, b_rows in zip(stock, patched):
+        done = {(r.conversation, r.turn): r for r in a_rows if r.outcome == "ok"}
+        paired.append([(done[(r.conversation, r.turn)], r) for r in b_rows
+                       if r.outcome == "ok" and (r.conversation, r.turn) in done])
+    return paired
 
 
 def _decode_rate(row: RequestRow) -> float | None:
@@ -94,36 +106,24 @@ def _decode_rate(row: RequestRow) -> float | None:
     return row.output_tokens / seconds if seconds > 0 else None
 
 
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def _significant(latency: list[LatencyChange], metric: str) -> bool:
-    """Whether the bootstrap does not call `metric`'s change noise: it says "regressed", or has too few requests to
-    say anything (then the thresholds alone decide)."""
-    change = next((c for c in latency if c.metric == metric), None)
-    return change is None or change.ci95 is None or change.verdict == "regressed"
-
-
-def _regression(a: RunReport, b: RunReport, spec: VerdictSpec,
-                latency: list[LatencyChange]) -> tuple[str | None, list[Row]]:
+def _regression(latency: list[LatencyChange], pairs: int, spec: VerdictSpec) -> tuple[str | None, list[Row]]:
     """Patched slower than stock beyond [verdict] max_ttft_regression or max_throughput_regression on the requests
-    both completed, and beyond noise: a change the bootstrap interval does not tell from none (a busy machine's
-    near-tie) is not a regression."""
-    pairs = _matched(a, b)
-    ttft_a, ttft_b = _median([x.ttft_ms for x, _ in pairs]), _median([y.ttft_ms for _, y in pairs])
-    rate_a, rate_b = _median([_decode_rate(x) for x, _ in pairs]), _median([_decode_rate(y) for _, y in pairs])
-    rows = [Row(test=f"TTFT p50 of the {len(pairs)} requests both completed (ms)", stock=_num(ttft_a),
-                patched=_num(ttft_b), change=_delta(ttft_a, ttft_b)),
-            Row(test="their decode tokens/s (p50)", stock=_num(rate_a), patched=_num(rate_b),
-                change=_delta(rate_a, rate_b))]
-    if ttft_a is not None and ttft_b is not None and ttft_b - ttft_a > REGRESSION_FLOOR_MS \
-            and ttft_b > ttft_a * (1 + spec.max_ttft_regression) and _significant(latency, METRICS[0][0]):
-        return f"TTFT p50 {ttft_a:.0f} -> {ttft_b:.0f} ms on requests both completed", rows
-    if rate_a and rate_b is not None and rate_b < rate_a * (1 - spec.max_throughput_regression) and \
-            _significant(latency, METRICS[3][0]):
-        return f"decode {rate_a:.0f} -> {rate_b:.0f} tokens/s on requests both completed", rows
+    both completed, and beyond noise: the same differences the latency intervals are of, and only when the interval
+    says "regressed" too (a busy machine's near-tie is not a regression) or there are too few pairs for one (then
+    the thresholds alone decide)."""
+    ttft, rate = (next(c for c in latency if c.metric == METRICS[k][0]) for k in (0, 3))
+    rows = [Row(test=f"TTFT p50 of the {pairs} requests both completed (ms)", stock=_num(ttft.stock),
+                patched=_num(ttft.patched), change=_delta(ttft.stock, ttft.patched)),
+            Row(test="their decode tokens/s (p50)", stock=_num(rate.stock), patched=_num(rate.patched),
+                change=_delta(rate.stock, rate.patched))]
+    a, b = ttft.stock, ttft.patched
+    if a is not None and b is not None and b - a > REGRESSION_FLOOR_MS and b > a * (1 + spec.max_ttft_regression) \
+            and ttft.verdict in ("regressed", NOT_ENOUGH):
+        return f"TTFT p50 {a:.0f} -> {b:.0f} ms on requests both completed", rows
+    a, b = rate.stock, rate.patched
+    if a and b is not None and b < a * (1 - spec.max_throughput_regression) and \
+            rate.verdict in ("regressed", NOT_ENOUGH):
+        return f"decode {a:.0f} -> {b:.0f} tokens/s on requests both completed", rows
     return None, rows
 
 
@@ -191,21 +191,39 @@ METRICS: tuple[tuple[str, Callable[[RequestRow], float | None], float, bool], ..
 )
 
 
-def _change(name: str, a: list[float], b: list[float], q: float, higher_is_better: bool) -> LatencyChange:
-    if len(a) < MIN_ROWS or len(b) < MIN_ROWS:
-        return LatencyChange(metric=name, stock=None, patched=None, difference=None, ci95=None,
-                             verdict="not enough requests")
+NOT_ENOUGH = "not enough requests"
 
-    def diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.asarray(np.percentile(y, q, axis=axis) - np.percentile(x, q, axis=axis))
 
-    from scipy import stats  # here: importing scipy.stats costs every command ~1 s, and only comparisons use it
+def _differences(runs: list[tuple[np.ndarray, np.ndarray]], q: float, rng: np.random.Generator) -> np.ndarray:
+    """RESAMPLES bootstrap differences (patched - stock) of the q-th percentile: the pairs of one run resampled, or
+    for several runs the runs themselves (each drawn whole, with replacement)."""
+    def diff(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.asarray(np.percentile(b, q, axis=axis) - np.percentile(a, q, axis=axis))
 
+    if len(runs) == 1:
+        a, b = runs[0]
+        chunks = []
+        for start in range(0, RESAMPLES, _CHUNK):
+            picks = rng.integers(0, len(a), size=(min(_CHUNK, RESAMPLES - start), len(a)))
+            chunks.append(diff(a[picks], b[picks]))
+        return np.concatenate(chunks)
+    drawn = rng.integers(0, len(runs), size=(RESAMPLES, len(runs)))
+    return np.array([diff(np.concatenate([runs[k][0] for k in row]), np.concatenate([runs[k][1] for k in row]))
+                     for row in drawn])
+
+
+def _change(name: str, runs: list[tuple[np.ndarray, np.ndarray]], q: float, higher_is_better: bool) -> LatencyChange:
+    """`runs`: per run, the metric's stock and patched values of the same requests (pairs)."""
+    runs = [(a, b) for a, b in runs if len(a)]
+    if not runs:
+        return LatencyChange(metric=name, stock=None, patched=None, difference=None, ci95=None, verdict=NOT_ENOUGH)
+    a_all, b_all = np.concatenate([a for a, _ in runs]), np.concatenate([b for _, b in runs])
+    base, d = float(np.percentile(a_all, q)), float(np.percentile(b_all, q) - np.percentile(a_all, q))
+    if len(a_all) < MIN_ROWS:  # the values, but no interval: the regression's thresholds alone decide
+        return LatencyChange(metric=name, stock=round(base, 3), patched=round(base + d, 3), difference=round(d, 3),
+                             ci95=None, verdict=NOT_ENOUGH)
     # A seeded generator: the same two runs always get the same interval.
-    ci = stats.bootstrap((np.array(a), np.array(b)), diff, n_resamples=RESAMPLES, confidence_level=0.95,
-                         method="percentile", rng=np.random.default_rng(0)).confidence_interval
-    lo, hi = float(ci.low), float(ci.high)
-    base, d = float(np.percentile(a, q)), float(diff(np.array(a), np.array(b)))
+    lo, hi = (float(x) for x in np.percentile(_differences(runs, q, np.random.default_rng(0)), [2.5, 97.5]))
     worse, better = (lo > 0, hi < 0) if not higher_is_better else (hi < 0, lo > 0)
     material = abs(d) > MATERIAL * abs(base)
     verdict = "regressed" if worse and material else "improved" if better and material else "no significant change"
@@ -213,17 +231,21 @@ def _change(name: str, a: list[float], b: list[float], q: float, higher_is_bette
                          ci95=[round(lo, 3), round(hi, 3)], verdict=verdict)
 
 
-def latency_changes(stock: Sequence[RequestRow], patched: Sequence[RequestRow]) -> list[LatencyChange]:
-    """Each of METRICS over the completed requests of each side (any number of runs' rows), patched - stock, with
-    a bootstrap 95% interval: "regressed" or "improved" only when the interval excludes no change and the change
-    is at least MATERIAL of stock's value."""
-    done_a = [r for r in stock if r.outcome == "ok"]
-    done_b = [r for r in patched if r.outcome == "ok"]
+def latency_changes(stock: Runs, patched: Runs) -> list[LatencyChange]:
+    """Each of METRICS over the requests both sides completed (run by run), patched - stock, with a bootstrap 95%
+    interval: "regressed" or "improved" only when the interval excludes no change and the change is at least
+    MATERIAL of stock's value."""
+    return _latency(_matched(stock, patched))
+
+
+def _latency(paired: list[list[tuple[RequestRow, RequestRow]]]) -> list[LatencyChange]:
     changes = []
     for name, read, q, higher in METRICS:
-        a = [v for r in done_a if (v := read(r)) is not None]
-        b = [v for r in done_b if (v := read(r)) is not None]
-        changes.append(_change(name, a, b, q, higher))
+        runs = []
+        for pairs in paired:
+            values = [(x, y) for a, b in pairs if (x := read(a)) is not None and (y := read(b)) is not None]
+            runs.append((np.array([x for x, _ in values]), np.array([y for _, y in values])))
+        changes.append(_change(name, runs, q, higher))
     return changes
 
 
@@ -234,11 +256,12 @@ def _latency_rows(changes: list[LatencyChange]) -> list[Row]:
 
 
 def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec,
-            rows: tuple[Sequence[RequestRow], Sequence[RequestRow]] | None = None) -> Comparison:
-    """`rows`: each side's requests to compare latency over (several runs' rows, for trials); default: each
-    report's request table."""
-    latency = latency_changes(*(rows or (stock.request_table, patched.request_table)))
-    regression, regression_rows = _regression(stock, patched, spec, latency)
+            runs: tuple[Runs, Runs] | None = None) -> Comparison:
+    """`runs`: each side's runs to compare latency over (every trial's rows, for trials); default: each report's
+    request table."""
+    paired = _matched(*(runs or ([stock.request_table], [patched.request_table])))
+    latency = _latency(paired)
+    regression, regression_rows = _regression(latency, sum(len(p) for p in paired), spec)
     if stock.passed:
         conclusion, detail = Conclusion.NOT_REPRODUCED, "the stock run passed, so this workload shows no defect"
     elif patched.verdict == VerdictStatus.FAIL:
@@ -265,14 +288,14 @@ def _rate(t: TrialsInfo) -> Rate:
 
 
 def compare_trials(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float,
-                   rows: tuple[Sequence[RequestRow], Sequence[RequestRow]] | None = None) -> Comparison:
+                   runs: tuple[Runs, Runs] | None = None) -> Comparison:
     """Two trial sets' summary reports: "fix confirmed" only when patched failed in no trial and stock failed
-    significantly more often (one-sided Fisher exact test, p < alpha), and patched does not regress. `rows`:
+    significantly more often (one-sided Fisher exact test, p < alpha), and patched does not regress. `runs`:
     every trial's requests on each side, for the latency intervals."""
     assert stock.trials is not None and patched.trials is not None, "compare_trials compares summaries of trials"
     s, p = _rate(stock.trials), _rate(patched.trials)
     pv = p_value(s, p)
-    base = compare(stock, patched, spec, rows)
+    base = compare(stock, patched, spec, runs)
     needed = None
     if s.failed == 0:
         conclusion, detail = Conclusion.NOT_REPRODUCED, (f"stock failed in none of its {s.n} trials (a failure rate "
