@@ -206,6 +206,8 @@ def ab(
 
         trial_sets = asyncio.run(run_ab_trials(options, *checked, say=_say))
         _echo(render_comparison(trial_sets.comparison))
+        if trial_sets.interrupted:
+            raise typer.Exit(130)
         raise typer.Exit(0 if trial_sets.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
     session = asyncio.run(run_ab(options, *checked, say=_say))
     for side in (session.stock, session.patched):

@@ -43,6 +43,7 @@ class AbTrialsSession:
     comparison: Comparison
     written: list[Path]
     stopped_early: str | None  # why fewer trials than asked for ran
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the trials completed before it are summarised and compared
 
 
 def _trial_profile(profile: Profile, index: int, vary_seed: bool) -> Profile:
@@ -121,19 +122,26 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
              "patched": ab_side(options, "patched", patched, root / "patched")}
     done: dict[str, tuple[list[Session], list[Trial]]] = {"stock": ([], []), "patched": ([], [])}
     why: str | None = None
+    interrupted = False
     for i in range(1, options.trials + 1):
         for label, side in sides.items():
             session, trial = await _trial(side, root / label, i)
+            if session.result.interrupted:  # it proves nothing: kept on disk, left out with its pair
+                interrupted = True
+                break
             done[label][0].append(session)
             done[label][1].append(trial)
-            if session.result.interrupted:
-                raise KeyboardInterrupt  # each trial's report is written
+        if interrupted:
+            _pairs_only(done)
+            break
         s, p = rate_of(done["stock"][1]), rate_of(done["patched"][1])
         say(f"trials {i}/{options.trials}: stock failed {s.failed}, patched failed {p.failed}; "
             f"p = {p_value(s, p):.3g}")
         why = decided(done["stock"][1], done["patched"][1], options.trials, options.alpha)
         if why is not None:
             break
+    if not done["stock"][1]:
+        raise KeyboardInterrupt  # interrupted in the first trials: nothing to summarise (each trial's report is kept)
     reports = {label: summarized(*done[label], options.trials, sides[label]) for label in sides}
     written = [path for label in sides for path in write_reports(reports[label], root / label)]
     every = tuple([session.report.request_table for session in done[label][0]] for label in sides)
@@ -141,10 +149,19 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
                                 (every[0], every[1]))
     ran = len(done["stock"][1])
     early = f"after {ran} of {options.trials} trials a side: {STOPS[why]}" if why and ran < options.trials else None
+    if interrupted:
+        early = f"after {ran} of {options.trials} trials a side: interrupted"
     if early:
         comparison = comparison.model_copy(update={"detail": f"{comparison.detail} (stopped {early})"})
     return AbTrialsSession(root, reports["stock"], reports["patched"], comparison,
-                           written + write_comparison(comparison, root), early)
+                           written + write_comparison(comparison, root), early, interrupted)
+
+
+def _pairs_only(done: dict[str, tuple[list[Session], list[Trial]]]) -> None:
+    """Each side's trials cut to the number both completed: trials are compared stock i against patched i."""
+    pairs = min(len(trials) for _, trials in done.values())
+    for sessions, trials in done.values():
+        del sessions[pairs:], trials[pairs:]
 
 
 def _every_trials_rows(report: RunReport) -> list[list[RequestRow]]:

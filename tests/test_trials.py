@@ -4,6 +4,7 @@ stopping once decided, and the simulated engine's seeded race as the flaky twin 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -133,3 +134,37 @@ def test_shrink_keeps_a_candidate_only_when_k_of_n_runs_fail(tmp_path):
     text = (tmp_path / "shrink" / "shrink.md").read_text()
     assert "in at least 3 of up to 5 runs of each candidate (--confirm 3/5" in text and "| failed / runs |" in text
     assert (tmp_path / "shrink" / "run" / "report.json").exists()
+
+
+def test_ab_trials_interrupted_summarise_and_compare_the_trials_completed_and_exit_130(tmp_path):
+    """Ctrl-C during the third trial pair: the two pairs completed are summarised on each side and compared
+    (compare.md says it was interrupted), the interrupted trial's own report is kept, and the exit is 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "ab"
+    process = subprocess.Popen([sys.executable, "-m", "loadrepro", "ab", "--profile", "flaky-race", "--trials", "6",
+                                "--set", "sim.race_probability=0", "--out", str(out), "--quiet"],
+                               cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        third = out / "stock" / "trial-03" / "requests.jsonl"
+        deadline = time.monotonic() + 240
+        while not (third.exists() and third.read_text().strip()):  # the third stock trial is under way
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    compared = json.loads((out / "compare.json").read_text())
+    assert compared["stock_trials"]["n"] == compared["patched_trials"]["n"] == 2, compared
+    assert "(stopped after 2 of 6 trials a side: interrupted)" in compared["detail"], compared["detail"]
+    for side in ("stock", "patched"):
+        summary = json.loads((out / side / "report.json").read_text())["trials"]
+        assert summary["n"] == 2 and summary["planned"] == 6, summary
+    assert (out / "stock" / "trial-03" / "report.json").exists()  # the interrupted trial's own report
