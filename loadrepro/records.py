@@ -575,6 +575,9 @@ class RunResult:
     worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how
     health_owner: str | None = None  # the health path is not the engine's (a gateway's): whose, in words
     not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
+    # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
+    # requests with answers, which answers are chosen among (`records` keeps only the first ones)
+    sampled_answers: tuple[RequestRecord, ...] = ()
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""

@@ -284,10 +284,11 @@ async def _verified(result: RunResult, client: Client, url: str, api_key: str | 
     if not result.stop_reason.as_planned:
         notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
         return result
-    records = result.records
+    records = result.sampled_answers or result.records
     if result.tally is not None and result.tally.dropped:
-        notes.append(f"answers: chosen among the {len(records):,} requests kept in memory "
-                     f"(of {result.tally.requests:,}; [load] keep_records)")
+        notes.append(f"answers: chosen among a uniform sample of {len(records):,} of the run's completed requests "
+                     f"(of {result.tally.requests:,} requests; beyond [load] keep_records, records are not kept in "
+                     "memory)")
     stop = asyncio.Event()
     say(f"checking answers: {profile.verify.outputs} of the completed requests, each sent again alone")
     with INTERRUPTS.routed_to(stop.set):

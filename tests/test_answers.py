@@ -1,6 +1,7 @@
 """Answers checked under load ([verify]): each rule fires on a server that answers wrongly only under load, and
 not on one whose differences are near-ties, or that gives no logprobs to judge by. The comparison itself, pure."""
 
+import json
 import re
 
 import pytest
@@ -190,3 +191,17 @@ def test_each_api_gives_the_same_answer_and_only_the_messages_api_no_logprobs():
     assert all(m is not None and m > 0 for m in (chat.margin(i) for i in range(8)))
     assert found["responses"] == chat
     assert found["messages"].tokens == () and found["messages"].text == chat.text
+
+
+def test_a_run_beyond_keep_records_checks_answers_drawn_from_the_whole_run(tmp_path, tokenizer_dir):
+    """Records beyond [load] keep_records are not kept in memory; the answers checked are a uniform sample of the
+    whole run's completed requests, not the first ones kept."""
+    path = tmp_path / "answers.toml"
+    path.write_text(PROFILE.replace("conversations = 8", "conversations = 60").replace(
+        'outputs = "all"', 'outputs = "sample"\nsample = 6').replace("[load]\n", "[load]\nkeep_records = 5\n"))
+    with AnswerServer("healthy").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert report.passed and report.outputs.checked == 6, report
+    checked = [json.loads(line)["id"] for line in (tmp_path / "run" / "references.jsonl").read_text().splitlines()]
+    assert len(checked) == 6 and max(checked) > 20, checked  # the first 5 completed are all memory kept
+    assert any("answers: chosen among a uniform sample of" in n for n in report.notes), report.notes

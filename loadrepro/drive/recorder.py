@@ -7,6 +7,7 @@ let go. Every record and sample, kept or not, is counted in the Tally, which the
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from loadrepro.records import (
@@ -27,10 +28,31 @@ MAX_SAMPLES = 20_000  # of each kind kept in memory (a metrics scrape ~1 KB); a 
 EDGE_POLLS = 3  # polls kept at each end of a stretch of fast 200s: rules look up to 2 polls past a failure
 
 
+class Reservoir:
+    """A uniform sample of at most `size` of the items offered (Vitter's algorithm R), seeded: the same run keeps
+    the same ones. Ten lines, where a library would bring a dependency for them."""
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        self.size, self._seen = size, 0
+        self.items: list[RequestRecord] = []
+        self._rng = random.Random(seed)
+
+    def offer(self, item: RequestRecord) -> None:
+        self._seen += 1
+        if len(self.items) < self.size:
+            self.items.append(item)
+        elif (k := self._rng.randrange(self._seen)) < self.size:
+            self.items[k] = item
+
+
 class Recorder:
-    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0) -> None:
-        """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out."""
+    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
+                 answers: int = 0) -> None:
+        """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
+        completed requests with an answer to keep a uniform sample of, beyond `keep` ([verify] checks them), cache
+        hits and the others apart, since answers are checked cache hits first."""
         self.records: list[RequestRecord] = []
+        self.answer_pool = {True: Reservoir(answers, 1), False: Reservoir(answers, 2)}  # by cache hit
         self.tally = Tally(window_s)
         self.last: RequestRecord | None = None
         self._keep = keep
@@ -53,6 +75,8 @@ class Recorder:
         self.tally.add(record)
         self.last = record
         ok = record.outcome is Outcome.OK
+        if ok and record.answer is not None:
+            self.answer_pool[(record.cached_tokens or 0) > 0].offer(record)
         if self._kept[ok] >= self._keep:
             self.tally.dropped += 1
             return
@@ -82,6 +106,13 @@ class Recorder:
                 if len(self.canaries) > MAX_SAMPLES:
                     before, self.canaries = len(self.canaries), fewer_successes(self.canaries)
                     self.tally.thinned += before - len(self.canaries)
+
+    def sampled_answers(self) -> tuple[RequestRecord, ...]:
+        """When records were dropped, the uniform samples of the whole run's completed requests with answers (the
+        kept records are the first ones only); else none: the kept records are all of them."""
+        if not self.tally.dropped:
+            return ()
+        return tuple(sorted((r for pool in self.answer_pool.values() for r in pool.items), key=lambda r: r.id))
 
     def close(self) -> None:
         """Waits for the writers to finish their files."""

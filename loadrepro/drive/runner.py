@@ -98,7 +98,10 @@ class Runner:
         self._load = profile.load
         watch, limit = profile.watch, profile.verdict.max_health_latency_s
         fast_s = min(watch.health_timeout_s, watch.liveness_timeout_s, *([limit] if limit > 0 else []))
-        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s)
+        verify = profile.verify
+        answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
+            profile.load.keep_records
+        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: StopReason | None = None
@@ -460,7 +463,8 @@ class Runner:
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
-            not_caused=tuple(sorted(self._not_caused, key=lambda f: f.at_s)))
+            not_caused=tuple(sorted(self._not_caused, key=lambda f: f.at_s)),
+            sampled_answers=recorded.sampled_answers())
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""
