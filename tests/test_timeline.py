@@ -72,3 +72,29 @@ def test_a_long_runs_timeline_has_its_latency_and_errors_window_by_window():
     assert len(short.axes) < len(fig.axes)  # no windows, no panel for them
     plt.close(fig)
     plt.close(short)
+
+
+def test_a_run_that_kept_few_records_draws_its_latency_from_the_sketches_of_every_request(tmp_path):
+    """1,000 requests, 10 kept in memory: the latency histograms stand for all 1,000 (the run's sketches), with the
+    same median as the requests themselves, and say where they were drawn from."""
+    import numpy as np
+
+    from loadrepro.drive.recorder import Recorder
+    from loadrepro.report.plots import close, latency_figure
+    from loadrepro.report.timeline import build_timeline
+    from tests.builders import START, record
+
+    recorder = Recorder(tmp_path, keep=10)
+    recorder.started(START)
+    made = [record(i, end_s=1.0 + i * 0.01, tokens=2 + i % 50) for i in range(1000)]
+    for r in made:
+        recorder.record(r)
+    recorder.close()
+    t = build_timeline("run", START, max(r.end_ns for r in made), recorder.records, [], [], [], totals=recorder.tally)
+    assert round(len(t.e2e_ms) * t.e2e_weight) == 1000 and round(len(t.ttft_ms) * t.ttft_weight) == 1000
+    true_median = float(np.median([r.e2e_ms for r in made]))
+    assert abs(float(np.median(t.e2e_ms)) - true_median) <= 0.02 * true_median
+    figure = latency_figure(t)
+    titles = [ax.get_title(loc="left") for ax in figure.axes]
+    close(figure)
+    assert all("1,000 requests (drawn from the run's sketches" in title for title in titles), titles

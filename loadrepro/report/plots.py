@@ -209,11 +209,14 @@ def lanes_figure(t: Timeline) -> Figure:
 
 def latency_figure(t: Timeline) -> Figure:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2), layout="constrained")
-    for ax, values, name in ((left, t.ttft_ms, "time to first token"), (right, t.e2e_ms, "end to end")):
+    for ax, values, weight, name in ((left, t.ttft_ms, t.ttft_weight, "time to first token"),
+                                     (right, t.e2e_ms, t.e2e_weight, "end to end")):
+        requests = round(len(values) * weight)
         if len(values):
-            ax.hist(values, bins=min(50, max(5, len(values) // 4)), color="#1565c0")
-        kept = f"; {t.dropped:,} more not kept in memory (requests.jsonl)" if t.dropped else ""
-        ax.set_title(f"{t.label}: {name} (ms), {len(values):,} requests{kept}", loc="left")
+            ax.hist(values, bins=min(50, max(5, requests // 4)), weights=np.full(len(values), weight),
+                    color="#1565c0")
+        kept = " (drawn from the run's sketches: not every record was kept in memory)" if t.dropped else ""
+        ax.set_title(f"{t.label}: {name} (ms), {requests:,} requests{kept}", loc="left")
         ax.set_xlabel("ms")
     left.set_ylabel("requests")
     return fig

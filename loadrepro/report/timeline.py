@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from ddsketch import DDSketch
 
 from loadrepro.counts import PerSecond
 from loadrepro.judge.answers import WRONG, is_wrong
@@ -72,8 +73,23 @@ class Timeline:
     health_path: str = "/health"  # the path that was polled ([watch] health_path)
     windows: tuple[WindowRow, ...] = ()  # a long run's windows, as its report has them
     first_wrong_s: float | None = None  # when the first request whose answer was wrong ([verify]) ended
-    dropped: int = 0  # requests not kept in memory, so not in `lanes`, `ttft_ms` or `e2e_ms`
+    dropped: int = 0  # requests not kept in memory, so not in `lanes` (`ttft_ms` and `e2e_ms` then from sketches)
+    # how many requests each value of ttft_ms and e2e_ms stands for: 1, or for a run that dropped records, values at
+    # evenly spaced quantiles of the run's sketches, each standing for its share of every request
+    ttft_weight: float = 1.0
+    e2e_weight: float = 1.0
     chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
+
+
+_QUANTILES = 400  # points a sketch is drawn with (within the sketch's 1% relative accuracy)
+
+
+def _from_sketch(sketch: DDSketch) -> tuple[np.ndarray, float]:
+    """A latency sketch as values at evenly spaced quantiles, and how many requests each stands for."""
+    if not sketch.count:
+        return np.array([]), 1.0
+    quantiles = (np.arange(_QUANTILES) + 0.5) / _QUANTILES
+    return np.array([sketch.get_quantile_value(float(q)) for q in quantiles]), sketch.count / _QUANTILES
 
 
 def _series(metrics: list[MetricsSample], start_ns: int, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -130,6 +146,9 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     fatal = [m for m in matches if m.klass == "F"]
     lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value)
                   for r in sent if (at := r.sent_ns) is not None)
+    ttft, ttft_weight = _from_sketch(totals.ttft_ms) if totals else \
+        (np.array([r.ttft_ms for r in sent if r.ttft_ms is not None]), 1.0)
+    e2e, e2e_weight = _from_sketch(totals.e2e_ms) if totals else (np.array([r.e2e_ms for r in sent]), 1.0)
     return Timeline(
         label=label, duration_s=max(s(end_ns), 1e-3), in_flight_t=in_flight_t, in_flight_n=in_flight_n,
         ends={k: np.array(v) for k, v in sorted(ends.items())}, end_counts=end_counts,
@@ -140,8 +159,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         canary_ttft_s=np.array([c.ttft_ns / 1e9 if c.ttft_ns is not None else np.nan for c in canaries or ()]),
         kv_t=kv_t, kv_usage=kv, waiting_t=wait_t, waiting=waiting, running_t=running_t, running=running,
         lanes=lanes,
-        ttft_ms=np.array([r.ttft_ms for r in sent if r.ttft_ms is not None]),
-        e2e_ms=np.array([r.e2e_ms for r in sent]),
+        ttft_ms=ttft, e2e_ms=e2e, ttft_weight=ttft_weight, e2e_weight=e2e_weight,
+        dropped=totals.dropped if totals else 0,
         first_failure_s=min(failures) if failures else None,
         first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
         first_fatal_text=fatal[0].line if fatal else "", health_path=health_path)
@@ -159,8 +178,7 @@ def timeline_of(result: RunResult) -> Timeline:
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
     wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
-    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
-                               dropped=result.tally.dropped if result.tally is not None else 0)
+    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns))
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:
