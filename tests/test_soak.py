@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.judge.windows import errors_after_recovery, windows
+from loadrepro.judge.soak import errors_after_recovery
+from loadrepro.judge.windows import windows
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.run_report import RunReport

@@ -10,7 +10,8 @@ import pytest
 from ddsketch import DDSketch
 
 from loadrepro.judge.findings import Severity
-from loadrepro.judge.windows import degradation, kv_leak, windows
+from loadrepro.judge.soak import degradation, kv_leak
+from loadrepro.judge.windows import windows
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import SKETCH_ACCURACY, Fault, Outcome, RequestRecord, Tally, add_all
 from loadrepro.report.build import _latency
@@ -354,7 +355,7 @@ def fifo_run(arrivals: list[int], served: list[int], waiting: list[float] | None
 
 
 def test_arrivals_outpacing_a_steady_service_are_saturation_not_degradation():
-    from loadrepro.judge.windows import saturated
+    from loadrepro.judge.soak import saturated
 
     run = fifo_run([9] * 6, [6] * 6, waiting=[3, 6, 9, 12, 15, 18])
     found = saturated(run, SPEC)
@@ -373,6 +374,25 @@ def test_arrivals_outpacing_a_steady_service_are_saturation_not_degradation():
     ([9] + [6] * 5, [6] * 6, None),  # a closed loop's backlog stays where it is
 ], ids=["keeps-up", "a-failure", "completions-fell", "closed-loop"])
 def test_saturation_near_misses(arrivals, served, failed):
-    from loadrepro.judge.windows import saturated
+    from loadrepro.judge.soak import saturated
 
     assert saturated(fifo_run(arrivals, served, failed=failed), SPEC) is None
+
+
+def test_a_judgement_measures_the_windows_once_for_its_rules_and_its_report(tmp_path, monkeypatch):
+    """The soak rules and the report's windows read one Measurements: the windows are computed once per judgement
+    (the report's numbers are the ones the rules judged by)."""
+    import loadrepro
+    from loadrepro.judge import measurements
+
+    calls = []
+    counted = measurements.windows
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(measurements, "windows", counting)
+    report = loadrepro.run("quickstart", overrides=["sim.policy='patched'", "verdict.window_s=0.5"], out=tmp_path)
+    assert report.passed and len(report.windows) >= 2, report
+    assert len(calls) == 1, len(calls)

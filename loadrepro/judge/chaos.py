@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, RUNNING, Fault, MetricsSample, Outcome, RequestRecord, RunResult, quiet
@@ -188,28 +187,3 @@ def _kv_words(r: Recovery) -> str:
 
 def recoveries(result: RunResult, spec: VerdictSpec) -> list[Recovery]:
     return [recovery(result, f, spec) for f in result.faults]
-
-
-def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """A fault on purpose ([[chaos.events]]) after which the engine was not back within the event's
-    recover_within_s: /health 200, TTFT p95 within max_ttft_growth of before, no more requests running than
-    loadrepro had in flight; or its KV usage at the last quiet moment after it more than max_kv_leak above before
-    (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
-    recovered, says how fast (info). A fault never caused (the load ended before its time, or while an earlier
-    fault had the engine down) is said with why, and judges nothing."""
-    found = recoveries(result, spec)
-    missed = [r for r in found if not r.recovered]
-    never = "; ".join(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
-                      for f in result.not_caused)
-    if not found:
-        return Finding("no_recovery", Severity.INFO, never) if never else None
-    if not missed:
-        return Finding("no_recovery", Severity.INFO, "every fault on purpose recovered: " + ", ".join(
-            f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
-            f"{SINCE.get(r.fault.action, 'after it')}" for r in found) + (f"; {never}" if never else ""))
-    return Finding("no_recovery", Severity.FAIL, "; ".join(
-        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.words}" for r in missed)
-        + (f"; {never}" if never else ""))
-
-
-CHAOS_RULES = (no_recovery,)

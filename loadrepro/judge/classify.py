@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from loadrepro.capacity import Fit
 from loadrepro.judge.answers import ANSWER_RULES
-from loadrepro.judge.chaos import CHAOS_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES, usable_health
+from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
 from loadrepro.judge.waits import behind, queue_work
-from loadrepro.judge.windows import SOAK_RULES
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import (
     KV_USAGE,

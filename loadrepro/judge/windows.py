@@ -1,7 +1,5 @@
-"""A long run cut into fixed windows (`[verdict] window_s`), and the rules that only a long run can break:
-degradation (TTFT or errors growing from the first steady window to the last), a KV leak (KV usage at quiet
-moments creeping up), and errors that come back after a recovery; and what is not a failure but looks like one,
-saturation (arrivals outpacing a steady service, the queue growing window after window). Pure.
+"""A long run cut into fixed windows (`[verdict] window_s`), and saturation found in them (arrivals outpacing a
+steady service, the queue growing window after window). The rules that read them are in judge/soak.py. Pure.
 
 A request belongs to the window it was sent in. Only whole windows count: a last window shorter than half of
 `window_s` is dropped. The first window holds the ramp-up, so the first steady window is the second.
@@ -14,8 +12,7 @@ from dataclasses import dataclass, field
 
 from ddsketch import DDSketch
 
-from loadrepro.judge.findings import FAILED, Finding, Severity
-from loadrepro.profile import VerdictSpec
+from loadrepro.judge.findings import FAILED
 from loadrepro.records import (
     Outcome,
     RunResult,
@@ -101,9 +98,6 @@ def _window(i: int, window_s: float, t: WindowTally) -> Window:
                   kv_usage_quiet=t.kv_usage_quiet, waiting_max=t.waiting_max, preemptions=preempted)
 
 
-# -- rules ----------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Saturation:
     windows: tuple[Window, ...]  # from the window it began to the last
@@ -117,10 +111,9 @@ class Saturation:
         return self.windows[-1]
 
 
-def load_windows(result: RunResult, window_s: float) -> list[Window]:
-    """The windows while requests were being started: those that ended before the run's stop (the drain after a
-    stop says nothing of arrivals against service)."""
-    found = windows(result, window_s)
+def load_windows(result: RunResult, found: list[Window]) -> list[Window]:
+    """Of the run's windows, those while requests were being started: those that ended before the run's stop (the
+    drain after a stop says nothing of arrivals against service)."""
     if result.stopped_ns is None:
         return found
     return [w for w in found if w.end_s <= result.seconds(result.stopped_ns) + 1e-9]
@@ -153,107 +146,3 @@ def saturation(found: list[Window]) -> Saturation | None:
     if published and first_waiting is not None and last_waiting is not None and last_waiting <= first_waiting:
         return None  # the engine says nothing waits more: what loadrepro holds is in the network, or streaming
     return Saturation(tuple(run))
-
-
-def _grew(name: str, values: list[float | None], unit: str = "") -> str:
-    known = [v for v in values if v is not None]
-    moved = len(known) >= 2 and round(known[0]) != round(known[-1])
-    return f"; {name} from {known[0]:,.0f} to {known[-1]:,.0f}{unit}" if moved else ""
-
-
-def _unsent(result: RunResult, spec: VerdictSpec, run: list[Window]) -> str:
-    """The queue in loadrepro itself, when it grew: requests due that waited for a slot of its concurrency."""
-    if run[-1].unsent_end <= run[0].unsent_end:
-        return ""
-    waited = result.totals(spec.window_s).queue_ms  # every sent request's wait for its slot
-    median, longest = waited.get_quantile_value(0.5), waited.get_quantile_value(1.0)
-    return (f", and requests due but waiting in loadrepro to be sent (its concurrency full) from "
-            f"{run[0].unsent_end:,} to {run[-1].unsent_end:,}"
-            + (f" (a sent request waited up to {longest / 1e3:,.1f} s for a slot, median {median / 1e3:,.1f} s)"
-               if longest is not None and median is not None else ""))
-
-
-def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Information, not a failure: arrivals outpaced the engine's steady service (see `saturation`), so requests
-    queued and waited longer window after window while nothing failed. Says when it began, at what rates, and how
-    the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there."""
-    found = saturation(load_windows(result, spec.window_s))
-    if found is None:
-        return None
-    first, last, run = found.first, found.last, list(found.windows)
-    window_s = first.end_s - first.start_s
-    return Finding("saturated", Severity.INFO,
-                   f"saturated from {first.span}: requests arrived at {first.due / window_s:,.2f}/s and "
-                   f"completed at {first.ended / window_s:,.2f}/s; requests in flight grew from "
-                   f"{first.in_flight_end:,} to {last.in_flight_end:,} over {len(run)} windows"
-                   + _unsent(result, spec, run)
-                   + _grew("the engine's waiting requests", [w.waiting_max for w in run])
-                   + _grew("TTFT p95", [w.ttft_p95_ms for w in run], " ms")
-                   + ", with nothing failing: the engine is at capacity, not broken")
-
-
-def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
-    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows. TTFT grown by
-    saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is a fault on
-    purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither compared
-    nor compared with (the engine's way back is no_recovery's to judge)."""
-    found = windows(result, spec.window_s)
-    if len(found) < 3:
-        return None
-    faults = result.fault_spans
-    calm = [w for w in found[REFERENCE_WINDOW:] if not faults.overlaps(
-        result.start_ns + int(w.start_s * 1e9), result.start_ns + int(w.end_s * 1e9), outages_only=False)]
-    if len(calm) < 2:
-        return None
-    first, last = calm[0], calm[-1]
-    parts = []
-    queued = saturation(load_windows(result, spec.window_s)) is not None  # a queue under a steady service
-    if not queued and _enough(first) and _enough(last) and first.ttft_p95_ms is not None and \
-            last.ttft_p95_ms is not None:
-        grown = last.ttft_p95_ms - first.ttft_p95_ms
-        if grown > TTFT_FLOOR_MS and last.ttft_p95_ms > first.ttft_p95_ms * (1 + spec.max_ttft_growth):
-            parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
-                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed)")
-    if first.requests and last.requests and last.error_rate - first.error_rate > spec.max_error_growth:
-        parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
-                     f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")
-    return Finding("degradation", Severity.FAIL, "; ".join(parts)) if parts else None
-
-
-def _enough(w: Window) -> bool:
-    return sum(n for o, n in w.outcomes.items() if o == Outcome.OK.value) >= MIN_SAMPLES
-
-
-def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """KV usage at quiet moments (nothing running or waiting) creeping up window after window by more than
-    `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows."""
-    quiet = [(w, w.kv_usage_quiet) for w in windows(result, spec.window_s) if w.kv_usage_quiet is not None]
-    if len(quiet) < 3:
-        return None
-    steps = [b - a for (_, a), (_, b) in zip(quiet, quiet[1:])]
-    rise = quiet[-1][1] - quiet[0][1]
-    if rise <= spec.max_kv_leak or min(steps) < -spec.max_kv_leak / 10:
-        return None
-    (first, low), (last, high) = quiet[0], quiet[-1]
-    return Finding("kv_leak", Severity.FAIL, f"KV usage with nothing running crept up from {low:.1%} in {first.span} "
-                   f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees")
-
-
-def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Failures, then a window with completed requests and none failed (a recovery), then failures again."""
-    failing: Window | None = None
-    recovered: Window | None = None
-    for w in windows(result, spec.window_s):
-        if w.failed and recovered is not None and failing is not None:
-            return Finding("errors_after_recovery", Severity.FAIL,
-                           f"errors came back in {w.span} ({w.failed} of {w.requests} requests failed) after the "
-                           f"engine had recovered in {recovered.span}, following failures in {failing.span}")
-        if w.failed:
-            failing = w
-        elif failing is not None and w.outcomes.get(Outcome.OK.value):
-            recovered = w
-    return None
-
-
-SOAK_RULES = (degradation, kv_leak, errors_after_recovery, saturated)

@@ -9,12 +9,11 @@ from collections import Counter
 from ddsketch import DDSketch
 
 from loadrepro.judge.answers import KINDS, WRONG
-from loadrepro.judge.chaos import recoveries
 from loadrepro.judge.classify import preemptions, series
 from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.health import usable_health, would_restart
+from loadrepro.judge.measurements import measure
 from loadrepro.judge.verdict import Verdict
-from loadrepro.judge.windows import windows
 from loadrepro.profile import Profile, VerdictSpec
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally
 from loadrepro.redact import scrub
@@ -110,7 +109,7 @@ def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
                      running_s=r3(r.running_s), before_ttft_p95_ms=r3(r.before_ttft_p95_ms),
                      before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), kv_s=r3(r.kv_s),
                      after_kv_usage=r3(r.kv_after), faulted=r.faulted,
-                     detail=scrub(r.words)) for r in recoveries(result, spec)] + [
+                     detail=scrub(r.words)) for r in measure(result, spec).recoveries] + [
         ChaosRow(at_s=f.at_s, action=f.action, done_s=f.at_s, recovered=None, recovery_s=None, recover_within_s=0.0,
                  health_s=None, ttft_s=None, running_s=None, before_ttft_p95_ms=None, before_running=None,
                  before_kv_usage=None, kv_s=None, after_kv_usage=None, faulted=0,
@@ -263,8 +262,8 @@ def _kept_note(result: RunResult) -> list[str]:
             "records; requests.jsonl has every one"]
 
 
-def _windows(result: RunResult, window_s: float) -> list[WindowRow]:
-    return [WindowRow(**dataclasses.asdict(w)) for w in windows(result, window_s)]
+def _windows(result: RunResult, spec: VerdictSpec) -> list[WindowRow]:
+    return [WindowRow(**dataclasses.asdict(w)) for w in measure(result, spec).windows]
 
 
 def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, Finding | None]], verdict: Verdict,
@@ -307,6 +306,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
                                   *_kept_note(result), *_workers_note(result))],
-        environment=env or environment(), windows=_windows(result, profile.verdict.window_s),
+        environment=env or environment(), windows=_windows(result, profile.verdict),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -1,0 +1,140 @@
+"""Rules over a run's measurements (judge/measurements.py, measured once per judgement): recovery from faults on
+purpose, and what only a long run can break: degradation (TTFT or errors growing from the first steady window to
+the last), a KV leak (KV usage at quiet moments creeping up), errors that come back after a recovery; and what is
+not a failure but looks like one, saturation. Pure."""
+
+from __future__ import annotations
+
+from loadrepro.judge.chaos import SINCE
+from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.measurements import measure
+from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import Outcome, RunResult
+
+
+def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A fault on purpose ([[chaos.events]]) after which the engine was not back within the event's
+    recover_within_s: /health 200, TTFT p95 within max_ttft_growth of before, no more requests running than
+    loadrepro had in flight; or its KV usage at the last quiet moment after it more than max_kv_leak above before
+    (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
+    recovered, says how fast (info). A fault never caused (the load ended before its time, or while an earlier
+    fault had the engine down) is said with why, and judges nothing."""
+    found = measure(result, spec).recoveries
+    missed = [r for r in found if not r.recovered]
+    never = "; ".join(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
+                      for f in result.not_caused)
+    if not found:
+        return Finding("no_recovery", Severity.INFO, never) if never else None
+    if not missed:
+        return Finding("no_recovery", Severity.INFO, "every fault on purpose recovered: " + ", ".join(
+            f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
+            f"{SINCE.get(r.fault.action, 'after it')}" for r in found) + (f"; {never}" if never else ""))
+    return Finding("no_recovery", Severity.FAIL, "; ".join(
+        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.words}" for r in missed)
+        + (f"; {never}" if never else ""))
+
+
+def _grew(name: str, values: list[float | None], unit: str = "") -> str:
+    known = [v for v in values if v is not None]
+    moved = len(known) >= 2 and round(known[0]) != round(known[-1])
+    return f"; {name} from {known[0]:,.0f} to {known[-1]:,.0f}{unit}" if moved else ""
+
+
+def _unsent(result: RunResult, spec: VerdictSpec, run: list[Window]) -> str:
+    """The queue in loadrepro itself, when it grew: requests due that waited for a slot of its concurrency."""
+    if run[-1].unsent_end <= run[0].unsent_end:
+        return ""
+    waited = result.totals(spec.window_s).queue_ms  # every sent request's wait for its slot
+    median, longest = waited.get_quantile_value(0.5), waited.get_quantile_value(1.0)
+    return (f", and requests due but waiting in loadrepro to be sent (its concurrency full) from "
+            f"{run[0].unsent_end:,} to {run[-1].unsent_end:,}"
+            + (f" (a sent request waited up to {longest / 1e3:,.1f} s for a slot, median {median / 1e3:,.1f} s)"
+               if longest is not None and median is not None else ""))
+
+
+def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Information, not a failure: arrivals outpaced the engine's steady service (see `saturation`), so requests
+    queued and waited longer window after window while nothing failed. Says when it began, at what rates, and how
+    the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there."""
+    found = measure(result, spec).saturation
+    if found is None:
+        return None
+    first, last, run = found.first, found.last, list(found.windows)
+    window_s = first.end_s - first.start_s
+    return Finding("saturated", Severity.INFO,
+                   f"saturated from {first.span}: requests arrived at {first.due / window_s:,.2f}/s and "
+                   f"completed at {first.ended / window_s:,.2f}/s; requests in flight grew from "
+                   f"{first.in_flight_end:,} to {last.in_flight_end:,} over {len(run)} windows"
+                   + _unsent(result, spec, run)
+                   + _grew("the engine's waiting requests", [w.waiting_max for w in run])
+                   + _grew("TTFT p95", [w.ttft_p95_ms for w in run], " ms")
+                   + ", with nothing failing: the engine is at capacity, not broken")
+
+
+def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
+    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows. TTFT grown by
+    saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is a fault on
+    purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither compared
+    nor compared with (the engine's way back is no_recovery's to judge)."""
+    found = measure(result, spec).windows
+    if len(found) < 3:
+        return None
+    faults = result.fault_spans
+    calm = [w for w in found[REFERENCE_WINDOW:] if not faults.overlaps(
+        result.start_ns + int(w.start_s * 1e9), result.start_ns + int(w.end_s * 1e9), outages_only=False)]
+    if len(calm) < 2:
+        return None
+    first, last = calm[0], calm[-1]
+    parts = []
+    queued = measure(result, spec).saturation is not None  # a queue under a steady service
+    if not queued and _enough(first) and _enough(last) and first.ttft_p95_ms is not None and \
+            last.ttft_p95_ms is not None:
+        grown = last.ttft_p95_ms - first.ttft_p95_ms
+        if grown > TTFT_FLOOR_MS and last.ttft_p95_ms > first.ttft_p95_ms * (1 + spec.max_ttft_growth):
+            parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
+                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed)")
+    if first.requests and last.requests and last.error_rate - first.error_rate > spec.max_error_growth:
+        parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
+                     f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")
+    return Finding("degradation", Severity.FAIL, "; ".join(parts)) if parts else None
+
+
+def _enough(w: Window) -> bool:
+    return sum(n for o, n in w.outcomes.items() if o == Outcome.OK.value) >= MIN_SAMPLES
+
+
+def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """KV usage at quiet moments (nothing running or waiting) creeping up window after window by more than
+    `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows."""
+    quiet = [(w, w.kv_usage_quiet) for w in measure(result, spec).windows if w.kv_usage_quiet is not None]
+    if len(quiet) < 3:
+        return None
+    steps = [b - a for (_, a), (_, b) in zip(quiet, quiet[1:])]
+    rise = quiet[-1][1] - quiet[0][1]
+    if rise <= spec.max_kv_leak or min(steps) < -spec.max_kv_leak / 10:
+        return None
+    (first, low), (last, high) = quiet[0], quiet[-1]
+    return Finding("kv_leak", Severity.FAIL, f"KV usage with nothing running crept up from {low:.1%} in {first.span} "
+                   f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees")
+
+
+def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Failures, then a window with completed requests and none failed (a recovery), then failures again."""
+    failing: Window | None = None
+    recovered: Window | None = None
+    for w in measure(result, spec).windows:
+        if w.failed and recovered is not None and failing is not None:
+            return Finding("errors_after_recovery", Severity.FAIL,
+                           f"errors came back in {w.span} ({w.failed} of {w.requests} requests failed) after the "
+                           f"engine had recovered in {recovered.span}, following failures in {failing.span}")
+        if w.failed:
+            failing = w
+        elif failing is not None and w.outcomes.get(Outcome.OK.value):
+            recovered = w
+    return None
+
+
+CHAOS_RULES = (no_recovery,)
+SOAK_RULES = (degradation, kv_leak, errors_after_recovery, saturated)
