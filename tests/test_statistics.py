@@ -282,7 +282,7 @@ def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one
 
 def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept(tmp_path):
     from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
-    from loadrepro.judge.health import would_restart
+    from loadrepro.judge.polls import would_restart
     from loadrepro.profile import WatchSpec
     from loadrepro.records import HealthSample
     from loadrepro.report.build import _health

@@ -10,7 +10,8 @@ from __future__ import annotations
 from loadrepro.capacity import Fit
 from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
-from loadrepro.judge.health import HEALTH_RULES, usable_health
+from loadrepro.judge.health import HEALTH_RULES
+from loadrepro.judge.polls import usable_health
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
 from loadrepro.judge.waits import behind, queue_work
 from loadrepro.profile import VerdictSpec

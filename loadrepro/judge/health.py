@@ -9,65 +9,12 @@ healthy engine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.measurements import measure
+from loadrepro.judge.polls import outside_outages, polls_outside_faults, sent, usable_health
 from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
-
-
-def outside_outages(result: RunResult, spans: list[tuple[int, int]]) -> list[int]:
-    """The indexes of the (start, end) spans that overlap no fault that stopped the engine on purpose (from the
-    fault to /health 200 again): a silent or slow engine then is the fault's doing, not the engine's."""
-    faults = result.fault_spans
-    return [i for i, (start, end) in enumerate(spans) if not faults.overlaps(start, end)]
-
-
-def _polls(result: RunResult) -> list[HealthSample]:
-    """The health samples outside faults on purpose."""
-    polls = list(result.health)
-    return [polls[i] for i in outside_outages(result, [(_sent(h), h.t_ns) for h in polls])]
-
-
-def usable_health(result: RunResult) -> list[HealthSample]:
-    """The run's health samples (outside faults on purpose), if /health answered 200 before the run (else it
-    says nothing of the engine)."""
-    return _polls(result) if result.health and result.health[0].healthy else []
-
-
-@dataclass(frozen=True, slots=True)
-class Restart:
-    t_ns: int  # when the probe's last failure would have been known
-    first_ns: int  # when the failing stretch began (its first poll was sent)
-    probes: int  # polls of ours in that stretch
-
-
-def _sent(poll: HealthSample) -> int:
-    return poll.t_ns - poll.latency_ns
-
-
-def _failed(sample: HealthSample, timeout_ns: float) -> bool:
-    return not sample.healthy or sample.latency_ns > timeout_ns
-
-
-def would_restart(polls: list[HealthSample], watch: WatchSpec) -> Restart | None:
-    """The first moment a liveness probe would have restarted the engine: `liveness_failures` of our polls in a row
-    failed its test, spanning at least (failures - 1) probe periods, so that every probe in that span would have
-    failed too. Our polls come more often than an orchestrator's probes, never less."""
-    timeout_ns = watch.liveness_timeout_s * 1e9
-    span_ns = (watch.liveness_failures - 1) * watch.liveness_period_s * 1e9
-    first: HealthSample | None = None
-    count = 0
-    for poll in polls:
-        if not _failed(poll, timeout_ns):
-            first, count = None, 0
-            continue
-        first = first or poll
-        count += 1
-        if count >= watch.liveness_failures and _sent(poll) - _sent(first) >= span_ns:
-            return Restart(_sent(poll) + int(min(poll.latency_ns, timeout_ns)), _sent(first), count)
-    return None
 
 
 def _described(watch: WatchSpec) -> str:
@@ -80,7 +27,7 @@ def liveness(result: RunResult, spec: VerdictSpec) -> Finding | None:
     defaults: 1 s, 10 s, 3) would have restarted the engine: that many of its probes in a row would have failed
     (not 200, or slower than the timeout). A warning: the orchestrator's judgement, not the engine's failure; says
     how many requests the engine completed after that moment."""
-    restart = would_restart(usable_health(result), result.watch)
+    restart = measure(result, spec).restart
     if restart is None:
         return None
     served = sum(1 for r in result.records if r.outcome is Outcome.OK and r.end_ns > restart.t_ns)
@@ -99,7 +46,7 @@ def health_latency(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """/health answered slower than [watch] health_timeout_s (a warning: a slow answer is still an answer), or
     slower than [verdict] max_health_latency_s when that is > 0 (a failure). Unanswered polls count at the time
     they were given up."""
-    polls = _polls(result)
+    polls = polls_outside_faults(result)
     limit = spec.max_health_latency_s
     over = [h for h in polls if limit > 0 and h.latency_ns > limit * 1e9]
     if over:
@@ -166,7 +113,7 @@ def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | Non
     silence = _longest_silence(usable_health(result))
     if len(silence) < DEATH_POLLS:
         return None
-    start, end = _sent(silence[0]), silence[-1].t_ns
+    start, end = sent(silence[0]), silence[-1].t_ns
     return Finding("frontend_unresponsive", Severity.INFO,
                    f"warning: /health went unanswered {len(silence)} times in a row from "
                    f"{result.seconds(start):.1f} s to {result.seconds(end):.1f} s ({(end - start) / 1e9:.1f} s) "

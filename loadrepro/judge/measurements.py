@@ -1,5 +1,6 @@
 """What the judge measures of a run, once per judgement: its windows (and those while the load was started),
-saturation found in them, and the recovery from each fault on purpose. The rules (judge/soak.py) and the report
+saturation found in them, the recovery from each fault on purpose, and when a liveness probe would have restarted
+the engine. The rules (judge/soak.py) and the report
 (report/build.py) read the same object, so a number in the report is the number a rule judged by. Pure."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from loadrepro.judge.chaos import Recovery, recoveries
+from loadrepro.judge.polls import Restart, usable_health, would_restart
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import RunResult
@@ -19,12 +21,14 @@ class Measurements:
     load_windows: list[Window]  # of those, the ones that ended before the load's stop
     saturation: Saturation | None  # arrivals outpacing a steady service, in load_windows
     recoveries: list[Recovery] = field(default_factory=list)  # per fault on purpose, in the order caused
+    restart: Restart | None = None  # when a liveness probe ([watch] liveness_*) would have restarted the engine
 
 
 def _measured(result: RunResult, spec: VerdictSpec) -> Measurements:
     found = windows(result, spec.window_s)
     loaded = load_windows(result, found)
-    return Measurements(found, loaded, saturation(loaded), recoveries(result, spec))
+    return Measurements(found, loaded, saturation(loaded), recoveries(result, spec),
+                        would_restart(usable_health(result), result.watch))
 
 
 class _Last(threading.local):

@@ -11,7 +11,6 @@ from ddsketch import DDSketch
 from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.classify import preemptions, series
 from loadrepro.judge.findings import FAILED, Finding
-from loadrepro.judge.health import usable_health, would_restart
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.verdict import Verdict
 from loadrepro.profile import Profile, VerdictSpec
@@ -124,11 +123,11 @@ def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:
                       ttft_ms=_sketched(t.canary_ttft_ms), by_outcome=dict(sorted(t.canary_outcomes.items())))
 
 
-def _liveness(result: RunResult) -> Liveness | None:
+def _liveness(result: RunResult, spec: VerdictSpec) -> Liveness | None:
     if not result.health:
         return None
     w = result.watch
-    restart = would_restart(usable_health(result), w)
+    restart = measure(result, spec).restart
     return Liveness(timeout_s=w.liveness_timeout_s, period_s=w.liveness_period_s, failures=w.liveness_failures,
                     would_restart_at_s=round(result.seconds(restart.t_ns), 3) if restart else None)
 
@@ -299,7 +298,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result, profile.verdict.window_s),
-        workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result),
+        workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result, profile.verdict),
         canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
         chaos=_chaos(result, profile.verdict),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
