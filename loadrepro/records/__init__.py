@@ -1,0 +1,49 @@
+"""What a run observed: one RequestRecord per request, watcher samples, and the RunResult that holds them
+(`vocabulary`: the types; `tally`: counts and sketches over all of them; `result`: the run; `jsonl`: the files).
+
+Times are integers in nanoseconds from `time.perf_counter_ns()` (suffix `_ns`), plus one wall-clock timestamp
+per record. Records and samples are appended to JSONL files as they happen, so a crash loses only what was
+still in flight.
+"""
+
+from __future__ import annotations
+
+from loadrepro.records.jsonl import JsonlWriter, read_jsonl
+from loadrepro.records.result import RunResult
+from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, add_all, quiet
+from loadrepro.records.vocabulary import (
+    ANSWER_CHARS,
+    CACHE_HITS,
+    CACHE_QUERIES,
+    FAILED,
+    KV_USAGE,
+    POOL_USAGE,
+    PREEMPTIONS,
+    RUNNING,
+    WAITING,
+    Answer,
+    AnswerCheck,
+    CanarySample,
+    Fault,
+    FaultNotCaused,
+    FaultSpan,
+    FaultSpans,
+    HealthSample,
+    LogMatch,
+    MetricsSample,
+    Note,
+    NoteSource,
+    Outcome,
+    RequestRecord,
+    Sample,
+    StopReason,
+    sample_from_json,
+)
+
+__all__ = [
+    "ANSWER_CHARS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS", "REUSE_SCALE",
+    "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "Fault", "FaultNotCaused",
+    "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note", "NoteSource",
+    "Outcome", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "WindowTally", "add_all", "quiet",
+    "read_jsonl", "sample_from_json",
+]

@@ -1,0 +1,238 @@
+"""Counts and latency sketches over every request and sample of a run, in windows: what the windows, the
+report and the rules read, whether or not every record was kept in memory."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from ddsketch import DDSketch
+from ddsketch.mapping import LogarithmicMapping
+
+from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
+from loadrepro.records.vocabulary import (
+    FAILED,
+    KV_USAGE,
+    PREEMPTIONS,
+    RUNNING,
+    WAITING,
+    CanarySample,
+    HealthSample,
+    MetricsSample,
+    Outcome,
+    RequestRecord,
+    Sample,
+)
+
+REUSE_SCALE = 10_000  # the share of a prefix found cached is counted in 1/10,000ths (Tally.reuse)
+SKETCH_ACCURACY = 0.01  # relative accuracy of the latency sketches: a reported p95 is within 1% of the true one
+_MAPPING = LogarithmicMapping(SKETCH_ACCURACY)  # DDSketch's own default mapping: the buckets its sketches use
+_LOG_GAMMA = float(np.log(_MAPPING.gamma))
+
+
+def _sketch() -> DDSketch:
+    return DDSketch(SKETCH_ACCURACY)
+
+
+def add_all(sketch: DDSketch, values: np.ndarray) -> None:
+    """Adds every value. A few are added one by one; more, one `add` per bucket they fall in, with their count, of
+    the value DDSketch reads that bucket back as: the sketch answers as if each had been added (up to a value on a
+    bucket's very edge), at a fraction of the cost for a long stream, whose gaps fall in a few dozen buckets."""
+    if len(values) <= _ONE_BY_ONE:
+        for value in values.tolist():
+            sketch.add(max(value, 1e-6))
+        return
+    keys = np.ceil(np.log(np.maximum(values, 1e-6)) / _LOG_GAMMA).astype(np.int64)
+    low = int(keys.min())
+    counts = np.bincount(keys - low)
+    for offset in np.flatnonzero(counts).tolist():
+        sketch.add(_MAPPING.value(low + offset), int(counts[offset]))
+
+
+_ONE_BY_ONE = 24  # below this many values, adding each is cheaper than bucketing them with numpy (measured)
+
+
+@dataclass(slots=True)
+class WindowTally:
+    """One window's counts and latency sketches, over every request sent in it, and what every scrape of the
+    engine's metrics taken in it said (so the samples themselves may be coarsened)."""
+
+    requests: int = 0
+    outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
+    sent: int = 0  # of its requests, those sent (not cancelled while queued)
+    ended: int = 0  # requests sent at any time that ended in this window
+    due: int = 0  # requests loadrepro wanted to send in this window (sent then or later, or never)
+    dropped: int = 0  # requests never sent (cancelled while they waited in loadrepro) that ended in this window
+    ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    kv_usage_max: float | None = None
+    kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
+    waiting_max: float | None = None
+    preemptions_low: float | None = None  # the engine's preemption counter, lowest and highest seen
+    preemptions_high: float | None = None
+
+    def scraped(self, values: dict[str, float]) -> None:
+        """One scrape of the engine's canonical metrics."""
+        if (usage := values.get(KV_USAGE)) is not None:
+            self.kv_usage_max = _higher(self.kv_usage_max, usage)
+            if quiet(values):
+                self.kv_usage_quiet = _lower(self.kv_usage_quiet, usage)
+        if (waiting := values.get(WAITING)) is not None:
+            self.waiting_max = _higher(self.waiting_max, waiting)
+        if (preempted := values.get(PREEMPTIONS)) is not None:
+            self.preemptions_low = _lower(self.preemptions_low, preempted)
+            self.preemptions_high = _higher(self.preemptions_high, preempted)
+
+
+def quiet(values: dict[str, float]) -> bool:
+    """A scrape at a quiet moment: the engine ran nothing and had nothing waiting (the KV it held then is held by
+    nothing: kv_leak, and a fault's recovery)."""
+    return values.get(RUNNING) == 0 and values.get(WAITING, 0) == 0
+
+
+def _higher(kept: float | None, value: float) -> float:
+    return value if kept is None else max(kept, value)
+
+
+def _lower(kept: float | None, value: float) -> float:
+    return value if kept is None else min(kept, value)
+
+
+@dataclass(slots=True)
+class Tally:
+    """Exact counts and mergeable latency sketches (DDSketch, a kept library) over every record of a run, whether
+    or not the record is kept in memory: a soak keeps only its first records and its failures, so its memory is
+    bounded by the run's shape, not its length. Every latency a report shows comes from here, records kept or
+    not: one path, within SKETCH_ACCURACY of the exact value (the lower of the two nearest ranks).
+    requests.jsonl has every record."""
+
+    window_s: float
+    start_ns: int = 0
+    requests: int = 0
+    conversations: int = 0  # conversations started: requests of a first turn
+    dropped: int = 0  # records not kept in memory
+    thinned: int = 0  # watcher samples not kept in memory (drive/recorder.py)
+    by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
+    retries: int = 0
+    reconnects: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int | None = None
+    output_tokens: int = 0
+    e2e_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    queue_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    ttfc_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    windows: dict[int, WindowTally] = dataclasses.field(default_factory=dict)
+    # Later turns that completed with a shared prefix, by the share of it found cached (in 1/REUSE_SCALE, floored):
+    # each share's count and its first request (id, cached, shared). Judging `cached < min_cache_hit x shared` from
+    # these is exact for a min_cache_hit given to four decimals.
+    reuse: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)
+    reuse_reported: int = 0  # of those, the ones whose usage reported cached tokens at all
+    # Every completed request (any turn): the planned tokens a perfect prefix cache could have served it, and the
+    # cached tokens its usage reported (None: none reported) -- report.json workload.prefix_reuse.
+    reuse_possible: int = 0
+    reuse_cached: int | None = None
+    prompt_errors: PromptErrors = dataclasses.field(default_factory=PromptErrors)
+    recent_ends: RecentEnds = dataclasses.field(default_factory=RecentEnds)
+    per_second: PerSecond = dataclasses.field(default_factory=PerSecond)
+    health_ms: DDSketch = dataclasses.field(default_factory=_sketch)  # every /health poll's latency
+    last_end_ns: int = 0  # when the latest request ended, whatever its outcome
+    canaries: int = 0
+    canary_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
+    canary_ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
+           samples: Iterable[Sample] = ()) -> Tally:
+        """The tally of records and samples at hand (a result built from all of them)."""
+        tally = cls(window_s, start_ns)
+        for r in records:
+            tally.add(r)
+        for sample in samples:
+            tally.sampled(sample)
+        return tally
+
+    def sampled(self, sample: Sample) -> None:
+        """A watcher's sample: a scrape of the engine's metrics into its window (none before the load's time
+        zero), a /health poll's latency, a canary's outcome and time to its token."""
+        match sample:
+            case MetricsSample() if sample.t_ns >= self.start_ns:
+                self.windows.setdefault(self.window_of(sample.t_ns), WindowTally()).scraped(sample.values)
+            case HealthSample():
+                self.health_ms.add(max(sample.latency_ns / 1e6, 1e-6))
+            case CanarySample():
+                self.canaries += 1
+                self.canary_outcomes[sample.outcome] = self.canary_outcomes.get(sample.outcome, 0) + 1
+                if sample.ttft_ns is not None:
+                    self.canary_ttft_ms.add(max(sample.ttft_ns / 1e6, 1e-6))
+
+    # TTFT and ITL go into their window's sketch only, and the run's are those merged when asked for: a DDSketch
+    # merge of sketches with one mapping is exact, and adding each value once halves the per-record work.
+    @property
+    def ttft_ms(self) -> DDSketch:
+        return _merged(w.ttft_ms for w in self.windows.values())
+
+    @property
+    def itl_ms(self) -> DDSketch:
+        return _merged(w.itl_ms for w in self.windows.values())
+
+    def window_of(self, t_ns: int) -> int:
+        """The 0-based window a time falls in."""
+        return int((t_ns - self.start_ns) / 1e9 // self.window_s)
+
+    def add(self, r: RequestRecord) -> None:
+        self.requests += 1
+        self.last_end_ns = max(self.last_end_ns, r.end_ns)
+        self.conversations += r.turn == 1
+        self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
+        self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects
+        self.prompt_tokens += r.prompt_tokens or 0
+        if r.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + r.cached_tokens
+        self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
+        if r.outcome is Outcome.OK:
+            self.reuse_possible += r.shared_prefix_tokens
+            if r.cached_tokens is not None:
+                self.reuse_cached = (self.reuse_cached or 0) + r.cached_tokens
+        if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
+            self._reused(r)
+        if r.prompt_tokens is not None and r.expected_prompt_tokens > 0:
+            self.prompt_errors.add(r.id, r.conversation, r.turn, r.expected_prompt_tokens, r.prompt_tokens)
+        if r.outcome is not Outcome.CANCELLED:
+            self.recent_ends.add(r.end_ns, r.outcome in FAILED)
+        self.per_second.add(None if r.sent_ns is None else (r.sent_ns - self.start_ns) / 1e9,
+                            (r.end_ns - self.start_ns) / 1e9)
+        window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
+        window.requests += 1
+        self.windows.setdefault(self.window_of(r.queued_ns), WindowTally()).due += 1
+        ending = self.windows.setdefault(self.window_of(r.end_ns), WindowTally())
+        if r.sent_ns is not None:
+            window.sent += 1
+            ending.ended += 1
+        else:
+            ending.dropped += 1
+        window.outcomes[r.outcome.value] = window.outcomes.get(r.outcome.value, 0) + 1
+        for sketch, value in ((self.e2e_ms, r.e2e_ms), (self.queue_ms, r.queue_ms), (window.ttft_ms, r.ttft_ms),
+                              (self.ttfc_ms, r.ttfc_ms)):
+            if value is not None:
+                sketch.add(max(value, 1e-6))
+        if len(r.chunk_ns) > 1:
+            add_all(window.itl_ms, r.itl_ms())
+
+
+    def _reused(self, r: RequestRecord) -> None:
+        cached = r.cached_tokens or 0
+        share = cached * REUSE_SCALE // r.shared_prefix_tokens
+        count, first_id, first_cached, first_shared = self.reuse.get(share, (0, r.id, cached, r.shared_prefix_tokens))
+        if r.id < first_id:
+            first_id, first_cached, first_shared = r.id, cached, r.shared_prefix_tokens
+        self.reuse[share] = (count + 1, first_id, first_cached, first_shared)
+        self.reuse_reported += r.cached_tokens is not None
+
+
+def _merged(sketches: Iterable[DDSketch]) -> DDSketch:
+    merged = _sketch()
+    for sketch in sketches:
+        merged.merge(sketch)
+    return merged

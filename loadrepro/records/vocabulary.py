@@ -1,0 +1,314 @@
+"""What a run observes, as types: each request's record and outcome, the watchers' samples, notes, stop
+reasons and faults on purpose, and the names of the engine's canonical metric series."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from loadrepro.profile import OUTAGES, ChaosAction
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    REJECTED = "rejected"
+    THROTTLED = "throttled"
+    SERVER_ERROR = "server_error"
+    STREAM_ERROR = "stream_error"
+    TRUNCATED = "truncated"
+    PROTOCOL_ERROR = "protocol_error"
+    STALLED = "stalled"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    CANCELLED = "cancelled"
+    FAULTED = "faulted"  # failed while a fault loadrepro caused on purpose ([[chaos.events]]) was in effect
+
+
+FAILED = frozenset({Outcome.SERVER_ERROR, Outcome.STREAM_ERROR, Outcome.TRUNCATED, Outcome.PROTOCOL_ERROR,
+                    Outcome.STALLED, Outcome.TIMEOUT, Outcome.UNREACHABLE})  # the engine's failures, by outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a request answered, as evidence to compare ([verify]): its first output tokens, each with its logprob
+    and the runner-up's, and the start of its text. Bounded whatever the answer's length."""
+
+    text: str  # the content (reasoning and tool calls apart), its first ANSWER_CHARS characters
+    chars: int  # the content's whole length
+    tokens: tuple[str, ...] = ()  # the first compare_tokens output tokens, from the logprobs; () without them
+    logprobs: tuple[float, ...] = ()  # each token's
+    runner_up: tuple[float | None, ...] = ()  # the best other token's at each position (None: none was given)
+    runner_token: tuple[str, ...] = ()  # that token
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        return cls(str(data["text"]), int(data["chars"]), tuple(data["tokens"]), tuple(data["logprobs"]),
+                   tuple(data["runner_up"]), tuple(data["runner_token"]))
+
+    def margin(self, position: int) -> float | None:
+        """How far the chosen token led its runner-up at `position`, in nats."""
+        other = self.runner_up[position] if position < len(self.runner_up) else None
+        return None if other is None else self.logprobs[position] - other
+
+
+ANSWER_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    """One answer under load judged against the same request sent alone afterwards ([verify])."""
+
+    request: int
+    conversation: int
+    turn: int
+    kind: str  # identical | near_tie | diverged | garbled | cross_talk | unverifiable
+    position: int | None = None  # the first output position where they differ
+    load_token: str = ""  # there, under load ("" past the end of the answer)
+    reference_token: str = ""  # there, alone
+    margin: float | None = None  # nats by which the reference's token led its runner-up there
+    cached_tokens: int | None = None  # the load request's, as its usage reported
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    id: int
+    conversation: int
+    turn: int
+    outcome: Outcome
+    detail: str  # the target's error text (first 4 KiB) or why the outcome was chosen; "" when ok
+    status: int | None
+    wall_time: float  # time.time() when the request was queued
+    queued_ns: int  # when the runner wanted to send it
+    sent_ns: int | None
+    first_byte_ns: int | None
+    first_token_ns: int | None  # the first token of any kind: reasoning, tool-call arguments or content
+    end_ns: int
+    chunk_ns: tuple[int, ...]  # arrival of each chunk that carried a token, of any kind
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    expected_prompt_tokens: int
+    shared_prefix_tokens: int
+    max_tokens: int
+    retries: int = 0
+    signature: str | None = None  # catalog name of the error text, when it matched
+    reconnects: int = 0  # times resent at once because a pooled connection turned out closed (not an outcome)
+    signature_class: str | None = None  # F, P, T or R: the class of `signature`, built-in or the profile's
+    first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
+    answer: Answer | None = None  # [verify] on: the evidence its answer is compared by
+    streamed: bool = True  # False: it asked for the whole answer at once (no first token, no chunks to time)
+
+    # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
+    @property
+    def ttft_ms(self) -> float | None:
+        """Sent -> its first token of any kind."""
+        return _ms(self.sent_ns, self.first_token_ns)
+
+    @property
+    def ttfc_ms(self) -> float | None:
+        """Sent -> its first content token (later than TTFT when reasoning or a tool call comes first)."""
+        return _ms(self.sent_ns, self.first_content_ns)
+
+    @property
+    def e2e_ms(self) -> float | None:
+        """Sent -> its end, whatever the outcome; None when it was never sent."""
+        return _ms(self.sent_ns, self.end_ns)
+
+    @property
+    def queue_ms(self) -> float | None:
+        """Queued -> sent: waiting for a concurrency slot inside loadrepro."""
+        return max(0.0, (self.sent_ns - self.queued_ns) / 1e6) if self.sent_ns is not None else None
+
+    def itl_ms(self) -> np.ndarray:
+        """The gaps between consecutive chunks that carried tokens."""
+        return np.diff(np.asarray(self.chunk_ns, dtype=np.int64)) / 1e6
+
+    @property
+    def sent_or_queued_ns(self) -> int:
+        """When it was sent (queued, when never sent): the time that places it in a window."""
+        return self.sent_ns if self.sent_ns is not None else self.queued_ns
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+        data = {k: v for k, v in data.items() if k != "kind"}
+        answer = Answer.from_json(data["answer"]) if data.get("answer") else None
+        return cls(**{**data, "outcome": Outcome(data["outcome"]), "chunk_ns": tuple(data["chunk_ns"]),
+                      "answer": answer})
+
+
+def _ms(start_ns: int | None, end_ns: int | None) -> float | None:
+    return (end_ns - start_ns) / 1e6 if start_ns is not None and end_ns is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSample:
+    t_ns: int  # when the answer came (or the poll was given up): when the status was known
+    status: int | str  # an HTTP status code, or "unreachable"
+    latency_ns: int  # how long the poll took: it was sent at t_ns - latency_ns
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == 200
+
+
+# Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).
+KV_USAGE, RUNNING, WAITING, PREEMPTIONS = "kv_usage", "running", "waiting", "preemptions"
+CACHE_HITS, CACHE_QUERIES = "prefix_cache_hits", "prefix_cache_queries"
+POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (the simulated engine's pools)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSample:
+    t_ns: int
+    values: dict[str, float]  # canonical series (drive/watch/metrics.py) -> value: kv_usage, running, waiting, ...
+    in_flight: int | None = None  # loadrepro's requests in flight when the scrape was sent (None: not known)
+
+
+@dataclass(frozen=True, slots=True)
+class LogMatch:
+    t_ns: int
+    line_number: int
+    signature: str
+    klass: str
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySample:
+    """One canary ([watch] canary_interval_s): a salted one-token request outside the workload."""
+
+    t_ns: int  # sent
+    end_ns: int
+    outcome: str  # an Outcome's value
+    ttft_ns: int | None  # sent -> its token
+    detail: str
+    progress_ns: int  # the last moment the engine was seen making progress, when the canary ended
+    signature: str | None = None  # catalog name of its error text
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == Outcome.OK.value
+
+
+class StopReason(StrEnum):
+    """Why a run's load stopped (report.json's stop_reason)."""
+
+    DONE = "done"  # every planned request was sent
+    DURATION = "duration"  # [load] duration_s ran out
+    SATURATED = "saturated"  # [load] stop_when_saturated
+    ENGINE_DEATH = "engine_death"  # the engine died ([load] stop_on_death)
+    INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
+    WORKER_CRASHED = "worker_crashed"  # a load worker of loadrepro's failed
+    RUNNING = "running"  # not stopped: a snapshot of a run still going on (a soak's checkpoint)
+
+    @property
+    def as_planned(self) -> bool:
+        """The load ended as the profile planned it, not cut short by a failure or the user."""
+        return self in (StopReason.DONE, StopReason.DURATION, StopReason.SATURATED)
+
+
+class NoteSource(StrEnum):
+    """Who wrote a note. Rules read facts by source (DEATH, ENGINE), never by a note's words."""
+
+    RUN = "run"
+    DEATH = "death"  # the runner judged the engine dead (judge/death.py); the text says how
+    ENGINE = "engine"  # a managed engine's process exited
+    CHAOS = "chaos"
+    SATURATION = "saturation"
+    WORKERS = "workers"
+    ENGINE_LOG = "engine log"
+    CONTROL = "control"
+    HEALTH = "health"
+    METRICS = "metrics"
+    CANARY = "canary"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something a watcher or the runner wants the report to say once (an endpoint missing, a stop reason)."""
+
+    t_ns: int
+    source: NoteSource | str  # str: a note read back from an older samples file
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A [[chaos.events]] fault as it happened: what loadrepro did, and when the engine answered /health again."""
+
+    action: ChaosAction
+    at_ns: int  # when it was caused
+    done_ns: int  # when loadrepro's part ended: the engine started again, SIGCONT sent; at_ns for the others
+    back_ns: int | None  # /health 200 again after it (None: not within recover_within_s of done_ns)
+    recover_within_s: float
+    detail: str  # what was done and what the engine did, in words
+    clean: bool = True  # oversize: the request was refused cleanly (or served); False: it failed otherwise
+
+    @property
+    def over_ns(self) -> int:
+        """When it was over: /health 200 again, or when the engine's time to be back ran out."""
+        return self.back_ns or self.done_ns + int(self.recover_within_s * 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultNotCaused:
+    """A [[chaos.events]] fault the run never caused, and why (the load ended first; the engine was still down)."""
+
+    action: ChaosAction
+    at_s: float  # when it was due, seconds into the load
+    why: str
+
+
+@dataclass(slots=True)
+class FaultSpan:
+    """One fault on purpose, from when it was caused until it was over (`Fault.over_ns`); None while it goes on."""
+
+    action: ChaosAction
+    began_ns: int
+    over_ns: int | None = None
+
+    @property
+    def outage(self) -> bool:
+        """Whether requests may fail during it through no fault of the engine's (it was stopped or restarted)."""
+        return self.action in OUTAGES
+
+
+@dataclass(slots=True)
+class FaultSpans:
+    """The one answer to "was this the fault's doing": the faults on purpose of a run, each from when it was caused
+    until it was over (one still going on reaches every later moment). The runner keeps them as the faults happen
+    (a request failing meanwhile is `faulted`, a slow /health poll not judged); the judges read a finished run's
+    (RunResult.fault_spans): the health rules, the windows compared for degradation."""
+
+    spans: list[FaultSpan] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, faults: Sequence[Fault]) -> FaultSpans:
+        return cls([FaultSpan(f.action, f.at_ns, f.over_ns) for f in faults])
+
+    def overlaps(self, start_ns: int, end_ns: int, outages_only: bool = True) -> bool:
+        """Whether [start_ns, end_ns] meets a fault that stopped the engine (`outages_only`), or any fault."""
+        return any(s.began_ns <= end_ns and (s.over_ns is None or start_ns <= s.over_ns)
+                   for s in self.spans if s.outage or not outages_only)
+
+    def going_on(self) -> list[FaultSpan]:
+        """The outages not over yet: the engine is down from them."""
+        return [s for s in self.spans if s.outage and s.over_ns is None]
+
+
+Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
+_SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note,
+                                  "canary": CanarySample}
+KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
+
+
+def sample_from_json(data: dict[str, Any]) -> Sample:
+    kind = _SAMPLE_KINDS[data["kind"]]
+    sample: Sample = kind(**{k: v for k, v in data.items() if k != "kind"})
+    return sample
