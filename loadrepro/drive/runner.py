@@ -24,9 +24,10 @@ from typing import Any
 
 from loadrepro.drive.backend import backend_for
 from loadrepro.drive.backend.base import LoadBackend, LoadSetup, WorkerCrashed
-from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, EngineControl, Oversize, cause
+from loadrepro.drive.chaos import ChaosTools, EngineControl, Oversize
 from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
+from loadrepro.drive.faults import FaultsOnPurpose
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
 from loadrepro.drive.recorder import Recorder
@@ -37,17 +38,13 @@ from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
-from loadrepro.profile import WIPES, ChaosEvent, Profile
+from loadrepro.profile import Profile
 from loadrepro.records import (
     FAILED,
     KV_USAGE,
     RUNNING,
     WAITING,
     CanarySample,
-    Fault,
-    FaultNotCaused,
-    FaultSpan,
-    FaultSpans,
     HealthSample,
     MetricsSample,
     Note,
@@ -112,13 +109,7 @@ class Runner:
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
-        self._fault_spans = FaultSpans()  # each fault as it happens: what was its doing
-        self._faults: list[Fault] = []
-        self._not_caused: list[FaultNotCaused] = []
-        self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
-        self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
-        self._wipes = any(e.action in WIPES for e in profile.chaos.events)
-        self._fault_tasks: set[asyncio.Task[None]] = set()
+        self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
         setup = LoadSetup(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
@@ -129,11 +120,10 @@ class Runner:
     # -- records and samples ----------------------------------------------------------------------------------
 
     def _on_record(self, record: RequestRecord) -> None:
-        if record.outcome in FAILED and self._fault_spans.overlaps(record.sent_or_queued_ns, record.end_ns):
+        if record.outcome in FAILED and self._chaos.spans.overlaps(record.sent_or_queued_ns, record.end_ns):
             record = dataclasses.replace(record, outcome=Outcome.FAULTED,
                                          detail=f"{record.outcome} during a fault on purpose: {record.detail}")
-        if self._wipes:
-            record = self._after_wipe(record)
+        record = self._chaos.after_wipe(record)
         self._recorder.record(record)
         self.live.outcomes[record.outcome] += 1
         if record.outcome is Outcome.OK:
@@ -153,12 +143,12 @@ class Runner:
         match sample:
             case HealthSample():
                 self.live.health = sample.status
-                if not self._fault_spans.overlaps(sample.t_ns - sample.latency_ns, sample.t_ns):
+                if not self._chaos.spans.overlaps(sample.t_ns - sample.latency_ns, sample.t_ns):
                     self._judge_health(sample)
             case CanarySample():  # a request to the engine like any other, for judging its death
                 if sample.ok:
                     self._death.request_ok()
-                elif not self._fault_spans.overlaps(sample.t_ns, sample.end_ns):
+                elif not self._chaos.spans.overlaps(sample.t_ns, sample.end_ns):
                     throttled = sample.outcome == Outcome.THROTTLED.value
                     self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
             case MetricsSample(values=values):
@@ -221,63 +211,6 @@ class Runner:
                 return
             await pause(stop, ENGINE_POLL_S)
 
-    def _after_wipe(self, record: RequestRecord) -> RequestRecord:
-        """A later turn whose conversation's previous turn the engine served before a restart expects nothing from
-        the prefix cache: the restart emptied it (not the engine failing to reuse a prefix)."""
-        previous = self._turn_ends.get(record.conversation)
-        self._turn_ends[record.conversation] = record.end_ns
-        if record.turn > 1 and previous is not None and any(
-                previous <= at <= record.sent_or_queued_ns for at in self._wiped):
-            return dataclasses.replace(record, shared_prefix_tokens=0)
-        return record
-
-    def _fault(self, event: ChaosEvent, tools: ChaosTools) -> None:
-        """A [[chaos.events]] fault, at its time, unless the load has already stopped; it runs beside the load."""
-        if self._stopped.is_set():
-            return
-        task = asyncio.get_running_loop().create_task(self._cause(event, tools))
-        self._fault_tasks.add(task)
-        task.add_done_callback(self._fault_tasks.discard)
-
-    async def _engine_back(self) -> str | None:
-        """Waits while an earlier fault has the engine down (until /health 200 again, or its time to be back ran
-        out): a fault is caused on the engine, not on its absence. What it waited for, in words."""
-        waited = [f"{o.action} at {(o.began_ns - self.live.started_ns) / 1e9:.1f} s"
-                  for o in self._fault_spans.going_on()]
-        while self._fault_spans.going_on() and not self._stopped.is_set():
-            await asyncio.sleep(BACK_POLL_S)
-        return ", ".join(waited) or None
-
-    async def _cause(self, event: ChaosEvent, tools: ChaosTools) -> None:
-        if (waited := await self._engine_back()) is not None:
-            late = (self._clock() - self.live.started_ns) / 1e9 - event.at_s
-            what = f"the {event.action.replace('_', ' ')} at {event.at_s:g} s"
-            if self._stopped.is_set():
-                self._not_caused.append(FaultNotCaused(event.action, event.at_s, f"the engine was still down from "
-                                                                                 f"the {waited} when the load ended"))
-                return
-            self._note(NoteSource.CHAOS, f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
-                                "until then")
-        span = FaultSpan(event.action, 0)
-
-        def began(at_ns: int) -> None:
-            span.began_ns = at_ns
-            self._fault_spans.spans.append(span)
-            if event.action in WIPES:
-                self._wiped.append(at_ns)
-
-        try:
-            fault = await cause(event, tools, began)
-        except BaseException:
-            span.over_ns = self._clock()  # interrupted: the fault ends here
-            raise
-        span.over_ns = fault.over_ns
-        self._faults.append(fault)
-        back = (f"/health 200 {(fault.back_ns - fault.done_ns) / 1e9:.1f} s after" if fault.back_ns else
-                f"/health not 200 within {event.recover_within_s:g} s of")
-        self._note(NoteSource.CHAOS, f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "
-                            f"{'it was started again' if event.action in WIPES else 'that'}")
-
     def _chaos_tools(self, health: HealthWatcher | None) -> ChaosTools:
         async def healthy() -> bool:
             return (await health.poll()).healthy if health else True
@@ -289,22 +222,6 @@ class Runner:
 
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
                           self.client.config.api, self.target.oversize, self._clock)
-
-    def _note_faults_not_caused(self) -> None:
-        """A fault whose time the load never reached is kept, with why, not silently left out."""
-        ended_s = (self._clock() - self.live.started_ns) / 1e9
-        for event in self.profile.chaos.events:
-            if event.at_s > ended_s:
-                self._not_caused.append(FaultNotCaused(event.action, event.at_s,
-                                                       f"the load ended at {ended_s:.1f} s"))
-
-    async def _faults_done(self) -> None:
-        """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
-        the run was interrupted."""
-        if self._stop_reason is StopReason.INTERRUPTED:
-            for task in self._fault_tasks:
-                task.cancel()
-        await asyncio.gather(*self._fault_tasks, return_exceptions=True)
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
@@ -378,7 +295,7 @@ class Runner:
                 if logs and not await self._watch(NoteSource.ENGINE_LOG, logs.start()):
                     logs = None
                 await self._backend.prepare()  # workers start before time zero, not in the load's first second
-                self.live.started_ns = self._clock()
+                self.live.started_ns = self._chaos.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl
                 self._on_sample(Note(self.live.started_ns, NoteSource.RUN, "the load started"))
@@ -406,19 +323,17 @@ class Runner:
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
-                    tools = self._chaos_tools(health)
-                    faults = [loop.call_later(e.at_s, self._fault, e, tools) for e in self.profile.chaos.events]
+                    self._chaos.schedule(self._chaos_tools(health))
                     try:
                         await self._load_task
                     except asyncio.CancelledError:
                         if self._stop_reason is None:
                             raise
                     finally:
-                        for handle in [deadline, *faults]:
-                            if handle is not None:
-                                handle.cancel()
-                        self._note_faults_not_caused()
-                    await self._faults_done()
+                        if deadline is not None:
+                            deadline.cancel()
+                        self._chaos.load_ended()
+                    await self._chaos.done(self._stop_reason is StopReason.INTERRUPTED)
                     await self._settle_engine()
                     stop_watching.set()
                 for text in self._backend.notes():
@@ -461,9 +376,9 @@ class Runner:
             notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
-            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._faults, key=lambda f: f.at_ns)),
+            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
-            not_caused=tuple(sorted(self._not_caused, key=lambda f: f.at_s)),
+            not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers())
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
