@@ -15,7 +15,7 @@ import typer
 from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
-from loadrepro.profile import SimSpec
+from loadrepro.profile import EngineSpec, SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs (see below)
     from loadrepro.run_report import RunReport
@@ -261,38 +261,18 @@ def bundle(
 
 
 @app.command("capacity")
+@with_model_options(EngineSpec, into="engine", flags={"gpu_memory_bytes": "gpu-memory", "weights_bytes": "weights"},
+                    defaults={"tokens_per_block": 32, "max_seq_len": 8192})
 def capacity_command(
-    layers: Annotated[int | None, typer.Option(help="Transformer layers holding KV.")] = None,
-    kv_heads: Annotated[int | None, typer.Option(help="KV heads per layer.")] = None,
-    head_dim: Annotated[int | None, typer.Option(help="Head dimension.")] = None,
-    kv_dtype: Annotated[str, typer.Option(help="fp32, fp16, bf16, fp8 or int8.")] = "fp16",
-    bytes_per_token: Annotated[int | None, typer.Option(help="Instead of layers/heads/dims/dtype.")] = None,
-    tokens_per_block: Annotated[int, typer.Option(help="Tokens per KV block.")] = 32,
-    pool_bytes: Annotated[str | None, typer.Option(help="KV pool size, e.g. 4MiB or 60.51GiB.")] = None,
-    pool_blocks: Annotated[int | None, typer.Option(help="KV pool size in blocks.")] = None,
-    gpu_memory: Annotated[str | None, typer.Option(help="GPU memory (with --free-fraction and --weights).")] = None,
-    free_fraction: Annotated[float, typer.Option(help="Share of GPU memory for weights and KV.")] = 0.9,
-    weights: Annotated[str, typer.Option(help="Model weights' size.")] = "0",
-    max_seq_len: Annotated[int, typer.Option(help="Configured maximum sequence length.")] = 8192,
-    max_batch: Annotated[int, typer.Option(help="Maximum batch size.")] = 1,
-    beam_width: Annotated[int, typer.Option(help="Beams per request.")] = 1,
-    draft_bytes_per_token: Annotated[int, typer.Option(help="Draft/indexer cache bytes per token.")] = 0,
-    draft_pool_bytes: Annotated[str | None, typer.Option(
-        help="Separate draft pool size (default: the draft shares the pool, split by bytes per token).")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    engine: dict[str, Any] | None = None,
 ) -> None:
     """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
     from loadrepro.capacity import capacity
     from loadrepro.drive.limits import kv_config
-    from loadrepro.profile import EngineSpec
     from loadrepro.summary_lines import describe_capacity
 
-    spec = EngineSpec(layers=layers, kv_heads=kv_heads, head_dim=head_dim, kv_dtype=kv_dtype,
-                      bytes_per_token=bytes_per_token, tokens_per_block=tokens_per_block, pool_bytes=pool_bytes,
-                      pool_blocks=pool_blocks, gpu_memory_bytes=gpu_memory, free_fraction=free_fraction,
-                      weights_bytes=weights, max_seq_len=max_seq_len, max_batch=max_batch, beam_width=beam_width,
-                      draft_bytes_per_token=draft_bytes_per_token, draft_pool_bytes=draft_pool_bytes)
-    kv = kv_config(spec)
+    kv = kv_config(EngineSpec(**(engine or {})))
     if kv is None:
         raise UsageError("give --bytes-per-token or --layers/--kv-heads/--head-dim, and --pool-bytes, --pool-blocks "
                          "or --gpu-memory")

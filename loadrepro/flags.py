@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -11,15 +13,31 @@ import typer
 from pydantic import BaseModel
 
 
-def model_options(model: type[BaseModel]) -> list[inspect.Parameter]:
-    """One keyword-only option per field: `--field-name`, the field's type, default and description as help."""
-    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
-                              annotation=Annotated[field.annotation, typer.Option(help=field.description)])
-            for name, field in model.model_fields.items()]
+def _option_type(annotation: Any) -> Any:
+    """The field's type as an option takes it: a union with str (a size, "4MiB" or 4194304) is read as str, and
+    the model parses it."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and str in args:
+        return str | None if type(None) in args else str
+    return annotation
 
 
-def with_model_options(model: type[BaseModel], into: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate a command so that it also takes `model`'s fields as options; they reach it as one dict, `into`."""
+def model_options(model: type[BaseModel], flags: dict[str, str] | None = None,
+                  defaults: dict[str, Any] | None = None) -> list[inspect.Parameter]:
+    """One keyword-only option per field: `--field-name` (or `flags`' name for it), the field's type, default (or
+    `defaults`' for the command) and description as help."""
+    flags, defaults = flags or {}, defaults or {}
+    return [inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name, field.default),
+        annotation=Annotated[_option_type(field.annotation),
+                             typer.Option(*([f"--{flags[name]}"] if name in flags else []), help=field.description)])
+        for name, field in model.model_fields.items()]
+
+
+def with_model_options(model: type[BaseModel], into: str, flags: dict[str, str] | None = None,
+                       defaults: dict[str, Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a command so that it also takes `model`'s fields as options; they reach it as one dict, `into`.
+    `flags`: an option's name where it is not the field's; `defaults`: the command's own default for a field."""
     fields = set(model.model_fields)
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,7 +48,8 @@ def with_model_options(model: type[BaseModel], into: str) -> Callable[[Callable[
             settings = {k: kwargs.pop(k) for k in list(kwargs) if k in fields}
             return command(**kwargs, **{into: settings})
 
-        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + model_options(model)
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + model_options(model, flags,
+                                                                                                      defaults)
         wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
         return wrapper

@@ -217,9 +217,10 @@ class EngineSpec(_Section):
     layers: int | None = Field(None, ge=1, description="Transformer layers holding KV.")
     kv_heads: int | None = Field(None, ge=1, description="KV heads per layer.")
     head_dim: int | None = Field(None, ge=1, description="Head dimension.")
-    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8"] = Field("fp16", description="KV-cache element type.")
+    kv_dtype: Literal["fp32", "fp16", "bf16", "fp8", "int8"] = Field(
+        "fp16", description="KV-cache element type: fp32, fp16, bf16, fp8 or int8.")
     bytes_per_token: int | None = Field(
-        None, ge=1, description="KV bytes per token, instead of layers x heads x dims x dtype.")
+        None, ge=1, description="KV bytes per token, instead of layers, heads, dims and dtype.")
     tokens_per_block: int | None = Field(None, ge=1, description="Tokens per KV block.")
     pool_bytes: int | str | None = Field(None, description="The KV pool's size: 4194304, '4MiB', '60.51GiB'.")
     pool_blocks: int | None = Field(None, ge=1, description="The KV pool's size in blocks, instead of pool_bytes.")
@@ -227,7 +228,7 @@ class EngineSpec(_Section):
         None, description="GPU memory, with free_fraction and weights_bytes, instead of pool_bytes.")
     free_fraction: float = Field(0.9, gt=0, le=1, description="Share of GPU memory for weights and KV.")
     weights_bytes: int | str = Field(0, description="The model weights' size.")
-    max_seq_len: int | None = Field(None, ge=1, description="The engine's longest sequence.")
+    max_seq_len: int | None = Field(None, ge=1, description="The engine's configured longest sequence.")
     max_batch: int = Field(1, ge=1, description="The engine's largest batch.")
     beam_width: int = Field(1, ge=1, description="Beams per request.")
     draft_bytes_per_token: int = Field(0, ge=0, description="Draft or indexer cache bytes per token (0: none).")

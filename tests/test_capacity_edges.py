@@ -90,3 +90,19 @@ def test_bytes_per_token_per_dtype():
     assert bytes_per_token(2, 2, 128, "fp16") == 2048
     assert bytes_per_token(2, 2, 128, "fp8") == 1024
     assert bytes_per_token(3, 4, 64, "fp32") == 6144
+
+
+def test_the_capacity_commands_options_are_the_engine_sections_keys():
+    """One definition: every [engine] key is an option of `loadrepro capacity` with its description as help, two
+    of them under their shorter command-line names."""
+    import typer.main
+
+    from loadrepro import cli
+    from loadrepro.profile import EngineSpec
+
+    command = typer.main.get_command(cli.app).commands["capacity"]  # type: ignore[attr-defined]
+    options = {p.name: p for p in command.params}
+    for name, field in EngineSpec.model_fields.items():
+        assert name in options and options[name].help == field.description, name
+    assert options["gpu_memory_bytes"].opts == ["--gpu-memory"] and options["weights_bytes"].opts == ["--weights"]
+    assert options["tokens_per_block"].default == 32 and options["max_seq_len"].default == 8192
