@@ -300,26 +300,16 @@ class Runner:
                 # marks time zero in samples.jsonl
                 self._on_sample(Note(self.live.started_ns, NoteSource.RUN, "the load started"))
                 async with asyncio.TaskGroup() as tg:
-                    if health:
-                        tg.create_task(self._watch(NoteSource.HEALTH, health.run(stop_watching)))
                     metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
                                              self._clock) if watch.metrics_path else None
                     if metrics and self.profile.chaos.events:  # the quiet moment each fault's KV is held to
                         await self._watch(NoteSource.METRICS, metrics.scrape())
-                    if metrics:
-                        tg.create_task(self._watch(NoteSource.METRICS, metrics.run(stop_watching)))
-                    if logs:
-                        tg.create_task(self._watch(NoteSource.ENGINE_LOG, logs.run(stop_watching)))
+                    for source, watcher in self._watchers(health, metrics, logs, stop_watching):
+                        tg.create_task(self._watch(source, watcher))
                     if self.target.engine_exit:
                         tg.create_task(self._watch_engine(stop_watching))
-                    if watch.canary_interval_s > 0:
-                        canaries = Canaries(self.client.config, watch.canary_interval_s, self.client.activity,
-                                            self._on_sample, self._clock)
-                        tg.create_task(self._watch(NoteSource.CANARY, canaries.run(stop_watching)))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
-                    if self._load.stop_when_saturated:
-                        tg.create_task(self._watch(NoteSource.SATURATION, self._watch_saturation(stop_watching)))
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
@@ -351,6 +341,25 @@ class Runner:
         finally:
             self._recorder.close()
         return self._result(end_ns, post, self._stop_reason or StopReason.DONE)
+
+    def _watchers(self, health: HealthWatcher | None, metrics: MetricsWatcher | None, logs: LogWatcher | None,
+                  stop: asyncio.Event) -> list[tuple[NoteSource, Coroutine[Any, Any, Any]]]:
+        """The watchers [watch] asks for beside the load, each named by what it says when it fails."""
+        watch = self.profile.watch
+        table: list[tuple[NoteSource, Coroutine[Any, Any, Any]]] = []
+        if health:
+            table.append((NoteSource.HEALTH, health.run(stop)))
+        if metrics:
+            table.append((NoteSource.METRICS, metrics.run(stop)))
+        if logs:
+            table.append((NoteSource.ENGINE_LOG, logs.run(stop)))
+        if watch.canary_interval_s > 0:
+            canaries = Canaries(self.client.config, watch.canary_interval_s, self.client.activity, self._on_sample,
+                                self._clock)
+            table.append((NoteSource.CANARY, canaries.run(stop)))
+        if self._load.stop_when_saturated:
+            table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
+        return table
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
