@@ -30,7 +30,8 @@ Api = Literal["chat", "completions", "responses", "messages"]
 # The trace formats workload/trace_formats.py reads.
 TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
 # The faults on purpose a [[chaos.events]] entry may cause (drive/chaos.py).
-ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize"]
+ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize", "malformed"]
+MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens"]
 # What sends the load: this process, worker processes (--workers), Ray actors (--ray): drive/backend/.
 BackendName = Literal["in-process", "processes", "ray"]
 
@@ -309,10 +310,17 @@ class ChaosEvent(_Section):
         "begin first (the client disconnects mid-stream: the engine must free what they held, rule "
         "zombie_requests); oversize: send one request just beyond what the engine can ever hold (its KV pool or "
         "longest sequence, from its limits), which it must refuse cleanly without holding up the requests after "
-        "it. kill, restart and pause need an engine loadrepro starts (not --base-url).")
+        "it; malformed: send `count` requests of each `kind` no client should send, each on a connection of its "
+        "own, which it must refuse with a 4xx and keep serving (rule bad_input_crash). kill, restart and pause "
+        "need an engine loadrepro starts (not --base-url).")
     duration_s: float = Field(5.0, ge=0, description="kill: seconds before the engine is started again; pause: "
                               "seconds it stays stopped.")
-    count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once.")
+    count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once; malformed: requests of each "
+                       "kind.")
+    kind: MalformedKind | Literal["all"] = Field(
+        "all", description="malformed: invalid_utf8 (bytes that are not UTF-8), bad_json (JSON cut short), "
+        "wrong_types (fields of the wrong types), huge_body (a 4 MiB prompt), negative_max_tokens, or all of them "
+        "in turn.")
     recover_within_s: float = Field(60.0, gt=0, description="The engine must answer /health 200, serve first tokens "
                                     "within [verdict] max_ttft_growth of before, and run no more requests than "
                                     "loadrepro has in flight, within this many seconds of the fault.")

@@ -216,7 +216,7 @@ class OutputsInfo(_Model):
 class ChaosRow(_Model):
     at_s: float = Field(description="When the fault was caused (when it was due, if never caused), seconds into the "
                         "load.")
-    action: str = Field(description="kill, restart, pause, abort_burst or oversize.")
+    action: str = Field(description="kill, restart, pause, abort_burst, oversize or malformed.")
     done_s: float = Field(description="When loadrepro's part of it ended (the engine started again after a kill or "
                           "restart, SIGCONT after a pause; at_s for the others), seconds into the load: the times "
                           "below count from here.")

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from loadrepro.drive.malformed import KINDS, send_malformed
 from loadrepro.drive.watch.canary import one_token_request
 from loadrepro.profile import Api, ChaosEvent
 from loadrepro.records import Fault, Outcome, RequestRecord
@@ -52,6 +53,8 @@ class ChaosTools:
     api: Api = "chat"
     oversize: Oversize | None = None  # just beyond what the engine can ever hold (None: its limits are unknown)
     clock: Callable[[], int] = time.perf_counter_ns
+    base_url: str = ""  # malformed requests go to the target itself, on connections of their own
+    api_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +87,32 @@ async def cause(event: ChaosEvent, tools: ChaosTools, began: Callable[[int], Non
     at_ns = tools.clock()
     began(at_ns)
     within = int(event.recover_within_s * 1e9)
+    culprit: str | None = None
+    unrefused: tuple[str, ...] = ()
     if event.outage:  # /health is asked once the engine is running again
         detail, clean = await _act(event, tools)
+        done_ns = tools.clock()
+        back_ns = await _back(tools, done_ns + within)
+    elif event.action == "malformed":  # each asked /health after it; then back, when it turned
+        detail, clean, culprit, unrefused = await _malformed(event, tools)
         done_ns = tools.clock()
         back_ns = await _back(tools, done_ns + within)
     else:  # the engine kept running: asked meanwhile, since an oversize request may wait for long
         done_ns = at_ns
         (detail, clean), back_ns = await asyncio.gather(_act(event, tools), _back(tools, at_ns + within))
-    return Fault(event.action, at_ns, done_ns, back_ns, event.recover_within_s, detail, clean)
+    return Fault(event.action, at_ns, done_ns, back_ns, event.recover_within_s, detail, clean, culprit, unrefused)
+
+
+async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, str | None, tuple[str, ...]]:
+    """The requests of each kind asked for, and what each got: clean unless the engine stopped answering one, or
+    its /health turned after one (the first such, the culprit); and those answered otherwise than with a 4xx while
+    it kept serving."""
+    kinds = KINDS if event.kind == "all" else (event.kind,)
+    refusals = await send_malformed(tools.base_url, tools.api, tools.api_key, kinds, event.count, tools.healthy)
+    culprit = next((r for r in refusals if r.crashed), None)
+    unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)
+    return (f"{len(refusals)} malformed requests: " + "; ".join(r.describe() for r in refusals),
+            culprit is None, culprit.describe() if culprit else None, unrefused)
 
 
 async def _act(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool]:

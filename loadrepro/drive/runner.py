@@ -221,7 +221,8 @@ class Runner:
                 return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
 
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
-                          self.client.config.api, self.target.oversize, self._clock)
+                          self.client.config.api, self.target.oversize, self._clock, self.target.base_url,
+                          self.client.config.api_key)
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what

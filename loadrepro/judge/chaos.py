@@ -130,7 +130,9 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     recovered_ns = max(known) if len(known) == len(parts) else None
     done = fault.done_ns  # the engine's time to be back runs from when loadrepro's part of the fault ended
     seconds = (recovered_ns - done) / 1e9 if recovered_ns is not None else None
-    recovered = fault.clean and not kv_held and seconds is not None and seconds <= fault.recover_within_s
+    # a malformed request's refusal is bad_input_crash's to judge (judge/soak.py); here, only the way back
+    clean = fault.clean or fault.action == "malformed"
+    recovered = clean and not kv_held and seconds is not None and seconds <= fault.recover_within_s
 
     def after(t: int | None) -> float | None:
         return (t - done) / 1e9 if t is not None else None
@@ -167,7 +169,7 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
     if r.faulted:
         parts.append(f"{r.faulted} requests failed meanwhile (the fault's, not the engine's)")
     late = r.recovery_s is None or r.recovery_s > f.recover_within_s
-    heads = [*(["not refused cleanly"] if not f.clean else []),
+    heads = [*(["not refused cleanly"] if not f.clean and f.action != "malformed" else []),
              *([f"not back within {f.recover_within_s:g} s"] if late else []),
              *(["its KV blocks not freed"] if r.kv_held else [])]
     head = " and ".join(heads) if heads else f"back {r.recovery_s:.1f} s {SINCE.get(f.action, 'after it')}"

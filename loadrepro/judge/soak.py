@@ -136,5 +136,22 @@ def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | Non
     return None
 
 
-CHAOS_RULES = (no_recovery,)
+def bad_input_crash(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A malformed request ([[chaos.events]] action = "malformed") the engine stopped answering (nothing within
+    15 s), or after which its /health turned (asked after each). Names the first kind that did it. Threshold: one
+    request. A warning when the engine kept serving but answered some otherwise than with a 4xx (a 500 for broken
+    JSON, a 200 for a negative max_tokens): a wrong status, not a crash."""
+    malformed = [f for f in result.faults if f.action == "malformed"]
+    if bad := [f for f in malformed if not f.clean]:
+        return Finding("bad_input_crash", Severity.FAIL, "; ".join(
+            f"malformed input at {result.seconds(f.at_ns):.1f} s: {f.culprit} (the first the engine did not "
+            "survive: no answer, or /health not 200 after it)" for f in bad))
+    if odd := [f for f in malformed if f.unrefused]:
+        return Finding("bad_input_crash", Severity.INFO, "warning: " + "; ".join(
+            f"malformed input at {result.seconds(f.at_ns):.1f} s answered otherwise than with a 4xx while the engine "
+            f"kept serving: {'; '.join(f.unrefused)}" for f in odd))
+    return None
+
+
+CHAOS_RULES = (no_recovery, bad_input_crash)
 SOAK_RULES = (degradation, kv_leak, errors_after_recovery, saturated)

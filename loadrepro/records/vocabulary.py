@@ -249,6 +249,8 @@ class Fault:
     recover_within_s: float
     detail: str  # what was done and what the engine did, in words
     clean: bool = True  # oversize: the request was refused cleanly (or served); False: it failed otherwise
+    culprit: str | None = None  # malformed: the first kind it did not survive (no answer, /health turned)
+    unrefused: tuple[str, ...] = ()  # malformed: kinds answered otherwise than with a 4xx while it kept serving
 
     @property
     def over_ns(self) -> int:

@@ -1,0 +1,99 @@
+"""Requests no client should send ([[chaos.events]] action = "malformed"), each on a connection of its own: bytes
+that are not UTF-8, JSON cut short, fields of the wrong types, a body far beyond any prompt, a negative max_tokens.
+An engine must refuse each with a 4xx and keep serving; what each got, and whether /health still answered 200
+after it, is the fault's detail. The first kind after which it stopped answering, or its /health turned, is the
+culprit of rule bad_input_crash; another status while it kept serving (llama.cpp answers broken JSON with a 500)
+is said as a warning."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+
+from loadrepro.profile import Api, MalformedKind
+from loadrepro.workload.apis import PATHS
+
+KINDS: tuple[MalformedKind, ...] = ("invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens")
+HUGE_BODY_BYTES = 4 << 20  # a prompt far beyond any context (about a million tokens), quick to send here
+ANSWER_S = 15.0  # how long a malformed request may take to be refused
+
+
+def body(kind: MalformedKind, api: Api) -> bytes:
+    """The request body of one kind, salted so no prefix cache can hold it."""
+    salt = secrets.token_hex(8)
+    good = ({"messages": [{"role": "user", "content": f"malformed {salt}"}]} if api != "completions" else
+            {"prompt": f"malformed {salt}"}) | {"model": "loadrepro", "max_tokens": 4, "stream": True}
+    match kind:
+        case "invalid_utf8":
+            return orjson.dumps(good).replace(salt.encode(), b"\xff\xfe\xc3\x28" + salt.encode())
+        case "bad_json":
+            return orjson.dumps(good)[:-7]
+        case "wrong_types":
+            wrong = {"messages": "not a list", "prompt": 12, "max_tokens": "four", "stream": "yes",
+                     "temperature": [1]}
+            return orjson.dumps({"model": "loadrepro"} | {k: v for k, v in wrong.items()
+                                                          if k != ("prompt" if api != "completions" else "messages")})
+        case "huge_body":  # a prompt of millions of tokens: refused at the body's size or at its length
+            words = "the " * (HUGE_BODY_BYTES // 4)
+            huge = {"messages": [{"role": "user", "content": f"malformed {salt} {words}"}]} if api != "completions" \
+                else {"prompt": f"malformed {salt} {words}"}
+            return orjson.dumps(good | huge)
+        case "negative_max_tokens":
+            return orjson.dumps(good | {"max_tokens": -7})
+    raise ValueError(f"unknown malformed kind {kind!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    kind: MalformedKind
+    status: int | None  # None: no answer
+    said: str  # the answer's first words, or why there was none
+    healthy_after: bool  # /health answered 200 right after it
+
+    @property
+    def refused(self) -> bool:
+        """Refused as a client's mistake should be: a 4xx, the engine still answering /health 200."""
+        return self.status is not None and 400 <= self.status < 500 and self.healthy_after
+
+    @property
+    def crashed(self) -> bool:
+        """The engine stopped answering it, or /health turned after it: the engine's failure, not a wrong status."""
+        return self.status is None or not self.healthy_after
+
+    def describe(self) -> str:
+        answer = f"HTTP {self.status}" if self.status is not None else "no answer"
+        health = "" if self.healthy_after else "; /health not 200 after it"
+        return f"{self.kind}: {answer}{f' ({self.said})' if self.said else ''}{health}"
+
+
+async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: str | None) -> tuple[int | None, str]:
+    """One raw POST on a connection of its own: its status and first words, or None and why it got no answer."""
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {api_key}"} if api_key else {})}
+    try:
+        async with asyncio.timeout(ANSWER_S):
+            async with session.post(url, data=data, headers=headers) as response:
+                text = (await response.content.read(300)).decode("utf-8", "replace")
+                return response.status, " ".join(text.split())[:160]
+    except TimeoutError:
+        return None, f"nothing within {ANSWER_S:g} s"
+    except aiohttp.ClientError as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:160]
+
+
+async def send_malformed(base_url: str, api: Api, api_key: str | None, kinds: tuple[MalformedKind, ...], count: int,
+                         healthy: Callable[[], Awaitable[bool]] | None) -> list[Refusal]:
+    """`count` requests of each kind, in turn, each asked /health after it (no health path: taken as 200)."""
+    url = base_url.rstrip("/") + PATHS[api]
+    refusals = []
+    connector = aiohttp.TCPConnector(force_close=True)  # a connection of its own each: not the load's pool
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for kind in kinds:
+            for _ in range(count):
+                status, said = await post(session, url, body(kind, api), api_key)
+                refusals.append(Refusal(kind, status, said, await healthy() if healthy else True))
+    return refusals

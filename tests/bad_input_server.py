@@ -1,0 +1,76 @@
+"""A chat server for malformed input on purpose: it parses each body as an engine must (UTF-8, JSON, the fields'
+types, max_tokens) and refuses what is wrong with a 400 (a body over aiohttp's 1 MiB is its own 413), streaming 4
+tokens to the rest. `mode` "dies_on_utf8": a body that is not UTF-8 kills it (500 to everything after, /health
+503); "hangs_on_bad_json": broken JSON leaves it answering nothing from then on, that request included, while its
+/health keeps saying 200."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from tests.stub_server import chat_app, chunk_event, serving
+
+
+@dataclass
+class BadInputServer:
+    mode: str = "refuses"
+    dead: bool = False
+    hung: bool = False
+    refused: list[str] = field(default_factory=list)  # why each malformed body was refused
+    url: str = ""
+
+    def _why_bad(self, raw: bytes) -> str | None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if self.mode == "dies_on_utf8":
+                self.dead = True
+            return "invalid UTF-8"
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError:
+            if self.mode == "hangs_on_bad_json":
+                self.hung = True
+            return "invalid JSON" if self.mode != "500_on_bad_json" else "500: invalid JSON"
+        if not isinstance(body.get("messages"), list) or not isinstance(body.get("max_tokens", 1), int):
+            return "wrong types"
+        if body.get("max_tokens", 1) < 1:
+            return "max_tokens must be at least 1"
+        return None
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        if self.dead:
+            return web.json_response({"error": {"message": "engine dead"}}, status=500)
+        raw = await request.read()  # over 1 MiB: aiohttp answers 413 itself
+        why = self._why_bad(raw)
+        if self.hung:
+            await asyncio.Event().wait()  # until the client leaves
+        if self.dead:
+            return web.json_response({"error": {"message": "engine dead"}}, status=500)
+        if why is not None:
+            self.refused.append(why)
+            status = 500 if why.startswith("500: ") else 400
+            return web.json_response({"error": {"message": why, "type": "BadRequestError"}}, status=status)
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        for _ in range(4):
+            await asyncio.sleep(0.02)
+            await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
+                                                           "finish_reason": None}]}, "bad"))
+        await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}, "bad"))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=503 if self.dead else 200)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[BadInputServer]:
+        with serving(chat_app("bad", self.chat, health=self.health)) as self.url:
+            yield self

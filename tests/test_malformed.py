@@ -1,0 +1,101 @@
+"""Bad input on purpose ([[chaos.events]] action = "malformed"): an engine that refuses every kind with a 4xx and
+keeps serving passes; one that dies on bytes that are not UTF-8, or hangs after broken JSON, fails bad_input_crash
+naming the kind that did it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import loadrepro
+from loadrepro.drive.malformed import KINDS, body
+from tests.bad_input_server import BadInputServer
+
+PROFILE = """
+name = "malformed"
+api = "chat"
+[workload]
+seed = 3
+conversations = 60
+turns = 1
+prefix_tokens = 200
+max_tokens = 4
+[load]
+arrival = "poisson"
+rate = 10.0
+concurrency = 4
+duration_s = 4
+stall_timeout_s = 3
+request_timeout_s = 10
+[watch]
+metrics_path = ""
+health_interval_s = 0.25
+[[chaos.events]]
+at_s = 1
+action = "malformed"
+count = 1
+recover_within_s = 2
+"""
+
+
+def run(tmp_path, tokenizer_dir, mode: str):
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE)
+    with BadInputServer(mode).running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    return server, report
+
+
+def fired(report, rule: str) -> str | None:
+    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
+
+
+def test_each_kind_is_what_it_says():
+    import json
+
+    with pytest.raises(UnicodeDecodeError):
+        body("invalid_utf8", "chat").decode("utf-8")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(body("bad_json", "chat"))
+    assert not isinstance(json.loads(body("wrong_types", "chat"))["messages"], list)
+    assert len(body("huge_body", "chat")) > 4_000_000
+    assert json.loads(body("negative_max_tokens", "chat"))["max_tokens"] < 0
+
+
+def test_an_engine_that_refuses_every_kind_and_keeps_serving_passes(tmp_path, tokenizer_dir):
+    server, report = run(tmp_path, tokenizer_dir, "refuses")
+    assert report.passed, report
+    assert sorted(server.refused) == sorted(["invalid UTF-8", "invalid JSON", "wrong types",
+                                             "max_tokens must be at least 1"])  # huge_body: aiohttp's own 413
+    [row] = report.chaos
+    assert row.action == "malformed" and row.recovered, row
+    for kind in KINDS:
+        assert f"{kind}: HTTP 4" in row.detail, row.detail
+    assert fired(report, "bad_input_crash") is None
+
+
+def test_an_engine_that_dies_on_invalid_utf8_fails_naming_it(tmp_path, tokenizer_dir):
+    server, report = run(tmp_path, tokenizer_dir, "dies_on_utf8")
+    assert server.dead and not report.passed
+    words = fired(report, "bad_input_crash")
+    assert words and re.search(r"malformed input at 1\.\d s: invalid_utf8: HTTP 500 .*; /health not 200 after it",
+                               words), words
+
+
+def test_an_engine_that_hangs_after_broken_json_fails_naming_it(tmp_path, tokenizer_dir):
+    server, report = run(tmp_path, tokenizer_dir, "hangs_on_bad_json")
+    assert server.hung and not report.passed
+    words = fired(report, "bad_input_crash")
+    assert words and re.search(r"malformed input at 1\.\d s: bad_json: no answer \(nothing within 15 s\)", words), \
+        words
+
+
+def test_an_engine_that_answers_broken_json_with_a_500_and_keeps_serving_is_warned_of_not_failed(tmp_path,
+                                                                                               tokenizer_dir):
+    """A wrong status is not a crash: llama.cpp answers broken JSON with HTTP 500 and serves on."""
+    server, report = run(tmp_path, tokenizer_dir, "500_on_bad_json")
+    assert report.passed, report
+    words = fired(report, "bad_input_crash")
+    assert words and words.startswith("warning: ") and "bad_json: HTTP 500" in words, words
+    assert "invalid_utf8" not in words
