@@ -108,7 +108,12 @@ async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, s
     its /health turned after one (the first such, the culprit); and those answered otherwise than with a 4xx while
     it kept serving."""
     kinds = KINDS if event.kind == "all" else (event.kind,)
-    refusals = await send_malformed(tools.base_url, tools.api, tools.api_key, kinds, event.count, tools.healthy)
+
+    async def back() -> bool:  # /health 200 within recover_within_s: one slow or failed poll is not a crash
+        return await _back(tools, tools.clock() + int(event.recover_within_s * 1e9)) is not None
+
+    refusals = await send_malformed(tools.base_url, tools.api, tools.api_key, kinds, event.count,
+                                    back if tools.healthy else None)
     culprit = next((r for r in refusals if r.crashed), None)
     unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)
     return (f"{len(refusals)} malformed requests: " + "; ".join(r.describe() for r in refusals),

@@ -87,7 +87,7 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
 
 async def send_malformed(base_url: str, api: Api, api_key: str | None, kinds: tuple[MalformedKind, ...], count: int,
                          healthy: Callable[[], Awaitable[bool]] | None) -> list[Refusal]:
-    """`count` requests of each kind, in turn, each asked /health after it (no health path: taken as 200)."""
+    """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200)."""
     url = base_url.rstrip("/") + PATHS[api]
     refusals = []
     connector = aiohttp.TCPConnector(force_close=True)  # a connection of its own each: not the load's pool
