@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S, run_stamp
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
+from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments
 from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
 from loadrepro.progress import Say
@@ -23,6 +25,8 @@ from loadrepro.run_report import RunReport
 from loadrepro.session import REPORTS_ROOT, RunOptions, run_ab, run_session
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 from loadrepro.shrink.command import shrink as _shrink
+
+A = TypeVar("A", bound=Arguments)
 
 
 def load_profile(name_or_path: str | Path, overrides: Sequence[str] = ()) -> Profile:
@@ -47,55 +51,45 @@ def _url(url: str | None, target_is_isolated: bool) -> str | None:
     return check_base_url(url, target_is_isolated) if url else None
 
 
-def run_options(profile: str | Path | Profile, *, base_url: str | None = None, engine_cmd: str | None = None,
-                overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
-                label: str | None = None, workers: int | None = None, ray: str | None = None,
-                tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
-                api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
-                target_is_isolated: bool = True, quiet: bool = True, command: str | None = None,
-                on_verdict: Callable[[RunReport], None] | None = None, verify: bool = False, trials: int = 1,
-                vary_seed: bool = False, alpha: float = 0.05) -> RunOptions:
-    """One run's input checked and its defaults chosen (`run`'s arguments; the command line's flags). A program
-    chose its target deliberately, so `target_is_isolated` is True here and a flag on the command line. `verify`
-    checks a sample of answers ([verify] outputs = "sample") when the profile checks none."""
-    if trials < 1 or not 0 < alpha < 1:
-        raise UsageError(f"trials must be at least 1 and alpha between 0 and 1, got {trials} and {alpha}")
-    if base_url and engine_cmd:
-        raise UsageError("give a base URL or an engine command, not both")
-    if size_to_overrun is not None and size_to_overrun <= 0:
-        raise UsageError(f"size_to_overrun must be above 0, got {size_to_overrun}")
-    resolved = _profile(profile, overrides)
-    if ((workers or 1) > 1 or ray) and any(e.action == "abort_burst" for e in resolved.chaos.events):
+def _given(model: type[A], call: dict[str, Any]) -> A:
+    """A program's call as the model of its arguments: a program chose its target deliberately (so the target is
+    taken as isolated) and shows no progress display."""
+    return model.of(call | {"quiet": True, "target_is_isolated": True})
+
+
+def run_options(args: RunArguments | AbArguments, *, label: str | None = None, command: str | None = None,
+                on_verdict: Callable[[RunReport], None] | None = None) -> RunOptions:
+    """One run's (or each side's of an A/B) input checked and its defaults chosen, from the arguments of `run`
+    (the command line's flags). `verify` checks a sample of answers ([verify] outputs = "sample") when the profile
+    checks none."""
+    resolved = _profile(args.profile, args.overrides)
+    if ((args.workers or 1) > 1 or args.ray) and any(e.action == "abort_burst" for e in resolved.chaos.events):
         raise UsageError("[[chaos.events]] abort bursts cancel requests in flight in this process: run them without "
                          "--workers and --ray")
-    if verify and resolved.verify.outputs == "off":
+    if args.verify and resolved.verify.outputs == "off":
         resolved = resolved.model_copy(update={"verify": resolved.verify.model_copy(update={"outputs": "sample"})})
-    url = _url(base_url, target_is_isolated)
-    if tokenizer is not None:
+    target = args if isinstance(args, RunArguments) else RunArguments()
+    url = _url(target.base_url, args.target_is_isolated)
+    if target.tokenizer is not None:
         from loadrepro.workload.tokens import LocalTokenizerCounter
 
-        LocalTokenizerCounter(Path(tokenizer))  # a wrong path is a usage error before any engine starts
-    return RunOptions(resolved, url, model, label or ("run" if url or engine_cmd else resolved.sim.policy),
-                      Path(out) if out is not None else None, api_key_env, quiet,
-                      command=command or f"loadrepro run --profile {resolved.name}", engine_cmd=engine_cmd,
-                      engine_start_timeout_s=engine_start_timeout_s, size_to_overrun=size_to_overrun,
-                      tokenizer=Path(tokenizer) if tokenizer is not None else None,
-                      workers=workers if workers is not None else 2 if ray else 1, ray=ray, on_verdict=on_verdict,
-                      trials=trials, vary_seed=vary_seed, alpha=alpha)
+        LocalTokenizerCounter(target.tokenizer)  # a wrong path is a usage error before any engine starts
+    return RunOptions(
+        resolved, url, args.model,
+        label or target.label or ("run" if url or target.engine_cmd else resolved.sim.policy), args.out,
+        args.api_key_env, args.quiet, command=command or f"loadrepro run --profile {resolved.name}",
+        engine_cmd=target.engine_cmd, engine_start_timeout_s=args.engine_start_timeout_s,
+        size_to_overrun=args.size_to_overrun, tokenizer=target.tokenizer,
+        workers=args.workers if args.workers is not None else 2 if args.ray else 1, ray=args.ray,
+        on_verdict=on_verdict, trials=args.trials, vary_seed=args.vary_seed,
+        alpha=args.alpha if isinstance(args, AbArguments) else 0.05)
 
 
-def ab_sides(stock_url: str | None, stock_cmd: str | None, patched_url: str | None, patched_cmd: str | None,
-             target_is_isolated: bool = True) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
-    """Each side of an A/B comparison as (URL, command): a URL or a command for each side, or neither on both
-    sides (the simulated engine's stock and patched policies)."""
-    sides = ((stock_url, stock_cmd), (patched_url, patched_cmd))
-    if any(url and cmd for url, cmd in sides):
-        raise UsageError("give a URL or a command for each side, not both")
-    if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
-        raise UsageError("give both sides (a stock URL or command and a patched URL or command), or neither (the "
-                         "simulated engine's policies)")
-    stock, patched = ((_url(url, target_is_isolated), cmd) for url, cmd in sides)
-    return stock, patched
+def ab_sides(args: AbArguments) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
+    """Each side of an A/B comparison as (URL checked, command); (None, None) on both sides: the simulated
+    engine's stock and patched policies."""
+    return ((_url(args.stock_url, args.target_is_isolated), args.stock_cmd),
+            (_url(args.patched_url, args.target_is_isolated), args.patched_cmd))
 
 
 async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | None = None,
@@ -111,11 +105,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     >>> report.passed, report.findings[0].name
     (False, 'engine_death')
     """
-    options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides, out=out,
-                          model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
-                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
-                          vary_seed=vary_seed)
+    options = run_options(_given(RunArguments, locals()))
     if options.trials > 1:
         from loadrepro.trial_runs import run_trials
 
@@ -139,18 +129,15 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`;
     `verify` checks a sample of answers against the same requests sent alone after the load. `trials` N runs it N
     times, each on a fresh engine (`vary_seed`: seeds seed, seed+1, ...), and returns the summary: failing when any
-    trial failed, its `trials` giving the failure rate and its interval.
+    trial failed, its `trials` giving the failure rate and its interval. Every argument is described once, in
+    `loadrepro.options.RunArguments`.
 
     >>> import tempfile, loadrepro
     >>> report = loadrepro.run("quickstart", overrides=["sim.policy='patched'"], out=tempfile.mkdtemp())
     >>> report.passed
     True
     """
-    return asyncio.run(arun(profile, say=say, base_url=base_url, engine_cmd=engine_cmd, overrides=overrides,
-                            out=out, model=model, label=label, workers=workers, ray=ray, tokenizer=tokenizer,
-                            size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                            engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
-                            vary_seed=vary_seed))
+    return asyncio.run(arun(**locals()))  # the same arguments, by name
 
 
 def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_url: str | None = None,
@@ -163,16 +150,15 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
     `trials` N, each side runs up to N times, alternately, until decided: a fix is confirmed only when patched
     failed in no trial and stock failed significantly more often (one-sided Fisher exact test, p < `alpha`).
+    Every argument is described once, in `loadrepro.options.AbArguments`.
 
     >>> import tempfile, loadrepro
     >>> loadrepro.ab("quickstart", out=tempfile.mkdtemp()).fix_confirmed
     True
     """
-    stock, patched = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd)
-    options = run_options(profile, overrides=overrides, out=out, model=model, label="ab", workers=workers, ray=ray,
-                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout_s, verify=verify, trials=trials,
-                          vary_seed=vary_seed, alpha=alpha)
+    args = _given(AbArguments, locals())
+    stock, patched = ab_sides(args)
+    options = run_options(args, label="ab")
     if options.trials > 1:
         from loadrepro.trial_runs import run_ab_trials
 
@@ -181,32 +167,24 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
     return session.comparison
 
 
-def shrink_options(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
-                   overrides: Sequence[str] | None = None, engine_cmd: str | None = None,
-                   predicate: str | None = None, max_trials: int = SHRINK_MAX_TRIALS,
-                   time_budget_s: float = SHRINK_TIME_BUDGET_S, confirm: int | str = 0, model: str | None = None,
-                   out: str | Path | None = None) -> ShrinkOptions:
+def shrink_options(args: ShrinkArguments) -> ShrinkOptions:
     """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags).
     `confirm`: N runs the minimal workload N more times; "K/N" keeps a candidate when K of up to N runs failed."""
     from loadrepro.shrink.trials import parse_confirm
 
-    if (run_dir is None) == (profile is None):
-        raise UsageError("give a failing run directory or a profile, not both")
-    if max_trials < 1 or time_budget_s <= 0:
-        raise UsageError("max_trials must be at least 1 and time_budget_s above 0")
-    after, each = parse_confirm(str(confirm))
-    if run_dir is not None:
+    after, each = parse_confirm(str(args.confirm))
+    engine_cmd = args.engine_cmd
+    if args.run_dir is not None:
         from loadrepro.shrink.trials import engine_of
 
-        resolved, command = engine_of(Path(run_dir), engine_cmd)
+        resolved, command = engine_of(args.run_dir, engine_cmd)
         engine_cmd = engine_cmd or command
     else:
-        assert profile is not None, "one of the two, checked above"
-        resolved = _profile(profile, overrides)
-    stamp = run_stamp()
-    return ShrinkOptions(resolved, engine_cmd, Path(out) if out is not None else
-                         REPORTS_ROOT / f"shrink-{resolved.name}-{stamp}", model, predicate, max_trials, time_budget_s,
-                         after, each)
+        assert args.profile is not None, "one of the two (ShrinkArguments)"
+        resolved = _profile(args.profile, args.overrides)
+    return ShrinkOptions(resolved, engine_cmd, args.out if args.out is not None else
+                         REPORTS_ROOT / f"shrink-{resolved.name}-{run_stamp()}", args.model, args.predicate,
+                         args.max_trials, args.time_budget_s, after, each)
 
 
 def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
@@ -224,7 +202,5 @@ def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | P
     >>> result.shrunk.best.requests <= result.shrunk.steps[0].trial.requests
     True
     """
-    options = shrink_options(run_dir, profile=profile, overrides=overrides, engine_cmd=engine_cmd,
-                             predicate=predicate, max_trials=max_trials, time_budget_s=time_budget_s,
-                             confirm=confirm, model=model, out=out)
+    options = shrink_options(ShrinkArguments.of(locals()))
     return asyncio.run(_shrink(options, say=say or (lambda _: None)))

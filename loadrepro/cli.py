@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.defaults import API_KEY_ENV
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
+from loadrepro.options import AbArguments, RunArguments, ShrinkArguments
 from loadrepro.profile import EngineSpec, SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs (see below)
@@ -60,52 +61,11 @@ def sim(
     serve_forever(config, host, port, log, ready)
 
 
-# run and ab send their load alike
-WorkersOption = Annotated[int | None, typer.Option(
-    min=1, help="Send the load from N processes on this machine (conversations split between them); with --ray, "
-                "N Ray actors (default 2).")]
-VerifyOption = Annotated[bool, typer.Option(
-    "--verify", help="Check a sample of answers against the same requests sent alone after the load (shorthand for "
-                     "--set verify.outputs='\"sample\"' when the profile checks none).")]
-TrialsOption = Annotated[int, typer.Option(
-    min=1, help="Run it N times, each on a fresh engine, and report how often it failed (with a 95% interval).")]
-VarySeedOption = Annotated[bool, typer.Option(help="With --trials: trial i gets the seed + i - 1.")]
-RayOption = Annotated[str | None, typer.Option(
-    metavar="[ADDRESS]",
-    help="Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
-         "instance when none is given (pip install 'loadrepro[ray]').")]
-
-
 @app.command()
+@with_model_options(RunArguments, into="given")
 def run(
-    profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
-    base_url: Annotated[str | None, typer.Option(
-        help="OpenAI-compatible target; without it the embedded simulated engine is started.")] = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model name; default: the profile's, else the first listed.")] = None,
-    label: Annotated[str | None, typer.Option(help="Names the run (default: the sim policy, or 'run').")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (created if needed).")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
-    target_is_isolated: Annotated[bool, typer.Option(
-        help="Confirm a non-loopback target is an isolated test engine.")] = False,
-    engine_cmd: Annotated[str | None, typer.Option(
-        help="Start this engine ({port} and {host} are filled in) and keep its log.")] = None,
-    engine_start_timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for the engine's /health.")] = ENGINE_START_TIMEOUT_S,
-    size_to_overrun: Annotated[float | None, typer.Option(
-        help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
-    tokenizer: Annotated[Path | None, typer.Option(
-        help="Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
-             "asking the target; with --dry-run, plan offline.")
-    ] = None,
-    workers: WorkersOption = None,
-    ray: RayOption = None,
-    verify: VerifyOption = False,
-    trials: TrialsOption = 1,
-    vary_seed: VarySeedOption = False,
-    quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
+    given: dict[str, Any] | None = None,
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
     import asyncio
@@ -114,18 +74,14 @@ def run(
     from loadrepro.api import run_options
     from loadrepro.session import process_start_ns, run_session
 
-    options = run_options(profile, base_url=base_url, engine_cmd=engine_cmd, overrides=set_, out=out, model=model,
-                          label=label, workers=workers, ray=ray, tokenizer=tokenizer, size_to_overrun=size_to_overrun,
-                          api_key_env=api_key_env, engine_start_timeout_s=engine_start_timeout,
-                          target_is_isolated=target_is_isolated, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict, verify=verify,
-                          trials=trials, vary_seed=vary_seed)
+    args = RunArguments.of(given or {})
+    options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
     options = dataclasses.replace(options, began_ns=process_start_ns())
     if dry_run_:
         from loadrepro.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
-        result = asyncio.run(dry_run(options.profile, options.base_url, model, out, options.tokenizer,
+        result = asyncio.run(dry_run(options.profile, options.base_url, args.model, args.out, options.tokenizer,
                                      options.api_key, _say))
         _echo(f"profile    {options.profile.name}: {options.profile.description}")
         _echo(format_summary(result.summary))
@@ -155,33 +111,8 @@ def _say_verdict(report: RunReport) -> None:
 
 
 @app.command()
-def ab(
-    profile: Annotated[str, typer.Option(help="Built-in profile name or path to a profile TOML.")] = "quickstart",
-    stock_url: Annotated[str | None, typer.Option(help="The stock engine's URL.")] = None,
-    patched_url: Annotated[str | None, typer.Option(help="The patched engine's URL.")] = None,
-    stock_cmd: Annotated[str | None, typer.Option(help="Start the stock engine with this command.")] = None,
-    patched_cmd: Annotated[str | None, typer.Option(help="Start the patched engine with this command.")] = None,
-    engine_start_timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for each engine's /health.")] = ENGINE_START_TIMEOUT_S,
-    size_to_overrun: Annotated[float | None, typer.Option(
-        help="Size the workload to F x the target's binding KV pool (conversations and prefix length).")] = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model name; default: the profile's, else the first listed.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Directory for both runs and the comparison.")] = None,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
-    target_is_isolated: Annotated[bool, typer.Option(
-        help="Confirm non-loopback targets are isolated test engines.")] = False,
-    workers: WorkersOption = None,
-    ray: RayOption = None,
-    verify: VerifyOption = False,
-    trials: Annotated[int, typer.Option(
-        min=1, help="Up to N trials a side, alternately, stopping once decided: a fix is confirmed only when "
-                    "patched failed in none and stock significantly more often (one-sided Fisher exact test).")] = 1,
-    vary_seed: VarySeedOption = False,
-    alpha: Annotated[float, typer.Option(help="With --trials: the p below which a fix is shown.")] = 0.05,
-    quiet: Annotated[bool, typer.Option(help="No progress display (for CI).")] = False,
-) -> None:
+@with_model_options(AbArguments, into="given")
+def ab(given: dict[str, Any] | None = None) -> None:
     """Run the same seeded workload on a stock and a patched engine and compare; exit 0 only if the fix holds.
 
     Each side is a URL or an engine command; with neither, both sides are the embedded simulated engine with its
@@ -194,12 +125,9 @@ def ab(
     from loadrepro.report.markdown import render_comparison
     from loadrepro.session import process_start_ns, run_ab
 
-    checked = ab_sides(stock_url, stock_cmd, patched_url, patched_cmd, target_is_isolated)
-    options = run_options(profile, overrides=set_, out=out, model=model, label="ab", workers=workers, ray=ray,
-                          size_to_overrun=size_to_overrun, api_key_env=api_key_env,
-                          engine_start_timeout_s=engine_start_timeout, quiet=quiet,
-                          command="loadrepro " + shlex.join(sys.argv[1:]), verify=verify, trials=trials,
-                          vary_seed=vary_seed, alpha=alpha)
+    args = AbArguments.of(given or {})
+    checked = ab_sides(args)
+    options = run_options(args, label="ab", command="loadrepro " + shlex.join(sys.argv[1:]))
     options = dataclasses.replace(options, began_ns=process_start_ns())
     if options.trials > 1:
         from loadrepro.trial_runs import run_ab_trials
@@ -329,23 +257,8 @@ def probe_command(
 
 
 @app.command("shrink")
-def shrink_command(
-    run_dir: Annotated[Path | None, typer.Argument(help="A failing run directory (its profile and engine).")] = None,
-    profile: Annotated[str | None, typer.Option(help="Shrink this profile instead of a run's.")] = None,
-    engine_cmd: Annotated[str | None, typer.Option(
-        help="Start this engine for every trial ({port}, {host}); default: the simulated engine.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a profile key: KEY=VALUE (TOML).")] = None,
-    predicate: Annotated[str | None, typer.Option(help="Keep this signature (a name) instead of the run's own "
-                                                       "failure.")] = None,
-    max_trials: Annotated[int, typer.Option(min=1, help="Most trials to run.")] = SHRINK_MAX_TRIALS,
-    time_budget: Annotated[float, typer.Option(min=1, help="Seconds to spend searching.")] = SHRINK_TIME_BUDGET_S,
-    confirm: Annotated[str, typer.Option(
-        help="N: run the minimal workload N more times; K/N: keep a candidate only when at least K of up to N runs "
-             "of it fail (a flaky failure).")] = "0",
-    model: Annotated[str | None, typer.Option(
-        help="Model name; default: the profile's, else the first listed.")] = None,
-    out: Annotated[Path | None, typer.Option(help="The shrink directory (new or empty).")] = None,
-) -> None:
+@with_model_options(ShrinkArguments, into="given")
+def shrink_command(given: dict[str, Any] | None = None) -> None:
     """Search for the smallest workload that still fails the same way (same fatal signature, else engine death,
     else first failure), on a fresh engine per trial; writes profile.toml, run/, bundle.zip and shrink.md."""
     import asyncio
@@ -353,8 +266,7 @@ def shrink_command(
     from loadrepro.api import shrink_options
     from loadrepro.shrink.command import shrink
 
-    options = shrink_options(run_dir, profile=profile, overrides=set_, engine_cmd=engine_cmd, predicate=predicate,
-                             max_trials=max_trials, time_budget_s=time_budget, confirm=confirm, model=model, out=out)
+    options = shrink_options(ShrinkArguments.of(given or {}))
     result = asyncio.run(shrink(options, say=_say))
     best, start = result.shrunk.best, result.shrunk.steps[0].trial
     _echo(f"shrunk {start.requests} -> {best.requests} requests, {start.prompt_tokens:,} -> "

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
 def _option_type(annotation: Any) -> Any:
@@ -22,16 +23,28 @@ def _option_type(annotation: Any) -> Any:
     return annotation
 
 
+def _parameter(name: str, field: FieldInfo, flag: str | None, default: Any) -> inspect.Parameter:
+    """The field as a typer parameter: an argument when the field says so (json_schema_extra "argument"), else an
+    option with its flag (`flag`, the field's "flag", else `--field-name`), metavar, lower bound and description."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    flag = flag or typing.cast(str | None, extra.get("flag"))
+    lower = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)  # Field(ge=...)
+    if extra.get("argument"):
+        declared: Any = typer.Argument(help=field.description, show_default=False, metavar=name.upper())
+    else:
+        declared = typer.Option(*([f"--{flag}"] if flag else []), help=field.description, min=lower,
+                                metavar=typing.cast(str | None, extra.get("metavar")))
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[_option_type(field.annotation), declared])
+
+
 def model_options(model: type[BaseModel], flags: dict[str, str] | None = None,
                   defaults: dict[str, Any] | None = None) -> list[inspect.Parameter]:
-    """One keyword-only option per field: `--field-name` (or `flags`' name for it), the field's type, default (or
-    `defaults`' for the command) and description as help."""
+    """One keyword-only parameter per field: its type, default (or `defaults`' for the command) and description as
+    help; `flags`: an option's name where it is not the field's."""
     flags, defaults = flags or {}, defaults or {}
-    return [inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name, field.default),
-        annotation=Annotated[_option_type(field.annotation),
-                             typer.Option(*([f"--{flags[name]}"] if name in flags else []), help=field.description)])
-        for name, field in model.model_fields.items()]
+    return [_parameter(name, field, flags.get(name), defaults.get(name, field.default))
+            for name, field in model.model_fields.items()]
 
 
 def with_model_options(model: type[BaseModel], into: str, flags: dict[str, str] | None = None,

@@ -14,6 +14,7 @@ from aiohttp import web
 
 import loadrepro
 from loadrepro.errors import UsageError
+from loadrepro.options import RunArguments
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -211,7 +212,7 @@ def test_abort_bursts_need_the_load_in_this_process():
     from loadrepro.api import run_options
 
     with pytest.raises(UsageError, match="run them without --workers and --ray"):
-        run_options("zombie-on-abort", workers=2)
+        run_options(RunArguments(profile="zombie-on-abort", workers=2))
 
 
 def test_an_abort_burst_on_whole_answers_cancels_at_its_time(tmp_path, tokenizer_dir):

@@ -34,4 +34,4 @@ def test_bad_sizing_is_a_usage_error():
     result = subprocess.run([sys.executable, "-m", "loadrepro", "sim", "--primary-blocks", "0", "--port", "0"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert "primary_blocks: Input should be greater than or equal to 1" in result.stderr
+    assert "'--primary-blocks'" in result.stderr and "greater than or equal to 1" in result.stderr

@@ -1,0 +1,143 @@
+"""What a run, an A/B comparison and a shrink are given, declared once: each field's type, default, bounds and
+description. The command line's flags are generated from these models (flags.with_model_options) and the Python
+API's keywords are held to them (tests/test_options.py), so neither can drift from the other."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.errors import UsageError
+from loadrepro.profile import Profile
+
+# A field's command-line spelling where it differs from the field's name, and the option's metavar: read by
+# flags.model_options.
+Overrides = Annotated[list[str] | None, Field(description="Override a profile key: KEY=VALUE (TOML).",
+                                              json_schema_extra={"flag": "set"})]
+ModelName = Annotated[str | None, Field(description="Model name; default: the profile's, else the first listed.")]
+ApiKeyEnv = Annotated[str, Field(description="Environment variable holding the API key.")]
+
+
+class Arguments(BaseModel):
+    """Arguments as given: unknown names and values out of bounds are usage errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> Self:
+        """The model of the arguments of a call (its `locals()`) that are this model's fields."""
+        try:
+            return cls.model_validate({name: value for name, value in given.items() if name in cls.model_fields})
+        except ValidationError as exc:
+            raise UsageError("; ".join(_problem(e) for e in exc.errors())) from None
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+class LoadArguments(Arguments):
+    """What `run` and `ab` share: the workload, how it is sent, how often."""
+
+    profile: str | Path | Profile = Field("quickstart", description="Built-in profile name or path to a profile TOML.")
+    overrides: Overrides = None
+    model: ModelName = None
+    out: Path | None = Field(None, description="Run directory (created if needed).")
+    api_key_env: ApiKeyEnv = API_KEY_ENV
+    engine_start_timeout_s: float = Field(ENGINE_START_TIMEOUT_S, gt=0, description=(
+        "Seconds to wait for the engine's /health."), json_schema_extra={"flag": "engine-start-timeout"})
+    size_to_overrun: float | None = Field(None, gt=0, description=(
+        "Size the workload to F x the target's binding KV pool (conversations and prefix length)."))
+    workers: int | None = Field(None, ge=1, description=(
+        "Send the load from N processes on this machine (conversations split between them); with --ray, N Ray "
+        "actors (default 2)."))
+    ray: str | None = Field(None, description=(
+        "Run the workers as Ray actors spread over a cluster's nodes: the cluster at ADDRESS, or a local Ray "
+        "instance when none is given (pip install 'loadrepro[ray]')."), json_schema_extra={"metavar": "[ADDRESS]"})
+    verify: bool = Field(False, description=(
+        "Check a sample of answers against the same requests sent alone after the load (shorthand for --set "
+        "verify.outputs='\"sample\"' when the profile checks none)."), json_schema_extra={"flag": "verify"})
+    trials: int = Field(1, ge=1, description=(
+        "Run it N times, each on a fresh engine, and report how often it failed (with a 95% interval)."))
+    vary_seed: bool = Field(False, description="With --trials: trial i gets the seed + i - 1.")
+    # The command line's alone: a program chose its target deliberately and shows no progress display.
+    target_is_isolated: bool = Field(False, description="Confirm a non-loopback target is an isolated test engine.")
+    quiet: bool = Field(False, description="No progress display (for CI).")
+
+
+class RunArguments(LoadArguments):
+    """`loadrepro run` and `loadrepro.run`."""
+
+    base_url: str | None = Field(None, description=(
+        "OpenAI-compatible target; without it the embedded simulated engine is started."))
+    engine_cmd: str | None = Field(None, description=(
+        "Start this engine ({port} and {host} are filled in) and keep its log."))
+    label: str | None = Field(None, description="Names the run (default: the sim policy, or 'run').")
+    tokenizer: Path | None = Field(None, description=(
+        "Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
+        "asking the target; with --dry-run, plan offline."))
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if self.base_url and self.engine_cmd:
+            raise ValueError("give a base URL or an engine command, not both")
+        return self
+
+
+class AbArguments(LoadArguments):
+    """`loadrepro ab` and `loadrepro.ab`: each side a URL or a command, or neither (the simulated engine's stock
+    and patched policies)."""
+
+    stock_url: str | None = Field(None, description="The stock engine's URL.")
+    patched_url: str | None = Field(None, description="The patched engine's URL.")
+    stock_cmd: str | None = Field(None, description="Start the stock engine with this command.")
+    patched_cmd: str | None = Field(None, description="Start the patched engine with this command.")
+    alpha: float = Field(0.05, gt=0, lt=1, description="With --trials: the p below which a fix is shown.")
+    out: Path | None = Field(None, description="Directory for both runs and the comparison.")
+    engine_start_timeout_s: float = Field(ENGINE_START_TIMEOUT_S, gt=0, description=(
+        "Seconds to wait for each engine's /health."), json_schema_extra={"flag": "engine-start-timeout"})
+    trials: int = Field(1, ge=1, description=(
+        "Up to N trials a side, alternately, stopping once decided: a fix is confirmed only when patched failed in "
+        "none and stock significantly more often (one-sided Fisher exact test)."))
+    target_is_isolated: bool = Field(False, description="Confirm non-loopback targets are isolated test engines.")
+
+    @model_validator(mode="after")
+    def _both_sides(self) -> Self:
+        sides = ((self.stock_url, self.stock_cmd), (self.patched_url, self.patched_cmd))
+        if any(url and cmd for url, cmd in sides):
+            raise ValueError("give a URL or a command for each side, not both")
+        if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
+            raise ValueError("give both sides (a stock URL or command and a patched URL or command), or neither (the "
+                             "simulated engine's policies)")
+        return self
+
+
+class ShrinkArguments(Arguments):
+    """`loadrepro shrink` and `loadrepro.shrink_failure`: a failing run directory or a profile."""
+
+    run_dir: Path | None = Field(None, description="A failing run directory (its profile and engine).",
+                                 json_schema_extra={"argument": True})
+    profile: str | Path | Profile | None = Field(None, description="Shrink this profile instead of a run's.")
+    overrides: Overrides = None
+    engine_cmd: str | None = Field(None, description=(
+        "Start this engine for every trial ({port}, {host}); default: the run's, else the simulated engine."))
+    predicate: str | None = Field(None, description="Keep this signature (a name) instead of the run's own failure.")
+    max_trials: int = Field(SHRINK_MAX_TRIALS, ge=1, description="Most trials to run.")
+    time_budget_s: float = Field(SHRINK_TIME_BUDGET_S, gt=0, description="Seconds to spend searching.",
+                                 json_schema_extra={"flag": "time-budget"})
+    confirm: int | str = Field(0, description=(
+        "N: run the minimal workload N more times; K/N: keep a candidate only when at least K of up to N runs of it "
+        "fail (a flaky failure)."))
+    model: ModelName = None
+    out: Path | None = Field(None, description="The shrink directory (new or empty).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.run_dir is None) == (self.profile is None):
+            raise ValueError("give a failing run directory or a profile, not both")
+        return self
