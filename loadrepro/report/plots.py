@@ -4,18 +4,16 @@ the HTML page. Each picture is one figure, drawn once."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from loadrepro.judge.windows import REFERENCE_WINDOW  # noqa: E402
-from loadrepro.report.timeline import Lane, Timeline  # noqa: E402
+from loadrepro.judge.windows import REFERENCE_WINDOW
+from loadrepro.report.timeline import Lane, Timeline
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
@@ -23,7 +21,15 @@ COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "serv
            "faulted": "#9575cd"}
 CHAOS = "#5e35b1"
 MAX_LANES = 200
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9})
+matplotlib.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9})
+
+
+def _figure(**kwargs: Any) -> Figure:
+    """A figure drawn by Agg without pyplot: no display, no global registry of figures (and pyplot's import, a
+    fifth of matplotlib's, is not paid)."""
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _marks(ax: Axes, t: Timeline) -> None:
@@ -160,8 +166,9 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
     ratios = [3, 1.2, 2] + ([2] if windowed else [])
     rows = len(timelines) * len(ratios)
     # Constrained layout makes room for the legends above the panels; tight_layout could not, and said so.
-    fig, axes = plt.subplots(rows, 1, sharex=True, figsize=(11, 2.1 * rows), layout="constrained",
-                             gridspec_kw={"height_ratios": ratios * len(timelines)})
+    fig = _figure(figsize=(11, 2.1 * rows), layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": ratios * len(timelines)})[:, 0]
     for i, t in enumerate(timelines):
         panels = axes[len(ratios) * i:len(ratios) * (i + 1)]
         load, health, kv = panels[:3]
@@ -184,13 +191,15 @@ def lanes_figure(t: Timeline) -> Figure:
     """One lane per conversation, one bar per turn from sent to end, coloured by outcome."""
     lanes = [lane for lane in t.lanes if lane.conversation < MAX_LANES]
     if len(lanes) > MAX_BARS:
-        fig, ax = plt.subplots(figsize=(11, 1.2))
+        fig = _figure(figsize=(11, 1.2))
+        ax = fig.subplots()
         ax.axis("off")
         ax.text(0, 0.5, f"{t.label}: {len(t.lanes):,} turns, too many lanes to draw; requests.jsonl has every one",
                 va="center")
         return fig
     count = max((lane.conversation for lane in lanes), default=0) + 1
-    fig, ax = plt.subplots(figsize=(11, min(8.0, 1.0 + 0.22 * count)), layout="constrained")
+    fig = _figure(figsize=(11, min(8.0, 1.0 + 0.22 * count)), layout="constrained")
+    ax = fig.subplots()
     by_outcome: dict[str, list[Lane]] = {}
     for lane in lanes:
         by_outcome.setdefault(lane.outcome, []).append(lane)
@@ -208,7 +217,8 @@ def lanes_figure(t: Timeline) -> Figure:
 
 
 def latency_figure(t: Timeline) -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2), layout="constrained")
+    fig = _figure(figsize=(11, 3.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
     for ax, values, weight, name in ((left, t.ttft_ms, t.ttft_weight, "time to first token"),
                                      (right, t.e2e_ms, t.e2e_weight, "end to end")):
         requests = round(len(values) * weight)
@@ -229,4 +239,5 @@ def png(fig: Figure, dpi: int = 100) -> bytes:
 
 
 def close(fig: Figure) -> None:
-    plt.close(fig)
+    """Its artists let go at once (nothing else holds a figure made without pyplot)."""
+    fig.clear()
