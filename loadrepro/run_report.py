@@ -7,7 +7,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA = "loadrepro.report/1"
 
@@ -245,6 +245,12 @@ class ChaosRow(_Model):
         "max_kv_leak above before_kv_usage is blocks the engine never freed, and the fault not recovered from.")
     faulted: int = Field(description="Requests that failed while it was in effect (outcome faulted).")
     detail: str = Field(description="What was done, what the engine did, and each part of its way back, in words.")
+
+    @field_validator("*")
+    @classmethod
+    def _to_the_millisecond(cls, value: object) -> object:
+        """Read from the judge's measurement (judge/chaos.Recovery) as it is; its seconds and ratios to 3 places."""
+        return round(value, 3) if isinstance(value, float) else value
 
 
 class TrialRow(_Model):

@@ -28,7 +28,7 @@ def test_the_100_line_excerpt_is_exactly_the_lines_before_the_first_fatal_one():
     d = diagnose([RANK3, RANK0])
     lines = RANK0.read_text().splitlines()
     fatal_index = next(i for i, line in enumerate(lines) if "Draft KV cache context resize failed" in line)
-    assert d.initiating.line_number == fatal_index + 1
+    assert d.initiating.line == fatal_index + 1
     assert d.context == lines[fatal_index - 100:fatal_index]
 
 
@@ -37,8 +37,8 @@ def test_logged_capacity_figures_are_extracted_and_used():
     assert d.figures["bytes_per_token"] == 49_968 and d.figures["draft_bytes_per_token"] == 1_284
     assert d.figures["tokens_per_block"] == 64 and d.figures["max_batch_size"] == 12
     # 60.51 GiB split by 49,968 + 1,284 bytes per token: 1,267,699 tokens on each side
-    assert "1,267,699 tokens in the primary pool" in d.capacity_verdict
-    assert "102,991 tokens was temporary pressure" in d.capacity_verdict
+    assert "1,267,699 tokens in the primary pool" in d.capacity
+    assert "102,991 tokens was temporary pressure" in d.capacity
     text = to_markdown(d)
     assert "admission" in d.next_step and "Initiating: **rank 0**" in text
 
@@ -103,6 +103,6 @@ def test_the_kv_split_line_is_read_in_any_field_order(split, tmp_path):
     d = diagnose([log])
     assert d.figures["bytes_per_token"] == 49_968 and d.figures["draft_bytes_per_token"] == 1_284
     assert d.figures["pool_bytes"] == pytest.approx(60.51 * 2**30, rel=1e-6)
-    assert "1,267,699 tokens in the primary pool (49,968 B/token)" in d.capacity_verdict
-    assert "1,267,699 in the draft pool (1,284 B/token)" in d.capacity_verdict
-    assert "can never fit" in d.capacity_verdict  # 2,000,000 tokens > 1,267,699
+    assert "1,267,699 tokens in the primary pool (49,968 B/token)" in d.capacity
+    assert "1,267,699 in the draft pool (1,284 B/token)" in d.capacity
+    assert "can never fit" in d.capacity  # 2,000,000 tokens > 1,267,699

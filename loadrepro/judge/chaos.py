@@ -40,6 +40,7 @@ class Recovery:
 
     fault: Fault
     at_s: float
+    done_s: float  # when loadrepro's part of it ended, seconds into the load: the times below count from here
     before_ttft_p95_ms: float | None
     before_running: float | None
     before_kv_usage: float | None  # the lowest at a quiet moment before it
@@ -50,12 +51,21 @@ class Recovery:
     running_s: float | None  # the engine's running count back to loadrepro's in flight (None: not seen)
     running_judged: bool  # the engine publishes its running count
     kv_s: float | None  # KV usage at a quiet moment back within max_kv_leak of before (None: not seen)
-    kv_after: float | None  # at the last quiet moment after it (None: none, so not judged)
-    kv_held: bool  # kv_after beyond max_kv_leak of before: blocks it never freed
+    after_kv_usage: float | None  # at the last quiet moment after it (None: none, so not judged)
+    kv_held: bool  # after_kv_usage beyond max_kv_leak of before: blocks it never freed
     faulted: int  # requests that failed while it was in effect (outcome faulted)
     recovered: bool
     recovery_s: float | None  # when every part judged was back
-    words: str
+    detail: str  # the fault, the engine's way back and the verdict on it, in words
+
+    # The report's chaos row is this measurement (run_report.ChaosRow reads these by name).
+    @property
+    def action(self) -> str:
+        return self.fault.action
+
+    @property
+    def recover_within_s(self) -> float:
+        return self.fault.recover_within_s
 
 
 def _ttft(records: list[RequestRecord]) -> float | None:
@@ -137,8 +147,9 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     def after(t: int | None) -> float | None:
         return (t - done) / 1e9 if t is not None else None
 
-    rec = Recovery(fault, result.seconds(at), before, running, kv, after(back), after(ttft_ns), judged, sent_after,
-                   after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted, recovered, seconds, "")
+    rec = Recovery(fault, result.seconds(at), result.seconds(done), before, running, kv, after(back), after(ttft_ns),
+                   judged, sent_after, after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted,
+                   recovered, seconds, "")
     return _with_words(rec, limit)
 
 
@@ -173,16 +184,16 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
              *([f"not back within {f.recover_within_s:g} s"] if late else []),
              *(["its KV blocks not freed"] if r.kv_held else [])]
     head = " and ".join(heads) if heads else f"back {r.recovery_s:.1f} s {SINCE.get(f.action, 'after it')}"
-    return dataclasses.replace(r, words=f"{head}: " + "; ".join(parts))
+    return dataclasses.replace(r, detail=f"{head}: " + "; ".join(parts))
 
 
 def _kv_words(r: Recovery) -> str:
     if r.before_kv_usage is None:
         return "KV not judged: no quiet moment before it (nothing running or waiting) with the KV usage published"
-    if r.kv_after is None:
+    if r.after_kv_usage is None:
         return "KV not judged: no quiet moment after it"
     if r.kv_held:
-        return (f"KV usage with nothing running still {r.kv_after:.1%} at the last quiet moment "
+        return (f"KV usage with nothing running still {r.after_kv_usage:.1%} at the last quiet moment "
                 f"({r.before_kv_usage:.1%} before): blocks it never freed")
     return f"KV usage at a quiet moment back to {r.before_kv_usage:.1%} or near it after {r.kv_s or 0.0:.1f} s"
 

@@ -46,7 +46,7 @@ class Occurrence:
     klass: str
     cause: str
     file: str
-    line_number: int
+    line: int  # its number in the file, from 1
     timestamp: str | None
     process: str
     text: str
@@ -64,7 +64,7 @@ class Diagnosis:
     initiating: Occurrence | None = None
     collateral: list[Occurrence] = field(default_factory=list)  # each other process's first fatal line
     figures: dict[str, float] = field(default_factory=dict)
-    capacity_verdict: str = ""
+    capacity: str = ""  # what the figures say of the KV pools
     next_step: str = ""
     verification: str = ""
 
@@ -260,7 +260,7 @@ def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG,
     for order, path in enumerate(paths):
         reader.read(path, path.name if len(paths) > 1 else "engine", order)
     d = reader.finish()
-    d.capacity_verdict = _capacity_verdict(d)
+    d.capacity = _capacity_verdict(d)
     d.next_step = _next_step(d)
     d.verification = verification
     return d

@@ -31,7 +31,7 @@ def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
             f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
             f"{SINCE.get(r.fault.action, 'after it')}" for r in found) + (f"; {never}" if never else ""))
     return Finding("no_recovery", Severity.FAIL, "; ".join(
-        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.words}" for r in missed)
+        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.detail}" for r in missed)
         + (f"; {never}" if never else ""))
 
 

@@ -99,16 +99,8 @@ def _outputs(result: RunResult) -> OutputsInfo | None:
 
 
 def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
-    def r3(x: float | None) -> float | None:
-        return round(x, 3) if x is not None else None
-
-    return [ChaosRow(at_s=round(r.at_s, 3), action=r.fault.action, done_s=round(result.seconds(r.fault.done_ns), 3),
-                     recovered=r.recovered, recovery_s=r3(r.recovery_s),
-                     recover_within_s=r.fault.recover_within_s, health_s=r3(r.health_s), ttft_s=r3(r.ttft_s),
-                     running_s=r3(r.running_s), before_ttft_p95_ms=r3(r.before_ttft_p95_ms),
-                     before_running=r.before_running, before_kv_usage=r3(r.before_kv_usage), kv_s=r3(r.kv_s),
-                     after_kv_usage=r3(r.kv_after), faulted=r.faulted,
-                     detail=scrub(r.words)) for r in measure(result, spec).recoveries] + [
+    return [ChaosRow.model_validate(r, from_attributes=True).model_copy(update={"detail": scrub(r.detail)})
+            for r in measure(result, spec).recoveries] + [
         ChaosRow(at_s=f.at_s, action=f.action, done_s=f.at_s, recovered=None, recovery_s=None, recover_within_s=0.0,
                  health_s=None, ttft_s=None, running_s=None, before_ttft_p95_ms=None, before_running=None,
                  before_kv_usage=None, kv_s=None, after_kv_usage=None, faulted=0,

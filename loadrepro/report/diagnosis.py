@@ -6,14 +6,14 @@ import dataclasses
 import json
 
 from loadrepro.judge.diagnose import Diagnosis, Occurrence
-from loadrepro.run_report import DiagnosisInfo, LogPlace
+from loadrepro.run_report import DiagnosisInfo
 
 EXCERPT_LINES = 100
 
 
 def _where(o: Occurrence) -> str:
     stamp = f", {o.timestamp}" if o.timestamp else ""
-    return f"{o.file}:{o.line_number}{stamp}, {o.process}"
+    return f"{o.file}:{o.line}{stamp}, {o.process}"
 
 
 def to_json(d: Diagnosis) -> str:
@@ -36,7 +36,7 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
         lines += [f"- {o.process}: `{o.signature}` ({_where(o)})" for o in d.collateral] + [""]
     if d.first:
         lines += ["| signature | class | count | first seen | cause |", "|---|---|---:|---|---|"]
-        for name, o in sorted(d.first.items(), key=lambda kv: (kv[1].file, kv[1].line_number)):
+        for name, o in sorted(d.first.items(), key=lambda kv: (kv[1].file, kv[1].line)):
             lines.append(f"| {name} | {o.klass} | {d.counts[name]} | {_where(o)} | {o.cause} |")
         lines.append("")
     sequence = [("start", d.start_line), ("first warning", d.first_warn.text if d.first_warn else None),
@@ -45,8 +45,8 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
     if d.figures:
         lines += ["Capacity figures the engine logged: "
                   + ", ".join(f"{k} = {v:,.0f}" if v >= 10 else f"{k} = {v:g}" for k, v in d.figures.items())]
-        if d.capacity_verdict:
-            lines.append(f"Capacity: {d.capacity_verdict}.")
+        if d.capacity:
+            lines.append(f"Capacity: {d.capacity}.")
         lines.append("")
     lines += [f"Next step: {d.next_step}", ""]
     if d.verification:
@@ -63,13 +63,6 @@ def to_text(d: Diagnosis) -> str:
     return text.replace("**", "")
 
 
-def _place(o: Occurrence) -> LogPlace:
-    return LogPlace(process=o.process, signature=o.signature, file=o.file, line=o.line_number, timestamp=o.timestamp,
-                    text=o.text)
-
-
 def to_info(d: Diagnosis) -> DiagnosisInfo:
-    return DiagnosisInfo(fatal=d.fatal, pressure_only=d.pressure_only,
-                         initiating=_place(d.initiating) if d.initiating else None,
-                         collateral=[_place(o) for o in d.collateral], figures=d.figures,
-                         capacity=d.capacity_verdict, next_step=d.next_step, verification=d.verification)
+    """The report's section is the diagnosis itself, read by field name (its occurrences as LogPlace rows)."""
+    return DiagnosisInfo.model_validate(d, from_attributes=True)
