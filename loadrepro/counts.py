@@ -111,8 +111,52 @@ class PerSecond:
         return times, counts
 
 
-def _count(series: array[int], t_s: float) -> None:
+def _count(series: array[int], t_s: float, by: int = 1) -> None:
     k = max(int(t_s), 0)
     if k >= len(series):
         series.extend([0] * (k + 1 - len(series)))
-    series[k] += 1
+    series[k] += by
+
+
+SLO_MISSES = ("ttft", "itl", "e2e", "failed")  # why a request missed the service level (it may miss several limits)
+
+
+@dataclass(frozen=True, slots=True)
+class SloTotals:
+    """The service level's counts over a span of seconds."""
+
+    requests: int
+    met: int
+    met_output_tokens: int
+    missed: dict[str, int]  # by SLO_MISSES: requests that missed each limit, and the failed ones
+
+
+@dataclass(slots=True)
+class SloCounts:
+    """Each whole second's requests (by when they were sent) judged against the service level: judged, met, the
+    met ones' output tokens and the misses by limit, so that any span of the run (its steady state, a window) is
+    judged exactly whether or not its records were kept (a few dozen bytes a second)."""
+
+    requests: array[int] = dataclasses.field(default_factory=lambda: array("I"))
+    met: array[int] = dataclasses.field(default_factory=lambda: array("I"))
+    met_tokens: array[int] = dataclasses.field(default_factory=lambda: array("Q"))
+    missed: dict[str, array[int]] = dataclasses.field(
+        default_factory=lambda: {name: array("I") for name in SLO_MISSES})
+
+    def add(self, sent_s: float, misses: tuple[str, ...], output_tokens: int) -> None:
+        k = max(int(sent_s), 0)
+        _count(self.requests, k)
+        if misses:
+            for name in misses:
+                _count(self.missed[name], k)
+        else:
+            _count(self.met, k)
+            _count(self.met_tokens, k, output_tokens)
+
+    def between(self, from_s: int = 0, to_s: int | None = None) -> SloTotals:
+        """The requests sent from second `from_s` up to (not including) `to_s` (None: the end)."""
+        def total(series: array[int]) -> int:
+            return sum(series[from_s:to_s])
+
+        return SloTotals(total(self.requests), total(self.met), total(self.met_tokens),
+                         {name: total(series) for name, series in self.missed.items()})

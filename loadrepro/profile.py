@@ -266,6 +266,25 @@ class VerdictSpec(_Section):
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
 
 
+class SloSpec(_Section):
+    """A service level: a request meets it when every limit set holds; a failed request never does."""
+
+    ttft_ms: float = Field(0.0, ge=0, description="> 0: time to first token at most this many milliseconds.")
+    itl_ms: float = Field(0.0, ge=0, description="> 0: a request's mean inter-token latency at most this.")
+    e2e_ms: float = Field(0.0, ge=0, description="> 0: end to end (sent to last token) at most this.")
+    min_attainment: float = Field(
+        0.0, ge=0, le=1, description="> 0: rule slo fails the run when fewer than this share of requests met it.")
+    include_ramp_up: bool = Field(
+        False, description="Judge every request (true), or only those sent from when the requests in flight first "
+                           "reached their steady level (false: the ramp-up's cold start is not the service level).")
+
+    @property
+    def limits(self) -> dict[str, float]:
+        """The limits set, by name (ttft, itl, e2e)."""
+        return {name: limit for name, limit in (("ttft", self.ttft_ms), ("itl", self.itl_ms), ("e2e", self.e2e_ms))
+                if limit > 0}
+
+
 class VerifySpec(_Section):
     """Answers checked under load: each checked request is sent again alone on the idle engine after the load, and
     its answer under load is compared with that reference, token by token."""
@@ -349,6 +368,7 @@ class Profile(_Section):
     verify: VerifySpec = Field(VerifySpec(), description="Answers checked under load against the same request "
                                "alone.")
     chaos: ChaosSpec = Field(ChaosSpec(), description="Faults caused on purpose during the load.")
+    slo: SloSpec = Field(SloSpec(), description="The service level each request is judged against ([slo]).")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")
 

@@ -407,6 +407,38 @@ class WindowRow(_Model):
     due: int = Field(0, description="Requests due in it (loadrepro's arrivals, sent then, later or never).")
     unsent_end: int = Field(0, description="Requests due that were still waiting in loadrepro to be sent when it "
                             "ended (its concurrency full), to the second.")
+    slo_attainment: float | None = Field(None, description="[slo]: the share of the requests sent in it (to the "
+                                         "second) that met the service level (null: none set, or none judged).")
+
+
+class SloMissed(_Model):
+    ttft: int = Field(description="Requests whose time to first token was over [slo] ttft_ms.")
+    itl: int = Field(description="Requests whose mean inter-token latency was over [slo] itl_ms.")
+    e2e: int = Field(description="Requests whose end-to-end time was over [slo] e2e_ms.")
+    failed: int = Field(description="Requests that failed (a failed request never meets the service level).")
+
+
+class SloInfo(_Model):
+    """The requests against the service level ([slo]); cancelled requests and those a fault on purpose failed are
+    not judged."""
+
+    limits_ms: dict[str, float] = Field(description="The limits set: ttft, itl (a request's mean), e2e.")
+    attainment: float | None = Field(description="The share of the judged requests that met every limit.")
+    requests: int = Field(description="The requests judged: sent from from_s on.")
+    met: int = Field(description="Those that met every limit.")
+    from_s: int = Field(description="Requests sent from this second of the load on are judged: where the steady "
+                        "state began (requests in flight first at their level), or 0 with include_ramp_up.")
+    steady_state: bool = Field(description="True: the ramp-up before from_s is not judged; false: every request.")
+    in_flight_level: float = Field(description="The steady level of requests in flight (their median over the "
+                                   "seconds requests were sent in).")
+    goodput_requests_per_s: float = Field(description="Requests that met it per second, from from_s to the last "
+                                          "answer.")
+    goodput_tokens_per_s: float = Field(description="Their output tokens per second, over the same span.")
+    missed: SloMissed = Field(description="The judged requests that missed it, by limit (a request may miss several).")
+    whole_run_attainment: float | None = Field(description="The share over every request, ramp-up included.")
+    client_queue_p95_ms: float | None = Field(description="loadrepro's own time per request before sending it (a "
+                                              "concurrency slot, due to sent), 95th percentile: latency the engine's "
+                                              "figures above do not include.")
 
 
 class RunReport(_Model):
@@ -460,6 +492,8 @@ class RunReport(_Model):
     environment: Environment = Field(description="loadrepro's version, Python and the platform.")
     windows: list[WindowRow] = Field(
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
+    slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
+                                "set).")
     request_table: list[RequestRow] = Field(
         description="One row per request (at most 4,000: the failed first, then the first and the last).")
     request_table_total: int | None = Field(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from loadrepro.profile import SloSpec
 from loadrepro.records import (
     CanarySample,
     HealthSample,
@@ -47,13 +48,13 @@ class Reservoir:
 
 class Recorder:
     def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
-                 answers: int = 0) -> None:
+                 answers: int = 0, slo: SloSpec | None = None) -> None:
         """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
         completed requests with an answer to keep a uniform sample of, beyond `keep` ([verify] checks them), cache
         hits and the others apart, since answers are checked cache hits first."""
         self.records: list[RequestRecord] = []
         self.answer_pool = {True: Reservoir(answers, 1), False: Reservoir(answers, 2)}  # by cache hit
-        self.tally = Tally(window_s)
+        self.tally = Tally(window_s, slo=slo or SloSpec())
         self.last: RequestRecord | None = None
         self._keep = keep
         self._kept = {True: 0, False: 0}  # completed, other

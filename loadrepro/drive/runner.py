@@ -98,7 +98,8 @@ class Runner:
         verify = profile.verify
         answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
             profile.load.keep_records
-        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers)
+        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers,
+                                  profile.slo)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._stop_reason: StopReason | None = None
@@ -389,7 +390,7 @@ class Runner:
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
-            sampled_answers=recorded.sampled_answers())
+            sampled_answers=recorded.sampled_answers(), slo=self.profile.slo)
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

@@ -1,6 +1,6 @@
 """What the judge measures of a run, once per judgement: its windows (and those while the load was started),
-saturation found in them, the recovery from each fault on purpose, and when a liveness probe would have restarted
-the engine. The rules (judge/soak.py) and the report
+saturation found in them, the recovery from each fault on purpose, when a liveness probe would have restarted
+the engine, and the service level. The rules (judge/soak.py) and the report
 (report/build.py) read the same object, so a number in the report is the number a rule judged by. Pure."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from loadrepro.judge.chaos import Recovery, recoveries
 from loadrepro.judge.polls import Restart, usable_health, would_restart
+from loadrepro.judge.service_level import SloMeasure, slo_measure
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import RunResult
@@ -22,13 +23,14 @@ class Measurements:
     saturation: Saturation | None  # arrivals outpacing a steady service, in load_windows
     recoveries: list[Recovery] = field(default_factory=list)  # per fault on purpose, in the order caused
     restart: Restart | None = None  # when a liveness probe ([watch] liveness_*) would have restarted the engine
+    slo: SloMeasure | None = None  # the requests against [slo] (None: no limit set)
 
 
 def _measured(result: RunResult, spec: VerdictSpec) -> Measurements:
     found = windows(result, spec.window_s)
     loaded = load_windows(result, found)
     return Measurements(found, loaded, saturation(loaded), recoveries(result, spec),
-                        would_restart(usable_health(result), result.watch))
+                        would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s))
 
 
 class _Last(threading.local):

@@ -46,6 +46,7 @@ class Window:
     due: int = 0  # requests loadrepro wanted to send in the window: its arrivals, sent then or later
     in_flight_end: int = 0  # requests loadrepro had in flight when the window ended
     unsent_end: int = 0  # requests due that were still waiting in loadrepro to be sent (its concurrency full)
+    slo_attainment: float | None = None  # [slo]: the share of its judged requests that met it (None: none judged)
 
     @property
     def backlog(self) -> int:
@@ -78,7 +79,9 @@ def windows(result: RunResult, window_s: float) -> list[Window]:
         t = tally.windows.get(i, WindowTally())
         in_flight += t.sent - t.ended
         unsent += t.due - t.sent - t.dropped
-        found[i] = dataclasses.replace(w, ended=t.ended, due=t.due, in_flight_end=in_flight, unsent_end=unsent)
+        slo = tally.slo_counts.between(int(w.start_s), int(w.end_s)) if tally.slo.limits else None
+        found[i] = dataclasses.replace(w, ended=t.ended, due=t.due, in_flight_end=in_flight, unsent_end=unsent,
+                                       slo_attainment=slo.met / slo.requests if slo and slo.requests else None)
     return found
 
 

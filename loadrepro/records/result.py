@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadrepro.capacity import EngineLimits, Prediction
-from loadrepro.profile import BackendName, VerifySpec, WatchSpec
+from loadrepro.profile import BackendName, SloSpec, VerifySpec, WatchSpec
 from loadrepro.records.tally import Tally
 from loadrepro.records.vocabulary import (
     AnswerCheck,
@@ -56,6 +56,7 @@ class RunResult:
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
     worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how
     health_owner: str | None = None  # the health path is not the engine's (a gateway's): whose, in words
+    slo: SloSpec = SloSpec()  # the service level its requests were judged against ([slo])
     not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
     # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
     # requests with answers, which answers are chosen among (`records` keeps only the first ones)
@@ -85,4 +86,5 @@ class RunResult:
         tally whose records or samples were not all kept stays in its own windows."""
         if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped or self.tally.thinned):
             return self.tally
-        return Tally.of(self.records, self.start_ns, window_s, (*self.metrics, *self.health, *self.canaries))
+        return Tally.of(self.records, self.start_ns, window_s, (*self.metrics, *self.health, *self.canaries),
+                        self.slo)

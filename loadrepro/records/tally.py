@@ -11,7 +11,8 @@ import numpy as np
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from loadrepro.counts import PerSecond, PromptErrors, RecentEnds
+from loadrepro.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
+from loadrepro.profile import SloSpec
 from loadrepro.records.vocabulary import (
     FAILED,
     KV_USAGE,
@@ -110,6 +111,7 @@ class Tally:
 
     window_s: float
     start_ns: int = 0
+    slo: SloSpec = SloSpec()  # each request judged against it as it is counted (no limit set: none judged)
     requests: int = 0
     conversations: int = 0  # conversations started: requests of a first turn
     dropped: int = 0  # records not kept in memory
@@ -141,12 +143,13 @@ class Tally:
     canaries: int = 0
     canary_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
     canary_ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    slo_counts: SloCounts = dataclasses.field(default_factory=SloCounts)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
-           samples: Iterable[Sample] = ()) -> Tally:
+           samples: Iterable[Sample] = (), slo: SloSpec | None = None) -> Tally:
         """The tally of records and samples at hand (a result built from all of them)."""
-        tally = cls(window_s, start_ns)
+        tally = cls(window_s, start_ns, slo or SloSpec())
         for r in records:
             tally.add(r)
         for sample in samples:
@@ -219,6 +222,9 @@ class Tally:
                 sketch.add(max(value, 1e-6))
         if len(r.chunk_ns) > 1:
             add_all(window.itl_ms, r.itl_ms())
+        if self.slo.limits and r.outcome not in SLO_UNJUDGED:
+            self.slo_counts.add((r.sent_or_queued_ns - self.start_ns) / 1e9, slo_misses(r, self.slo),
+                                r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns))
 
 
     def _reused(self, r: RequestRecord) -> None:
@@ -229,6 +235,22 @@ class Tally:
             first_id, first_cached, first_shared = r.id, cached, r.shared_prefix_tokens
         self.reuse[share] = (count + 1, first_id, first_cached, first_shared)
         self.reuse_reported += r.cached_tokens is not None
+
+
+# Requests the service level does not judge: cancelled by loadrepro (on purpose, or never sent) and failed by a
+# fault loadrepro caused: neither is the engine serving its users.
+SLO_UNJUDGED = frozenset({Outcome.CANCELLED, Outcome.FAULTED})
+
+
+def slo_misses(r: RequestRecord, slo: SloSpec) -> tuple[str, ...]:
+    """The limits a request missed (counts.SLO_MISSES; empty: it met the service level). A failed request misses
+    it whatever its latency; a request without a first token timed (not streamed) is judged by its end."""
+    if r.outcome is not Outcome.OK:
+        return ("failed",)
+    ttft, e2e = r.ttft_ms, r.e2e_ms or 0.0
+    itl = (r.chunk_ns[-1] - r.chunk_ns[0]) / (len(r.chunk_ns) - 1) / 1e6 if len(r.chunk_ns) > 1 else 0.0
+    measured = {"ttft": ttft if ttft is not None else e2e, "itl": itl, "e2e": e2e}
+    return tuple(name for name, limit in slo.limits.items() if measured[name] > limit)
 
 
 def _merged(sketches: Iterable[DDSketch]) -> DDSketch:

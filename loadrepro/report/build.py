@@ -38,6 +38,8 @@ from loadrepro.run_report import (
     RuleResult,
     RunReport,
     SignatureCount,
+    SloInfo,
+    SloMissed,
     Target,
     Throughput,
     TokenSpread,
@@ -70,6 +72,23 @@ def _latency(result: RunResult, window_s: float) -> Latency:
     t = result.totals(window_s)
     return Latency(ttft_ms=_sketched(t.ttft_ms), itl_ms=_sketched(t.itl_ms), e2e_ms=_sketched(t.e2e_ms),
                    queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
+
+
+def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
+    m = measure(result, spec).slo
+    if m is None:
+        return None
+    whole = m.whole.met / m.whole.requests if m.whole.requests else None
+    return SloInfo(limits_ms=m.limits, attainment=_r(m.attainment), requests=m.judged.requests, met=m.judged.met,
+                   from_s=m.from_s, steady_state=m.steady, in_flight_level=m.level,
+                   goodput_requests_per_s=round(m.goodput_requests_per_s, 3),
+                   goodput_tokens_per_s=round(m.goodput_tokens_per_s, 3), missed=SloMissed(**m.judged.missed),
+                   whole_run_attainment=_r(whole),
+                   client_queue_p95_ms=_sketched(result.totals(spec.window_s).queue_ms).p95)
+
+
+def _r(share: float | None) -> float | None:
+    return round(share, 5) if share is not None else None
 
 
 def _health(result: RunResult, window_s: float) -> Health:
@@ -297,6 +316,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
             m.line for m in result.log_matches if m.klass == "F"][:1],
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
                                   *_kept_note(result), *_workers_note(result))],
-        environment=env or environment(), windows=_windows(result, profile.verdict),
+        environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -15,6 +15,7 @@ from loadrepro.report.markdown import (
     health_lines,
     latency_rows,
     prefix_reuse_line,
+    slo_lines,
 )
 from loadrepro.run_report import Percentiles, RunReport
 
@@ -85,6 +86,8 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
                f"{r.cache.prompt_tokens:,}.</p>"
              + (f"<p>{escape(reuse)}</p>" if (reuse := prefix_reuse_line(r)) else "")
              + "".join(f"<p>{escape(line)}</p>" for line in health_lines(r))]
+    if slo := slo_lines(r):
+        parts.append("<h2>Service level</h2>" + "".join(f"<p>{escape(line)}</p>" for line in slo))
     said, rows = answer_lines(r)
     if said:
         parts.append(f"<h2>Answers</h2><p>{escape(said)}</p>"

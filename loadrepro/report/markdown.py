@@ -265,6 +265,36 @@ def _numbers(r: RunReport) -> list[str]:
     return lines + [""]
 
 
+def slo_lines(r: RunReport) -> list[str]:
+    """The service level ([slo]) in sentences, for report.md and report.html."""
+    s = r.slo
+    if s is None:
+        return []
+    names = {"ttft": "TTFT", "itl": "ITL (a request's mean)", "e2e": "end to end"}
+    limits = ", ".join(f"{names[name]} <= {limit:,g} ms" for name, limit in s.limits_ms.items())
+    judged = (f"the {s.requests:,} requests sent from {s.from_s} s on: the steady state, from when the requests in "
+              f"flight first reached their level of {s.in_flight_level:g} (the ramp-up before it is not judged; "
+              "[slo] include_ramp_up = true judges it)" if s.steady_state else
+              f"all {s.requests:,} requests, ramp-up included")
+    share = "none judged" if s.attainment is None else f"{s.attainment:.1%}"
+    whole = "" if s.whole_run_attainment is None or not s.steady_state else \
+        f" (over the whole run, ramp-up included: {s.whole_run_attainment:.1%})"
+    m = s.missed
+    queue = "" if s.client_queue_p95_ms is None else \
+        (f" loadrepro's own wait before sending a request (for a concurrency slot), p95 {s.client_queue_p95_ms:,.1f} "
+         "ms, is not in these figures.")
+    return [f"SLO: {limits}; judged: {judged}.",
+            f"Attainment {share}: {s.met:,} met it{whole}; goodput {s.goodput_requests_per_s:,.2f} requests/s, "
+            f"{s.goodput_tokens_per_s:,.1f} output tokens/s.",
+            f"Missed: TTFT {m.ttft:,}, ITL {m.itl:,}, end to end {m.e2e:,}, failed {m.failed:,} (a request may miss "
+            f"several limits; a failed one never meets the SLO).{queue}"]
+
+
+def _slo(r: RunReport) -> list[str]:
+    lines = slo_lines(r)
+    return ["## Service level", "", *lines, ""] if lines else []
+
+
 MAX_WINDOW_ROWS = 48  # beyond, every k-th window (report.json has them all)
 
 
@@ -276,16 +306,22 @@ def _windows(r: RunReport) -> list[str]:
     lines = ["## Windows", "", f"{len(r.windows)} windows of {r.windows[0].end_s - r.windows[0].start_s:g} s"
              + (f", every {step}th shown" if step > 1 else "") + ".", "",
              "| window | s | requests | failed | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | KV peak | KV quiet | "
-             "waiting | preemptions |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "waiting | preemptions |" + (" SLO met |" if r.slo else ""),
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if r.slo else "")]
     for w in shown:
         lines.append(f"| {w.index} | {w.start_s:g}-{w.end_s:g} | {w.requests} | {w.failed} | {_ms(w.ttft_p50_ms)} | "
                      f"{_ms(w.ttft_p95_ms)} | {_ms(w.itl_p50_ms)} | {_ms(w.itl_p95_ms)} | {_share(w.kv_usage_max)} | "
-                     f"{_share(w.kv_usage_quiet)} | {_count(w.waiting_max)} | {_count(w.preemptions)} |")
+                     f"{_share(w.kv_usage_quiet)} | {_count(w.waiting_max)} | {_count(w.preemptions)} |"
+                     + (f" {_share_exact(w.slo_attainment)} |" if r.slo else ""))
     return lines + [""]
 
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
+
+
+def _share_exact(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _count(value: float | None) -> str:
@@ -347,7 +383,7 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, _trials, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
-                _signatures, _numbers, _windows, capacity_section, _rules]
+                _signatures, _numbers, _slo, _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"
