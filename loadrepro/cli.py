@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -148,22 +148,34 @@ def ab(given: dict[str, Any] | None = None) -> None:
 
 @app.command("compare")
 def compare_reports(
-    report_a: Annotated[Path, typer.Argument(help="The stock run: report.json or its run directory.")],
-    report_b: Annotated[Path, typer.Argument(help="The patched run: report.json or its run directory.")],
-    out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here.")] = None,
+    report_a: Annotated[Path, typer.Argument(help="The stock run (the baseline, with --gate): report.json or its run "
+                                                  "directory.")],
+    report_b: Annotated[Path, typer.Argument(help="The patched run (the run gated, with --gate): report.json or its "
+                                                  "run directory.")],
+    out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here (gate.md and gate.json "
+                                                  "with --gate).")] = None,
     alpha: Annotated[float, typer.Option(help="Two sets of trials: the p below which a fix is shown.")] = 0.05,
+    gate: Annotated[bool, typer.Option("--gate", help="A regression gate: exit 1 when the second run is "
+                                                      "significantly worse than the first (TTFT p50/p95, ITL p50, "
+                                                      "decode tokens/s, SLO attainment) by more than --tolerance, or "
+                                                      "a rule fails in it that did not in the first; else 0.")] = False,
+    tolerance: Annotated[float, typer.Option(min=0, help="With --gate: a change smaller than this share of the "
+                                                         "baseline's value never closes the gate.")] = 0.05,
 ) -> None:
     """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
-    first's failure."""
+    first's failure. With --gate: exit 0 unless the second regressed against the first."""
+    from loadrepro.report.json import read_report
+
+    first, second = read_report(report_a), read_report(report_b)
+    if gate:
+        _gate(first, second, tolerance, out)
     from loadrepro.judge.compare import Conclusion
     from loadrepro.profile import VerdictSpec
-    from loadrepro.report.json import read_report
     from loadrepro.report.markdown import render_comparison
     from loadrepro.report.timeline import timeline_from_run_dir
     from loadrepro.report.write import write_comparison
     from loadrepro.trial_runs import compare_runs
 
-    first, second = read_report(report_a), read_report(report_b)
     spec = VerdictSpec.model_validate(second.profile.get("verdict", {}))
     comparison = compare_runs(first, second, spec, alpha)
     _echo(render_comparison(comparison))
@@ -173,6 +185,19 @@ def compare_reports(
         for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
             _echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
+
+
+def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None) -> NoReturn:
+    from loadrepro.report.markdown import render_gate
+    from loadrepro.report.write import write_gate
+    from loadrepro.trial_runs import gate_runs
+
+    result = gate_runs(baseline, run, tolerance)
+    _echo(render_gate(result, baseline.label, run.label))
+    if out is not None:
+        for path in write_gate(result, out, baseline.label, run.label):
+            _echo(f"gate: {path}")
+    raise typer.Exit(0 if result.passed else 1)
 
 
 @app.command()

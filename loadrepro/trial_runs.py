@@ -14,7 +14,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison, compare, compare_trials
+from loadrepro.judge.gate import Gate, gate
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
 from loadrepro.profile import Profile, VerdictSpec
 from loadrepro.progress import Say
@@ -169,6 +171,17 @@ def _every_trials_rows(report: RunReport) -> list[list[RequestRow]]:
     assert report.trials is not None
     return [read_report(Path(t.run_dir)).request_table if (Path(t.run_dir) / "report.json").exists() else []
             for t in report.trials.trials]  # a trial without its report keeps its place: trials pair by index
+
+
+def gate_runs(baseline: RunReport, run: RunReport, tolerance: float) -> Gate:
+    """`compare --gate`: RUN against BASELINE, two runs of one workload (or two sets of trials: every trial's
+    requests)."""
+    if baseline.seed != run.seed or baseline.profile.get("workload") != run.profile.get("workload"):
+        raise UsageError("a gate compares two runs of one workload, and these differ (seed "
+                         f"{baseline.seed} vs {run.seed}, or their [workload]): give runs of the same profile")
+    if baseline.trials is not None and run.trials is not None:
+        return gate(baseline, run, tolerance, (_every_trials_rows(baseline), _every_trials_rows(run)))
+    return gate(baseline, run, tolerance)
 
 
 def compare_runs(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float = 0.05) -> Comparison:

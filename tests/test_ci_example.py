@@ -78,3 +78,29 @@ def test_the_chaos_soak_recipe_kills_and_aborts_and_judges_recovery(tmp_path, af
         assert said in burst["detail"], burst
     log = (tmp_path / "run" / "engine.log").read_text()
     assert "===== loadrepro: killed at 3 s (chaos), started again =====" in log
+
+
+def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_path):
+    """First night: no baseline, the run passes and becomes one. Same engine again: the gate is open. An engine
+    half as fast between tokens: the gate closes (exit 1) and the baseline is kept as it was."""
+    loadrepro = f"{sys.executable} -m loadrepro"
+
+    def night(name: str, step_s: float) -> subprocess.CompletedProcess[str]:
+        port = free_port()
+        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / name), "PORT": str(port),
+               "BASELINE": str(tmp_path / "baseline"), "NEXT_BASELINE": str(tmp_path / "baseline"),
+               "ENGINE_CMD": f"{loadrepro} sim --scenario healthy --step-s {step_s} --port {port}"}
+        return subprocess.run(["bash", str(ROOT / "examples" / "ci" / "regression.sh"), *SHORT, "--set",
+                               "load.duration_s=4", "--set", "workload.prefix_tokens=300"], env=env,
+                              capture_output=True, text=True, timeout=180)
+
+    first = night("first", 0.004)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "loadrepro gate" not in first.stdout and (tmp_path / "baseline" / "report.json").exists()
+    same = night("same", 0.004)
+    assert same.returncode == 0 and "loadrepro gate exited 0" in same.stdout, same.stdout + same.stderr
+    slow = night("slow", 0.008)
+    assert slow.returncode == 1 and "loadrepro gate: CLOSED" in slow.stdout, slow.stdout + slow.stderr
+    assert json.loads((tmp_path / "baseline" / "report.json").read_text())["label"] == \
+        json.loads((tmp_path / "same" / "report.json").read_text())["label"]
+    assert (tmp_path / "slow" / "gate" / "gate.md").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadrepro.judge.compare import Comparison
+from loadrepro.judge.gate import Gate
 from loadrepro.run_report import Percentiles, RunReport
 
 EXCERPT_LINES = 20
@@ -399,6 +400,16 @@ def _short(text: str) -> str:
     if cut.count("`") % 2:  # a code span cut open: closed, so the rest of the row still reads
         cut += "`"
     return f"{cut} …"
+
+
+def render_gate(g: Gate, baseline: str, run: str) -> str:
+    """gate.md, and what `compare --gate` prints."""
+    lines = [f"# loadrepro gate: {'open' if g.passed else 'CLOSED'}", "", g.detail, "",
+             f"| Figure | baseline: {baseline} | run: {run} | change | gates |", "|---|---|---|---|---|"]
+    for c in g.checks:
+        cells = [c.figure, c.baseline, c.run, c.change, "**closed**" if c.closed else "open"]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def render_comparison(c: Comparison) -> str:

@@ -6,11 +6,12 @@ import os
 from pathlib import Path
 
 from loadrepro.judge.compare import Comparison
+from loadrepro.judge.gate import Gate
 from loadrepro.redact import scrub
 from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
-from loadrepro.report.markdown import render_comparison, render_markdown
+from loadrepro.report.markdown import render_comparison, render_gate, render_markdown
 from loadrepro.report.timeline import Timeline, for_report
 from loadrepro.run_report import RunReport
 
@@ -52,6 +53,13 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
         report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
         img(pngs["latency"], "latency"))))
     return written
+
+
+def write_gate(result: Gate, out: Path, baseline: str, run: str) -> list[Path]:
+    """gate.md and gate.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    return [_write(out / "gate.md", render_gate(result, baseline, run)),
+            _write(out / "gate.json", result.model_dump_json(indent=2) + "\n")]
 
 
 def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline] | None = None) -> list[Path]:

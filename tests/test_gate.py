@@ -1,0 +1,106 @@
+"""`compare BASELINE RUN --gate`: closed (exit 1) when RUN is significantly worse on a gated figure by more than
+the tolerance, or a rule fails in RUN only; open (exit 0) for the same engine twice and for a near-tie."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import loadrepro
+from loadrepro.errors import UsageError
+from loadrepro.judge.gate import gate
+from loadrepro.report.json import read_report
+from loadrepro.run_report import RuleResult, Severity, SloInfo, SloMissed
+from loadrepro.trial_runs import gate_runs
+from tests.stub_server import StubServer
+
+PROFILE = """
+name = "gate"
+api = "chat"
+[workload]
+seed = 9
+conversations = 60
+turns = 1
+prefix_tokens = 300
+max_tokens = 8
+[load]
+concurrency = 6
+request_timeout_s = 20
+stall_timeout_s = 10
+[watch]
+metrics_path = ""
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tokenizer_dir):
+    """The same workload on a server whose first token comes after 200 ms, twice; after 204 ms (2% slower); and
+    after 260 ms (30% slower)."""
+    base = tmp_path_factory.mktemp("gate")
+    path = base / "gate.toml"
+    path.write_text(PROFILE)
+    found = {}
+    for name, ttft_s in (("baseline", 0.2), ("again", 0.2), ("near", 0.204), ("slow", 0.26)):
+        with StubServer(tokens=8, token_delay_s=0.01, first_token_delay_s=ttft_s).running() as server:
+            report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=base / name, label=name)
+        assert report.passed, report.reasons
+        found[name] = base / name
+    return found
+
+
+def test_the_same_engine_twice_and_a_near_tie_leave_the_gate_open(runs):
+    baseline = read_report(runs["baseline"])
+    for name in ("again", "near"):
+        result = gate_runs(baseline, read_report(runs[name]), tolerance=0.05)
+        assert result.passed, (name, result.detail, result.checks)
+
+
+def test_a_run_thirty_percent_slower_closes_it_naming_ttft(runs, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "loadrepro", "compare", str(runs["baseline"]), str(runs["slow"]),
+                           "--gate", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "loadrepro gate: CLOSED" in done.stdout
+    closed = [c for c in read_gate(tmp_path).checks if c.closed]
+    assert closed and all(c.figure.startswith("TTFT") for c in closed), closed
+    assert "closed by TTFT p50" in done.stdout
+    again = subprocess.run([sys.executable, "-m", "loadrepro", "compare", str(runs["baseline"]), str(runs["again"]),
+                            "--gate"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def read_gate(path):
+    from loadrepro.judge.gate import Gate
+
+    return Gate.model_validate_json((path / "gate.json").read_text())
+
+
+def test_a_rule_failing_in_the_run_only_closes_it(runs):
+    baseline = read_report(runs["baseline"])
+    broken = RuleResult(name="stalled_streams", fired=True, severity=Severity.FAIL, detail="3 streams stalled")
+    run = baseline.model_copy(update={"rules": [*baseline.rules, broken]})
+    result = gate(baseline, run)
+    assert not result.passed and "rule stalled_streams" in result.detail
+    assert gate(run, run).passed  # failing in both: not tonight's regression
+
+
+def _slo(met: int, requests: int) -> SloInfo:
+    return SloInfo(limits_ms={"ttft": 500.0}, attainment=met / requests, requests=requests, met=met, from_s=0,
+                   steady_state=True, in_flight_level=4.0, goodput_requests_per_s=1.0, goodput_tokens_per_s=8.0,
+                   missed=SloMissed(ttft=requests - met, itl=0, e2e=0, failed=0), whole_run_attainment=None,
+                   client_queue_p95_ms=None)
+
+
+def test_the_slo_attainment_closes_it_when_significantly_lower(runs):
+    baseline = read_report(runs["baseline"]).model_copy(update={"slo": _slo(990, 1000)})
+    worse = baseline.model_copy(update={"slo": _slo(900, 1000)})  # 99% -> 90%: far beyond chance and 5%
+    tie = baseline.model_copy(update={"slo": _slo(985, 1000)})  # 99% -> 98.5%: within the tolerance
+    assert not gate(baseline, worse).passed
+    assert gate(baseline, tie).passed
+
+
+def test_runs_of_different_workloads_are_refused(runs):
+    baseline = read_report(runs["baseline"])
+    with pytest.raises(UsageError, match="two runs of one workload"):
+        gate_runs(baseline, baseline.model_copy(update={"seed": 10}), 0.05)
