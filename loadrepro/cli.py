@@ -15,7 +15,7 @@ import typer
 from loadrepro.defaults import API_KEY_ENV
 from loadrepro.errors import LoadreproError, UsageError
 from loadrepro.flags import with_model_options
-from loadrepro.options import AbArguments, RunArguments, ShrinkArguments
+from loadrepro.options import AbArguments, RunArguments, ShrinkArguments, SweepArguments
 from loadrepro.profile import EngineSpec, SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs (see below)
@@ -144,6 +144,30 @@ def ab(given: dict[str, Any] | None = None) -> None:
     for path in session.written:
         _echo(f"comparison: {path}")
     raise typer.Exit(0 if session.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
+
+
+@app.command("sweep")
+@with_model_options(SweepArguments, into="given")
+def sweep_command(given: dict[str, Any] | None = None) -> None:
+    """One run per load level (concurrency or rate), each with its verdict, then a bisection to the breaking
+    point: sweep.json/md/html with the latency-throughput curves, where the engine first fails and by which rule,
+    and the most load that met the SLO. Exit 0 when the engine (patched, with --stock-cmd/--patched-cmd) held at
+    every level, 1 when it failed at one."""
+    import asyncio
+    import shlex
+
+    from loadrepro.api import run_options
+    from loadrepro.sweep import ladder, run_sweep
+
+    args = SweepArguments.of(given or {})
+    levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
+    options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]))
+    sides = ((None, args.stock_cmd), (None, args.patched_cmd)) if args.stock_cmd else None
+    done = asyncio.run(run_sweep(options, args.over, levels, args.stop_at_failure, args.bisect, sides, _say))
+    _echo(done.report.conclusion)
+    for path in done.written:
+        _echo(f"sweep: {path}")
+    raise typer.Exit(0 if done.report.break_ is None else 1)
 
 
 @app.command("compare")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -114,6 +114,44 @@ class AbArguments(LoadArguments):
         if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
             raise ValueError("give both sides (a stock URL or command and a patched URL or command), or neither (the "
                              "simulated engine's policies)")
+        return self
+
+
+class SweepArguments(RunArguments):
+    """`loadrepro sweep`: one run per load level, on a target, an engine command, or stock and patched engines."""
+
+    over: Literal["concurrency", "rate"] = Field("concurrency", description=(
+        "The load varied: [load] concurrency (a closed loop), or rate (Poisson arrivals per second)."))
+    values: str | None = Field(None, description="The levels, comma-separated (1,2,4,8); else --from/--to.")
+    ladder_from: float | None = Field(None, gt=0, description="The lowest level of a geometric ladder.",
+                                      json_schema_extra={"flag": "from"})
+    ladder_to: float | None = Field(None, gt=0, description="Its highest level.", json_schema_extra={"flag": "to"})
+    factor: float = Field(2.0, gt=1, description="Each level of the ladder this many times the one before.")
+    stop_at_failure: bool = Field(False, description=(
+        "Stop the ladder at the first level that fails (then bisect between it and the last that passed)."))
+    bisect: bool = Field(True, description=(
+        "Bisect between the last level that passed and the first that failed, to the breaking point (whole "
+        "requests in flight; 10% of a rate)."))
+    base_url: str | None = Field(None, description=(
+        "The target, the same at every level (what one level left in it the next meets); without it and without "
+        "an engine command, a fresh simulated engine per level."))
+    engine_cmd: str | None = Field(None, description=(
+        "Start this engine ({port}, {host}) afresh for every level."))
+    stock_cmd: str | None = Field(None, description="With --patched-cmd: sweep a stock and a patched engine alike.")
+    patched_cmd: str | None = Field(None, description="The patched engine's command.")
+    out: Path | None = Field(None, description="The sweep directory: sweep.json/md/html and each level's run.")
+    trials: int = Field(1, ge=1, description=(
+        "Run each level N times on a fresh engine; a level fails when any of its trials did."))
+
+    @model_validator(mode="after")
+    def _one_ladder(self) -> Self:
+        given = [x for x in (self.base_url, self.engine_cmd, self.stock_cmd or self.patched_cmd) if x]
+        if len(given) > 1:
+            raise ValueError("give a base URL, an engine command, or stock and patched commands: one of them")
+        if bool(self.stock_cmd) != bool(self.patched_cmd):
+            raise ValueError("give both --stock-cmd and --patched-cmd, or neither")
+        if (self.values is None) == (self.ladder_from is None or self.ladder_to is None):
+            raise ValueError("give the levels as --values 1,2,4 or as --from and --to, not both and not neither")
         return self
 
 

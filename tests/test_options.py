@@ -11,7 +11,7 @@ import typer.main
 import loadrepro
 from loadrepro import api, cli
 from loadrepro.errors import UsageError
-from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments
+from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
 
 # Fields only the command line sets: a program chose its target deliberately and shows no progress display.
 COMMAND_LINE_ONLY = {"quiet", "target_is_isolated"}
@@ -35,7 +35,8 @@ def _command(name: str):
 
 
 @pytest.mark.parametrize(("name", "model", "own"), [("run", RunArguments, {"dry_run_"}), ("ab", AbArguments, set()),
-                                                    ("shrink", ShrinkArguments, set())])
+                                                    ("shrink", ShrinkArguments, set()),
+                                                    ("sweep", SweepArguments, set())])
 def test_the_command_lines_flags_are_the_models_fields(name: str, model: type[Arguments], own: set[str]):
     params = {p.name: p for p in _command(name).params}
     assert set(params) - own == set(model.model_fields)

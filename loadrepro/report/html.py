@@ -33,7 +33,7 @@ code{background:#f3f3f3;padding:0 .2em}
 """
 
 
-def _table(head: list[str], rows: list[list[object]]) -> str:
+def html_table(head: list[str], rows: list[list[object]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(
         f"<td class=n>{escape(str(c))}</td>" if isinstance(c, (int, float)) else f"<td>{escape(str(c))}</td>"
@@ -66,7 +66,7 @@ def _ms(p: Percentiles) -> list[str]:
     return ["-" if v is None else f"{v:,.1f}" for v in (p.p50, p.p95, p.p99, p.max)]
 
 
-def _page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
     return (f"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
             f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
 
@@ -77,9 +77,10 @@ LATENCY_CAPTION = "Distributions over the requests sent and kept in memory (each
 def _sections(r: RunReport, lanes: str, latency: str) -> str:
     parts = [f"<h2>Conversations</h2>{_figure(lanes, 'Each turn of each conversation, coloured by outcome.')}",
              f"<h2>Latency</h2>{_figure(latency, LATENCY_CAPTION)}",
-             "<h2>Outcomes</h2>" + _table(["outcome", "requests"], [[k, v] for k, v in r.requests.by_outcome.items()]),
-             "<h2>Numbers</h2>" + _table(["ms", "p50", "p95", "p99", "max", "over"],
-                                         [[name, *_ms(p), over] for name, p, over in latency_rows(r)])
+             "<h2>Outcomes</h2>" + html_table(["outcome", "requests"],
+                                              [[k, v] for k, v in r.requests.by_outcome.items()]),
+             "<h2>Numbers</h2>" + html_table(["ms", "p50", "p95", "p99", "max", "over"],
+                                             [[name, *_ms(p), over] for name, p, over in latency_rows(r)])
              + f"<p>{r.throughput.requests_per_s:,.2f} completed requests/s, "
                f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s; cached prompt tokens: "
                f"{'not reported' if r.cache.cached_tokens is None else f'{r.cache.cached_tokens:,}'} of "
@@ -91,17 +92,17 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
     said, rows = answer_lines(r)
     if said:
         parts.append(f"<h2>Answers</h2><p>{escape(said)}</p>"
-                     + (_table(list(ANSWER_HEADINGS), [list(row) for row in rows]) if rows else ""))
+                     + (html_table(list(ANSWER_HEADINGS), [list(row) for row in rows]) if rows else ""))
     if chaos := chaos_rows(r):
-        parts.append("<h2>Faults on purpose</h2>" + _table(list(CHAOS_HEADINGS), [list(row) for row in chaos]))
+        parts.append("<h2>Faults on purpose</h2>" + html_table(list(CHAOS_HEADINGS), [list(row) for row in chaos]))
     if r.signatures:
-        parts.append("<h2>Signatures</h2>" + _table(["signature", "class", "count", "first seen (s)", "sample"], [
+        parts.append("<h2>Signatures</h2>" + html_table(["signature", "class", "count", "first seen (s)", "sample"], [
             [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))
     if r.capacity:
-        parts.append("<h2>Capacity</h2>" + _table(["prediction", "outcomes"], [
+        parts.append("<h2>Capacity</h2>" + html_table(["prediction", "outcomes"], [
             [fit, ", ".join(f"{k} {v}" for k, v in o.items())]
             for fit, o in r.capacity.outcomes_by_prediction.items()]))
-    parts.append("<h2>Rules</h2>" + _table(["rule", "result", "detail"], [
+    parts.append("<h2>Rules</h2>" + html_table(["rule", "result", "detail"], [
         [x.name, x.severity if x.fired else "-", x.detail] for x in r.rules]))
     if r.first_failure:
         f = r.first_failure
@@ -132,13 +133,13 @@ def timeline_caption(health_path: str = "/health") -> str:
 def render_html(report: RunReport, timeline: str, lanes: str, latency: str) -> str:
     figure = _figure(timeline, timeline_caption(report.health.path), _timeline_data(report))
     body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes, latency)
-    return _page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
+    return html_page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
 
 def render_comparison_html(comparison: Comparison, timeline: str) -> str:
-    table = _table(["Test", comparison.stock_label, comparison.patched_label, "change"],
+    table = html_table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
             f"<h2>Timelines</h2>"
             f"{_figure(timeline, timeline_caption('the health path') + ' Both runs share the time axis.')}")
-    return _page(f"loadrepro compare: {comparison.conclusion}", body)
+    return html_page(f"loadrepro compare: {comparison.conclusion}", body)

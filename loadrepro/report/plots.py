@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.timeline import Lane, Timeline
+from loadrepro.sweep_report import SweepCurve
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",
@@ -229,6 +230,51 @@ def latency_figure(t: Timeline) -> Figure:
         ax.set_title(f"{t.label}: {name} (ms), {requests:,} requests{kept}", loc="left")
         ax.set_xlabel("ms")
     left.set_ylabel("requests")
+    return fig
+
+
+SIDE_COLOURS = {"stock": "#c62828", "patched": "#2e7d32"}
+
+
+def sweep_figure(curves: list[SweepCurve], over: str) -> Figure:
+    """A sweep's curves against the load: output tokens/s; TTFT p50 (solid) and p95 (dashed); ITL p50; goodput
+    (requests/s that met the SLO), or TTFT p95 against output tokens/s without an SLO. A cross marks a level that
+    failed; a dashed vertical line each engine's first failure."""
+    fig = _figure(figsize=(11, 6.4), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    slo = any(lv.slo is not None for c in curves for lv in c.levels)
+    unit = "requests in flight" if over == "concurrency" else "arrivals per second"
+    for c in curves:
+        colour = SIDE_COLOURS.get(c.label, "#1565c0")
+        x = [lv.value for lv in c.levels]
+        failed = [lv.verdict != "pass" for lv in c.levels]
+        series: list[tuple[Axes, list[float | None], str]] = [
+                  (axes[0], [lv.throughput.output_tokens_per_s for lv in c.levels], "-"),
+                  (axes[1], [lv.latency.ttft_ms.p50 for lv in c.levels], "-"),
+                  (axes[1], [lv.latency.ttft_ms.p95 for lv in c.levels], "--"),
+                  (axes[2], [lv.latency.itl_ms.p50 for lv in c.levels], "-")]
+        if slo:
+            series.append((axes[3], [lv.slo.goodput_requests_per_s if lv.slo else None for lv in c.levels], "-"))
+        for ax, ys, style in series:
+            points = [(a, b, f) for a, b, f in zip(x, ys, failed, strict=True) if b is not None]
+            ax.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", color=colour,
+                    label=c.label if style == "-" else f"{c.label} p95")
+            ax.plot([p[0] for p in points if p[2]], [p[1] for p in points if p[2]], "x", color="black",
+                    markersize=9)
+        if not slo:
+            axes[3].plot([lv.throughput.output_tokens_per_s for lv in c.levels],
+                         [lv.latency.ttft_ms.p95 for lv in c.levels], marker="o", color=colour, label=c.label)
+        if c.break_ is not None:
+            for ax in axes[:3 if not slo else 4]:
+                ax.axvline(c.break_.first_fail, color=colour, linestyle="--", linewidth=1)
+    titles = ["output tokens/s", "TTFT ms (p50 solid, p95 dashed)", "ITL p50 ms",
+              "goodput: requests/s that met the SLO" if slo else "TTFT p95 ms against output tokens/s"]
+    for i, (ax, title) in enumerate(zip(axes, titles, strict=True)):
+        ax.set_title(title, loc="left")
+        ax.set_xlabel(unit if i < 3 or slo else "output tokens/s")
+        if i < 3 or slo:
+            ax.set_xscale("log", base=2)
+    axes[0].legend(frameon=False)
     return fig
 
 

@@ -19,15 +19,15 @@ TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 
 
 def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = None) -> list[Path]:
-    written = [_write(run_dir / "report.json", render_json(report))]
+    written = [write_text(run_dir / "report.json", render_json(report))]
     if timeline is not None:
         written += _pictures(report, run_dir, timeline)
-    written.append(_write(run_dir / "report.md", render_markdown(report, images=timeline is not None)))
-    written.append(_write(run_dir / "junit.xml", render_junit(report)))
+    written.append(write_text(run_dir / "report.md", render_markdown(report, images=timeline is not None)))
+    written.append(write_text(run_dir / "junit.xml", render_junit(report)))
     return written
 
 
-def _write(path: Path, content: str | bytes) -> Path:
+def write_text(path: Path, content: str | bytes) -> Path:
     """Text goes through `scrub`: a report is pasted into public issues, whatever its builder let through. Written
     aside, then renamed over the old file: a reader (or a kill) never meets half a report."""
     data = content if isinstance(content, bytes) else scrub(content).encode("utf-8")
@@ -48,8 +48,8 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
     finally:
         for fig in figures.values():
             plots.close(fig)
-    written = [_write(run_dir / TIMELINE_PNG, pngs["timeline"]), _write(run_dir / LATENCY_PNG, pngs["latency"])]
-    written.append(_write(run_dir / "report.html", render_html(
+    written = [write_text(run_dir / TIMELINE_PNG, pngs["timeline"]), write_text(run_dir / LATENCY_PNG, pngs["latency"])]
+    written.append(write_text(run_dir / "report.html", render_html(
         report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
         img(pngs["latency"], "latency"))))
     return written
@@ -58,16 +58,16 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
 def write_gate(result: Gate, out: Path, baseline: str, run: str) -> list[Path]:
     """gate.md and gate.json."""
     out.mkdir(parents=True, exist_ok=True)
-    return [_write(out / "gate.md", render_gate(result, baseline, run)),
-            _write(out / "gate.json", result.model_dump_json(indent=2) + "\n")]
+    return [write_text(out / "gate.md", render_gate(result, baseline, run)),
+            write_text(out / "gate.json", result.model_dump_json(indent=2) + "\n")]
 
 
 def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline] | None = None) -> list[Path]:
     """compare.md and compare.json; with both runs' timelines, compare.html with them on one time axis."""
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / "compare.md", out / "compare.json"
-    _write(md, render_comparison(comparison))
-    _write(js, comparison.model_dump_json(indent=2) + "\n")
+    write_text(md, render_comparison(comparison))
+    write_text(js, comparison.model_dump_json(indent=2) + "\n")
     written = [md, js]
     if timelines:
         from loadrepro.report import plots
@@ -78,6 +78,6 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
         finally:
             plots.close(figure)
         html_path = out / "compare.html"
-        _write(html_path, page)
+        write_text(html_path, page)
         written.append(html_path)
     return written

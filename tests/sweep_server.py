@@ -1,0 +1,47 @@
+"""A server that breaks at a load of its own: a request that arrives while `limit` others are in flight is
+answered 500 (admission control that gives up), others stream after `think_s`; /health stays 200. The breaking
+point of a concurrency sweep is therefore exactly limit + 1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+from tests.stub_server import chat_app, chunk_event, serving
+
+
+class OverloadServer:
+    def __init__(self, limit: int | None, think_s: float = 0.2, tokens: int = 4) -> None:
+        self.limit, self.think_s, self.tokens = limit, think_s, tokens
+        self.in_flight = self.most = self.refused = 0
+        self.url = ""
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        if self.limit is not None and self.in_flight >= self.limit:
+            self.refused += 1
+            return web.json_response({"error": {"message": "overloaded"}}, status=500)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            await asyncio.sleep(self.think_s)
+            for _ in range(self.tokens):
+                await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
+                                                               "finish_reason": None}]}))
+            await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+            await response.write(chunk_event({"choices": [], "usage": {"prompt_tokens": 100,
+                                                                       "completion_tokens": self.tokens}}))
+            await response.write(b"data: [DONE]\n\n")
+            return response
+        finally:
+            self.in_flight -= 1
+
+    @contextmanager
+    def running(self) -> Iterator[OverloadServer]:
+        with serving(chat_app("overload", self.chat)) as self.url:
+            yield self
