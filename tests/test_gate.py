@@ -104,3 +104,14 @@ def test_runs_of_different_workloads_are_refused(runs):
     baseline = read_report(runs["baseline"])
     with pytest.raises(UsageError, match="two runs of one workload"):
         gate_runs(baseline, baseline.model_copy(update={"seed": 10}), 0.05)
+
+
+def test_compare_lists_each_sides_slo_when_both_judged_one(runs):
+    from loadrepro.judge.compare import compare
+    from loadrepro.profile import VerdictSpec
+
+    baseline = read_report(runs["baseline"])
+    a, b = (baseline.model_copy(update={"slo": _slo(met, 1000)}) for met in (990, 900))
+    rows = {row.test: row for row in compare(a, b, VerdictSpec()).rows}
+    assert rows["SLO attainment"].stock == "99.0% (990 of 1,000)" and rows["SLO attainment"].patched.startswith("90.0%")
+    assert "SLO attainment" not in {row.test for row in compare(baseline, baseline, VerdictSpec()).rows}

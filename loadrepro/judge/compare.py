@@ -169,7 +169,24 @@ def _rows(a: RunReport, b: RunReport) -> list[Row]:
             patched=_num(b.throughput.output_tokens_per_s),
             change=_delta(a.throughput.output_tokens_per_s, b.throughput.output_tokens_per_s)),
         Row(test="cached prompt tokens", stock=cached(a), patched=cached(b)),
+        *_slo_rows(a, b),
     ]
+
+
+def _slo_rows(a: RunReport, b: RunReport) -> list[Row]:
+    """The service level ([slo]) of each side, when both judged one."""
+    if a.slo is None or b.slo is None:
+        return []
+
+    def met(r: RunReport) -> str:
+        s = r.slo
+        assert s is not None
+        return "-" if s.attainment is None else f"{s.attainment:.1%} ({s.met:,} of {s.requests:,})"
+
+    return [Row(test="SLO attainment", stock=met(a), patched=met(b)),
+            Row(test="goodput (requests/s that met the SLO)", stock=_num(a.slo.goodput_requests_per_s),
+                patched=_num(b.slo.goodput_requests_per_s),
+                change=_delta(a.slo.goodput_requests_per_s, b.slo.goodput_requests_per_s))]
 
 
 def _outcomes(r: RunReport) -> str:

@@ -249,6 +249,9 @@ def _numbers(r: RunReport) -> list[str]:
     c = r.cache
     lines = ["## Latency, throughput, cache", "", "| ms | p50 | p95 | p99 | max | over |",
              "|---|---:|---:|---:|---:|---|", *(_row(*row) for row in latency_rows(r)), "",
+             "Over every request of the run, its ramp-up included"
+             + (f" (the service level below is judged from {r.slo.from_s} s, the steady state)."
+                if r.slo is not None and r.slo.steady_state else "."),
              f"{r.throughput.requests_per_s:,.2f} completed requests/s, "
              f"{r.throughput.output_tokens_per_s:,.1f} output tokens/s."]
     if c.cached_tokens is None:
