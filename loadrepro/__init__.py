@@ -23,13 +23,13 @@ from loadrepro.errors import (
 from loadrepro.version import __version__
 
 if TYPE_CHECKING:
-    from loadrepro.api import ab, arun, load_profile, run, shrink_failure
+    from loadrepro.api import ab, arun, load_profile, run, shrink_failure, sweep
     from loadrepro.judge.compare import Comparison
     from loadrepro.profile import Profile
     from loadrepro.run_report import RunReport
 
 _LAZY = {"ab": "loadrepro.api", "arun": "loadrepro.api", "load_profile": "loadrepro.api", "run": "loadrepro.api",
-         "shrink_failure": "loadrepro.api",
+         "shrink_failure": "loadrepro.api", "sweep": "loadrepro.api",
          "Comparison": "loadrepro.judge.compare", "Profile": "loadrepro.profile", "RunReport": "loadrepro.run_report"}
 
 
@@ -43,4 +43,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["Comparison", "InternalError", "LoadreproError", "Profile", "ProfileError", "RunReport", "SimConfigError",
            "TargetError", "TargetUnreachable", "UsageError", "__version__", "ab", "arun", "load_profile", "run",
-           "shrink_failure"]
+           "shrink_failure", "sweep"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S, run_stamp
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
-from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments
+from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
 from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
 from loadrepro.progress import Say
@@ -25,6 +25,7 @@ from loadrepro.run_report import RunReport
 from loadrepro.session import REPORTS_ROOT, RunOptions, run_ab, run_session
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 from loadrepro.shrink.command import shrink as _shrink
+from loadrepro.sweep_report import SweepReport
 
 A = TypeVar("A", bound=Arguments)
 
@@ -165,6 +166,34 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
         return asyncio.run(run_ab_trials(options, stock, patched, say=say or (lambda _: None))).comparison
     session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
     return session.comparison
+
+
+def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"] = "concurrency",
+          values: str | None = None, ladder_from: float | None = None, ladder_to: float | None = None,
+          factor: float = 2.0, stop_at_failure: bool = False, bisect: bool = True, base_url: str | None = None,
+          engine_cmd: str | None = None, stock_cmd: str | None = None, patched_cmd: str | None = None,
+          overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
+          label: str | None = None, workers: int | None = None, ray: str | None = None,
+          tokenizer: str | Path | None = None, size_to_overrun: float | None = None, api_key_env: str = API_KEY_ENV,
+          engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S, verify: bool = False, trials: int = 1,
+          vary_seed: bool = False, say: Say | None = None) -> SweepReport:
+    """`loadrepro sweep`: one full run per load level (`over` concurrency or rate; `values` "1,2,4", or a geometric
+    ladder `ladder_from` to `ladder_to` by `factor`), then a bisection to the breaking point; with `stock_cmd` and
+    `patched_cmd`, both engines swept alike. Returns sweep.json's content (its `break`, `slo_capacity`, each
+    level's figures and run directory); the files are in `out`. Every argument is described once, in
+    `loadrepro.options.SweepArguments`.
+
+    >>> import tempfile, loadrepro
+    >>> loadrepro.sweep("quickstart", values="2,12", bisect=False, out=tempfile.mkdtemp()).break_.first_fail
+    12.0
+    """
+    from loadrepro.sweep_runs import ladder, run_sweep
+
+    args = _given(SweepArguments, locals())
+    levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
+    sides = ((None, args.stock_cmd), (None, args.patched_cmd)) if args.stock_cmd else None
+    return asyncio.run(run_sweep(run_options(args), args.over, levels, args.stop_at_failure, args.bisect, sides,
+                                 say or (lambda _: None))).report
 
 
 def shrink_options(args: ShrinkArguments) -> ShrinkOptions:

@@ -157,9 +157,9 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     import shlex
 
     from loadrepro.api import run_options
-    from loadrepro.sweep import ladder, run_sweep
+    from loadrepro.sweep_runs import ladder, run_sweep
 
-    args = SweepArguments.of(given or {})
+    args = SweepArguments.of(given or {})  # the same steps as loadrepro.sweep, with the command line's own say
     levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]))
     sides = ((None, args.stock_cmd), (None, args.patched_cmd)) if args.stock_cmd else None

@@ -1,5 +1,5 @@
 """A sweep's report (sweep.json): each load level's run in figures, where each engine first failed, and the most
-load that met the SLO. Written by loadrepro/sweep.py, drawn by report/sweep.py."""
+load that met the SLO. Written by loadrepro/sweep_runs.py, drawn by report/sweep.py."""
 
 from __future__ import annotations
 

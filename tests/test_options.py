@@ -16,7 +16,7 @@ from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArgume
 # Fields only the command line sets: a program chose its target deliberately and shows no progress display.
 COMMAND_LINE_ONLY = {"quiet", "target_is_isolated"}
 API = [(api.run, RunArguments), (api.arun, RunArguments), (api.ab, AbArguments),
-       (api.shrink_failure, ShrinkArguments)]
+       (api.shrink_failure, ShrinkArguments), (api.sweep, SweepArguments)]
 
 
 @pytest.mark.parametrize(("function", "model"), API, ids=lambda x: getattr(x, "__name__", ""))

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from loadrepro.errors import UsageError
-from loadrepro.sweep import _between, ladder
+from loadrepro.sweep_runs import _between, ladder
 from tests.sweep_server import OverloadServer
 
 PROFILE = """
