@@ -65,6 +65,10 @@ class LoadArguments(Arguments):
     trials: int = Field(1, ge=1, description=(
         "Run it N times, each on a fresh engine, and report how often it failed (with a 95% interval)."))
     vary_seed: bool = Field(False, description="With --trials: trial i gets the seed + i - 1.")
+    serve_metrics: int | None = Field(None, ge=0, le=65535, description=(
+        "Serve loadrepro's own Prometheus metrics on 127.0.0.1:PORT/metrics while it runs (0: a free port, said "
+        "when it starts): requests by outcome, in flight, TTFT/ITL/e2e histograms, /health, the engine's KV usage, "
+        "rules fired so far, the run's phase."), json_schema_extra={"metavar": "PORT"})
     # The command line's alone: a program chose its target deliberately and shows no progress display.
     target_is_isolated: bool = Field(False, description="Confirm a non-loopback target is an isolated test engine.")
     quiet: bool = Field(False, description="No progress display (for CI).")

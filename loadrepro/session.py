@@ -20,6 +20,7 @@ from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.gateway import find_gateway, health_path_for
 from loadrepro.drive.limits import discover, from_profile, longest_sequence
+from loadrepro.drive.live_metrics import LiveMetrics
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.references import verify_answers
 from loadrepro.drive.runner import Runner, RunTarget
@@ -72,6 +73,7 @@ class RunOptions:
     trials: int = 1  # > 1: run N times, each on a fresh engine (trial_runs.py)
     vary_seed: bool = False  # trials: trial i gets the seed + i - 1
     alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
+    serve_metrics: int | None = None  # serve loadrepro's own metrics on 127.0.0.1:PORT while it runs (0: any port)
     # When the command began (perf_counter_ns), for report.json's timing: the command line's process start (so the
     # cost of its imports is in it); None: when this run's session began (an API call, a trial, a shrink's run, an
     # A/B's patched side): a process that runs many must not count the ones before.
@@ -201,19 +203,38 @@ async def run_session(options: RunOptions, say: Say = print) -> Session:
     if options.began_ns is None:
         options = dataclasses.replace(options, began_ns=time.perf_counter_ns())
     run_dir = run_directory(options)
+    live = _live_metrics(options.serve_metrics, say)
     try:
-        return await _run_in(run_dir, options, say)
+        return await _run_in(run_dir, options, say, live)
     except LoadreproError:
         raise
     except Exception as exc:
         trace = keep_traceback(exc, run_dir / "traceback.txt")
         raise InternalError(f"internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}") from exc
+    finally:
+        if live is not None:
+            await asyncio.to_thread(live.close)  # it may wait for one more scrape
 
 
-async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
+def _live_metrics(port: int | None, say: Say) -> LiveMetrics | None:
+    """loadrepro's own metrics served while the run goes on (--serve-metrics); a port taken is a usage error."""
+    if port is None:
+        return None
+    try:
+        live = LiveMetrics(port, "target")
+    except OSError as exc:
+        raise UsageError(f"--serve-metrics {port}: cannot listen on 127.0.0.1:{port} ({exc})") from None
+    say(f"metrics: loadrepro's own at {live.url} while it runs")
+    return live
+
+
+async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetrics | None) -> Session:
     profile = options.profile
     api_key = options.api_key
     async with _target(options, run_dir, say) as target:
+        if live is not None:
+            live.endpoint = target.url
+            live.phased("planning")
         async with Transport(target.url, api_key) as http:
             gateway = await find_gateway(http)
             health_path, gateway_note = health_path_for(gateway, profile.watch.health_path)
@@ -248,8 +269,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
                                health_owner=gateway.owns(profile.watch.health_path) if gateway else None)
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
-                            ray=options.ray)
-            judged = _Judged(profile, plan, limits, options.command, notes, run_dir)
+                            ray=options.ray, live_metrics=live)
+            judged = _Judged(profile, plan, limits, options.command, notes, run_dir, live)
             checkpoints = Checkpoints(_checkpoint_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt), _frozen_heap():
                 checkpoints.start()
@@ -265,6 +286,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say) -> Session:
                      f"({checkpoints.seconds:.1f} s on a worker thread in all)")
     if checkpoints.failed:
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
+    if live is not None:
+        live.phased("judging")
     result, report = judged.final(result)
     report = report.model_copy(update={"timing": _timing(result, options.began_ns)})
     if options.on_verdict is not None:
@@ -351,11 +374,14 @@ class _Judged:
     command: str
     notes: list[str]
     run_dir: Path
+    live: LiveMetrics | None = None  # told the rules fired at each judgement
 
     def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
         result = dataclasses.replace(result, limits=self.limits,
                                      predictions=_predictions(self.plan, self.profile, self.limits))
         findings = classify(result, self.profile.verdict)
+        if self.live is not None:
+            self.live.rules((name, f.severity.value if f else None) for name, f in findings)
         log = self.run_dir / "engine.log"
         catalog = compile_catalog(_extra(self.profile))
         diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \

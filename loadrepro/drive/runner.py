@@ -29,6 +29,7 @@ from loadrepro.drive.client import Client
 from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.faults import FaultsOnPurpose
 from loadrepro.drive.live import LiveState
+from loadrepro.drive.live_metrics import LiveMetrics
 from loadrepro.drive.pause import pause
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.transport import Transport
@@ -87,9 +88,11 @@ def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
 
 class Runner:
     def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
-                 clock: Callable[[], int] = time.perf_counter_ns, workers: int = 1, ray: str | None = None) -> None:
+                 clock: Callable[[], int] = time.perf_counter_ns, workers: int = 1, ray: str | None = None,
+                 live_metrics: LiveMetrics | None = None) -> None:
         """`workers` > 1: the load is sent from that many processes (drive/backend/processes.py); with `ray`
-        ("local" or a cluster's address), from that many Ray actors (drive/backend/ray_actors.py)."""
+        ("local" or a cluster's address), from that many Ray actors (drive/backend/ray_actors.py).
+        `live_metrics`: told every record and sample as it comes (--serve-metrics)."""
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
@@ -113,6 +116,9 @@ class Runner:
         self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
+        self._live_metrics = live_metrics
+        if live_metrics is not None:
+            live_metrics.in_flight_from(lambda: self.live.in_flight)
         setup = LoadSetup(self._load, workload, profile.workload.seed, client, self.live, self._stopped,
                           self._on_record)
         self._backend: LoadBackend = backend_for(setup, workers, ray, clock)
@@ -126,6 +132,8 @@ class Runner:
                                          detail=f"{record.outcome} during a fault on purpose: {record.detail}")
         record = self._chaos.after_wipe(record)
         self._recorder.record(record)
+        if self._live_metrics is not None:
+            self._live_metrics.record(record)
         self.live.outcomes[record.outcome] += 1
         if record.outcome is Outcome.OK:
             self._death.request_ok()
@@ -141,6 +149,8 @@ class Runner:
             sample = dataclasses.replace(sample, in_flight=self.live.in_flight)
         previous = self._recorder.metrics[-1] if self._recorder.metrics else None  # the last is never merged
         self._recorder.sample(sample)
+        if self._live_metrics is not None:
+            self._live_metrics.sample(sample)
         match sample:
             case HealthSample():
                 self.live.health = sample.status
@@ -297,6 +307,8 @@ class Runner:
                 if logs and not await self._watch(NoteSource.ENGINE_LOG, logs.start()):
                     logs = None
                 await self._backend.prepare()  # workers start before time zero, not in the load's first second
+                if self._live_metrics is not None:
+                    self._live_metrics.phased("loading")
                 self.live.started_ns = self._chaos.started_ns = self._clock()
                 self._recorder.started(self.live.started_ns)
                 # marks time zero in samples.jsonl

@@ -1,0 +1,121 @@
+"""loadrepro's own metrics on 127.0.0.1:PORT/metrics while a run goes on (`--serve-metrics`), for a dashboard
+during a soak: requests by outcome, in flight, TTFT / ITL / end-to-end histograms, output tokens, /health as polled,
+the engine's KV usage and waiting requests as read, the rules fired so far, the run's phase. prometheus_client with
+a registry of its own (nothing global), named as Prometheus asks: loadrepro_*, seconds, _total for counters."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from loadrepro.records import KV_USAGE, WAITING, HealthSample, MetricsSample, RequestRecord, Sample
+
+PHASES = ["starting", "planning", "loading", "judging", "done"]
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+LINGER_S = 15.0  # at the end, how long the last values wait for a scraper that was scraping to take them
+
+
+class _Scrapes(Collector):
+    """Counts the scrapes served, so that the end can wait for one that saw the last values."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+        yield CounterMetricFamily("loadrepro_metrics_scrapes", "Scrapes of these metrics served.", value=self.count)
+
+
+class LiveMetrics:
+    """Started before the run is planned, stopped after it is judged; told each record and sample by the runner
+    (drive/runner.py) and each judgement (session.py)."""
+
+    def __init__(self, port: int, endpoint: str, linger_s: float = LINGER_S) -> None:
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.endpoint = endpoint
+        self.requests = Counter("loadrepro_requests", "Requests that ended, by outcome.", ["outcome"], registry=r)
+        self.in_flight = Gauge("loadrepro_requests_in_flight", "Requests loadrepro has sent and not yet seen end.",
+                               registry=r)
+        self.ttft = Histogram("loadrepro_ttft_seconds", "Sent -> first token, of each request that got one.",
+                              buckets=LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("loadrepro_itl_seconds", "Each request's mean gap between token chunks.",
+                             buckets=LATENCY_BUCKETS, registry=r)
+        self.e2e = Histogram("loadrepro_e2e_seconds", "Sent -> end, of each request sent, whatever its outcome.",
+                             buckets=LATENCY_BUCKETS, registry=r)
+        self.output_tokens = Counter("loadrepro_output_tokens", "Output tokens received.", registry=r)
+        self.health_status = Gauge("loadrepro_health_status", "The HTTP status of the last /health poll (0: no "
+                                   "answer).", ["endpoint"], registry=r)
+        self.health_latency = Histogram("loadrepro_health_latency_seconds", "How long each /health poll took.",
+                                        ["endpoint"], buckets=LATENCY_BUCKETS, registry=r)
+        self.kv_usage = Gauge("loadrepro_engine_kv_usage_ratio", "The engine's KV-cache usage (0-1), as last read "
+                              "from its metrics.", ["endpoint"], registry=r)
+        self.waiting = Gauge("loadrepro_engine_requests_waiting", "The engine's waiting requests, as last read.",
+                             ["endpoint"], registry=r)
+        self.rule_fired = Gauge("loadrepro_rule_fired", "1 when the rule has fired so far in the run (judged at each "
+                                "checkpoint and at the end), 0 when not.", ["rule", "severity"], registry=r)
+        self.phase = Enum("loadrepro_run_phase", "What the run is doing.", states=PHASES, registry=r)
+        self._scrapes, self._linger_s = _Scrapes(), linger_s
+        r.register(self._scrapes)
+        self._server, self._thread = start_http_server(port, addr="127.0.0.1", registry=r)
+        self.port = int(self._server.server_port)
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self.phase.state("starting")
+
+    def in_flight_from(self, read: Callable[[], float]) -> None:
+        """The in-flight gauge reads the runner's live count when scraped."""
+        self.in_flight.set_function(read)
+
+    def record(self, r: RequestRecord) -> None:
+        self.requests.labels(r.outcome.value).inc()
+        for histogram, ms in ((self.ttft, r.ttft_ms), (self.e2e, r.e2e_ms)):
+            if ms is not None:
+                histogram.observe(ms / 1000)
+        if len(r.chunk_ns) > 1:
+            self.itl.observe((r.chunk_ns[-1] - r.chunk_ns[0]) / (len(r.chunk_ns) - 1) / 1e9)
+        self.output_tokens.inc(r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns))
+
+    def sample(self, sample: Sample) -> None:
+        match sample:
+            case HealthSample():
+                self.health_status.labels(self.endpoint).set(sample.status if isinstance(sample.status, int) else 0)
+                self.health_latency.labels(self.endpoint).observe(sample.latency_ns / 1e9)
+            case MetricsSample(values=values):
+                if (usage := values.get(KV_USAGE)) is not None:
+                    self.kv_usage.labels(self.endpoint).set(usage)
+                if (waiting := values.get(WAITING)) is not None:
+                    self.waiting.labels(self.endpoint).set(waiting)
+
+    def rules(self, fired: Iterable[tuple[str, str | None]]) -> None:
+        """Each rule's name and the severity it fired with (None: not fired)."""
+        for name, severity in fired:
+            for level in ("fail", "info"):
+                self.rule_fired.labels(name, level).set(1 if severity == level else 0)
+
+    def phased(self, phase: str) -> None:
+        self.phase.state(phase)
+
+    def close(self) -> None:
+        """Stops serving; when something was scraping (more than one scrape: not a one-off look), first lets it take
+        the last values (one more scrape, up to `linger_s`), so that a dashboard's last point is the report's."""
+        self.phase.state("done")
+        with self._scrapes.changed:
+            seen = self._scrapes.count
+            if seen > 1:
+                self._scrapes.changed.wait_for(lambda: self._scrapes.count > seen, timeout=self._linger_s)
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> LiveMetrics:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,152 @@
+"""`--serve-metrics PORT`: loadrepro's own Prometheus metrics while a run goes on, read by a plain client and by a
+real Prometheus server (Debian's, fetched by scripts/engines/prometheus.sh into the engine cache): the series are
+there during the run, and their last values are report.json's."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ["--profile", "soak", "--set", "load.duration_s=6", "--set", "load.rate=6", "--set", "workload.max_tokens=16",
+       "--set", "workload.turn_tokens=50", "--set", "load.checkpoint_s=2", "--quiet"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def start(tmp_path: Path, port: int | str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "loadrepro", "run", *RUN, "--serve-metrics", str(port), "--out",
+                             str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_metrics_are_served_while_it_runs_and_end_as_the_report_says(tmp_path):
+    run = start(tmp_path, 0)
+    assert run.stderr is not None
+    line = ""
+    for _ in range(50):  # the first lines of stderr: the URL is said before the run is planned
+        line = run.stderr.readline()
+        if "metrics: loadrepro's own at" in line or not line:
+            break
+    url = re.search(r"http://127\.0\.0\.1:\d+/metrics", line)
+    assert url, line
+    scrapes: list[dict] = []
+    deadline = time.monotonic() + 120
+    while run.poll() is None and time.monotonic() < deadline:
+        try:
+            scrapes.append(values(httpx.get(url.group(0), timeout=5).text))
+        except httpx.HTTPError:
+            pass  # between the end of the run and the process's exit
+        time.sleep(0.2)
+    assert run.wait(60) in (0, 1), run.stderr.read()
+    loading = [s for s in scrapes if s.get(("loadrepro_run_phase", (("loadrepro_run_phase", "loading"),))) == 1]
+    assert loading and any(s[("loadrepro_requests_in_flight", ())] > 0 for s in loading)
+    last = scrapes[-1]
+    assert last[("loadrepro_run_phase", (("loadrepro_run_phase", "done"),))] == 1
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    served = {dict(labels)["outcome"]: v for (name, labels), v in last.items() if name == "loadrepro_requests_total"}
+    assert served == {k: float(v) for k, v in report["requests"]["by_outcome"].items()}
+    assert last[("loadrepro_ttft_seconds_count", ())] == report["latency"]["ttft_ms"]["count"]
+    assert last[("loadrepro_health_status", (("endpoint", report["target"]["base_url"]),))] == 200
+    fired = {dict(labels)["rule"] for (name, labels), v in last.items() if name == "loadrepro_rule_fired" and v == 1}
+    assert fired == {r["name"] for r in report["rules"] if r["fired"]}
+
+
+def test_a_port_already_taken_is_a_usage_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = subprocess.run([sys.executable, "-m", "loadrepro", "run", *RUN, "--serve-metrics",
+                               str(taken.getsockname()[1]), "--out", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "cannot listen on 127.0.0.1" in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module")
+def prometheus() -> str:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "engines" / "prometheus.sh")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def query(base: str, expr: str) -> list[dict]:
+    answer = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=5).json()
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp_path, prometheus):
+    port, web = free_port(), free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: loadrepro\n"
+                      f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+    server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                               f"--web.listen-address=127.0.0.1:{web}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{web}"
+    try:
+        for _ in range(300):  # ready within 30 s
+            try:
+                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        run = start(tmp_path, port)
+        during: list[dict] = []
+        deadline = time.monotonic() + 120
+        while run.poll() is None and time.monotonic() < deadline and not during:
+            during = query(base, 'loadrepro_run_phase{loadrepro_run_phase="loading"} == 1')
+            time.sleep(0.5)
+        assert run.wait(120) in (0, 1)
+        assert during and during[0]["metric"]["job"] == "loadrepro"
+        report = json.loads((tmp_path / "run" / "report.json").read_text())
+        # The target is gone: Prometheus marked its series stale, so each is read as its last scrape left it.
+        totals = {r["metric"]["outcome"]: float(r["value"][1])
+                  for r in query(base, "last_over_time(loadrepro_requests_total[5m])")}
+        assert totals == {k: float(v) for k, v in report["requests"]["by_outcome"].items()}
+        count = query(base, "last_over_time(loadrepro_ttft_seconds_count[5m])")
+        assert float(count[0]["value"][1]) == report["latency"]["ttft_ms"]["count"]
+        assert query(base, 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1')
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def test_the_grafana_dashboard_asks_only_for_series_loadrepro_serves():
+    from loadrepro.drive.live_metrics import LiveMetrics
+
+    dashboard = json.loads((ROOT / "examples" / "grafana" / "loadrepro-soak.json").read_text())
+    asked = {name for panel in dashboard["panels"] for target in panel["targets"]
+             for name in re.findall(r"loadrepro_[a-z_]+", target["expr"])}
+    live = LiveMetrics(0, "http://127.0.0.1:8000", linger_s=0)
+    try:
+        text = httpx.get(live.url, timeout=5).text
+    finally:
+        live.close()
+    served = {name for name in re.findall(r"^# TYPE (loadrepro_[a-z_]+)", text, re.M)}
+    served |= {f"{n}{suffix}" for n in served for suffix in ("_total", "_bucket", "_count", "_sum")}
+    assert asked and asked <= served, asked - served
