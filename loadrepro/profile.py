@@ -147,6 +147,15 @@ class LoadSpec(_Section):
         return self
 
 
+class WatchedEndpoint(_Section):
+    """Another process of the deployment to watch beside the target (a replica, a prefill or decode pool): its
+    /health polled and its metrics scraped as the target's are, its death judged (rule endpoint_death)."""
+
+    name: str = Field(description="Its name, as reports and metrics show it (decode-0).")
+    health_url: str = Field("", description="Its health URL (http://127.0.0.1:8101/health); empty: not polled.")
+    metrics_url: str = Field("", description="Its Prometheus metrics URL; empty: not scraped.")
+
+
 class WatchSpec(_Section):
     health_path: str = Field("/health", description="Where the target answers health checks; empty: not polled.")
     health_interval_s: float = Field(1.0, gt=0, description="Seconds between /health polls.")
@@ -168,6 +177,9 @@ class WatchSpec(_Section):
         0.0, ge=0, description="> 0: a salted one-token request this often, on its own connection and outside the "
         "workload's concurrency; its time to first token is kept as a series, and canaries that get nothing while "
         "/health answers 200 show an engine wedged while healthy.")
+    endpoints: tuple[WatchedEndpoint, ...] = Field(
+        (), description="More processes of the deployment to watch ([[watch.endpoints]]: name, health_url, "
+        "metrics_url), polled at health_interval_s and metrics_interval_s.")
 
 
 class SimSpec(_Section):

@@ -166,6 +166,20 @@ class Health(_Model):
                               "gateway in front of it, with how it was recognised.")
 
 
+class WatchedEndpointInfo(_Model):
+    """Another process of the deployment watched beside the target ([[watch.endpoints]])."""
+
+    name: str = Field(description="Its name.")
+    health_url: str = Field(description="Its health URL (empty: not polled).")
+    metrics_url: str = Field(description="Its metrics URL (empty: not scraped).")
+    polls: int = Field(description="/health polls made of it.")
+    not_ok: int = Field(description="Of those, the ones not answered 200.")
+    died_at_s: float | None = Field(description="When it died: the first poll not 200 after its last 200, none "
+                                    "coming after it to the end of the run (null: it did not).")
+    kv_usage_peak: float | None = Field(description="The highest KV usage its metrics gave (null: none read).")
+    waiting_peak: float | None = Field(description="The most requests waiting its metrics gave.")
+
+
 class CanaryInfo(_Model):
     """The canaries of a run ([watch] canary_interval_s): salted one-token requests outside the workload."""
 
@@ -494,6 +508,8 @@ class RunReport(_Model):
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
     slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
                                 "set).")
+    watched_endpoints: list[WatchedEndpointInfo] = Field(
+        [], description="The other processes of the deployment watched ([[watch.endpoints]]).")
     request_table: list[RequestRow] = Field(
         description="One row per request (at most 4,000: the failed first, then the first and the last).")
     request_table_total: int | None = Field(

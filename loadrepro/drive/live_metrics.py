@@ -82,16 +82,18 @@ class LiveMetrics:
             self.itl.observe((r.chunk_ns[-1] - r.chunk_ns[0]) / (len(r.chunk_ns) - 1) / 1e9)
         self.output_tokens.inc(r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns))
 
-    def sample(self, sample: Sample) -> None:
+    def sample(self, sample: Sample, endpoint: str | None = None) -> None:
+        """The target's sample, or a watched endpoint's (by its name)."""
+        where = endpoint or self.endpoint
         match sample:
             case HealthSample():
-                self.health_status.labels(self.endpoint).set(sample.status if isinstance(sample.status, int) else 0)
-                self.health_latency.labels(self.endpoint).observe(sample.latency_ns / 1e9)
+                self.health_status.labels(where).set(sample.status if isinstance(sample.status, int) else 0)
+                self.health_latency.labels(where).observe(sample.latency_ns / 1e9)
             case MetricsSample(values=values):
                 if (usage := values.get(KV_USAGE)) is not None:
-                    self.kv_usage.labels(self.endpoint).set(usage)
+                    self.kv_usage.labels(where).set(usage)
                 if (waiting := values.get(WAITING)) is not None:
-                    self.waiting.labels(self.endpoint).set(waiting)
+                    self.waiting.labels(where).set(waiting)
 
     def rules(self, fired: Iterable[tuple[str, str | None]]) -> None:
         """Each rule's name and the severity it fired with (None: not fired)."""

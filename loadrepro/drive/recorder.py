@@ -13,6 +13,7 @@ from pathlib import Path
 from loadrepro.profile import SloSpec
 from loadrepro.records import (
     CanarySample,
+    EndpointSample,
     HealthSample,
     JsonlWriter,
     LogMatch,
@@ -64,6 +65,7 @@ class Recorder:
         self.matches: list[LogMatch] = []
         self.notes: list[Note] = []
         self.canaries: list[CanarySample] = []
+        self.watched: dict[str, tuple[list[HealthSample], list[MetricsSample]]] = {}  # by endpoint name
         self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
         self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
 
@@ -107,6 +109,19 @@ class Recorder:
                 if len(self.canaries) > MAX_SAMPLES:
                     before, self.canaries = len(self.canaries), fewer_successes(self.canaries)
                     self.tally.thinned += before - len(self.canaries)
+
+    def endpoint_sample(self, sample: EndpointSample) -> None:
+        """A watched endpoint's sample ([[watch.endpoints]]), kept beside the target's (thinned alike)."""
+        health, metrics = self.watched.setdefault(sample.endpoint, ([], []))
+        match sample.sample:
+            case HealthSample():
+                health.append(sample.sample)
+                if len(health) > MAX_SAMPLES:
+                    health[:] = quiet_stretches_cut(health, self._fast_health_ns)
+            case MetricsSample():
+                metrics.append(sample.sample)
+                if len(metrics) > MAX_SAMPLES:
+                    metrics[:] = coarsened(metrics)
 
     def sampled_answers(self) -> tuple[RequestRecord, ...]:
         """When records were dropped, the uniform samples of the whole run's completed requests with answers (the

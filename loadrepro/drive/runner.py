@@ -34,18 +34,20 @@ from loadrepro.drive.pause import pause
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.canary import Canaries
+from loadrepro.drive.watch.endpoints import watch_endpoint
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
-from loadrepro.profile import Profile
+from loadrepro.profile import Profile, WatchedEndpoint
 from loadrepro.records import (
     FAILED,
     KV_USAGE,
     RUNNING,
     WAITING,
     CanarySample,
+    EndpointSample,
     HealthSample,
     MetricsSample,
     Note,
@@ -55,6 +57,7 @@ from loadrepro.records import (
     RunResult,
     Sample,
     StopReason,
+    Watched,
 )
 from loadrepro.redact import scrub
 from loadrepro.workload.model import PlannedRequest, Workload
@@ -373,7 +376,14 @@ class Runner:
             table.append((NoteSource.CANARY, canaries.run(stop)))
         if self._load.stop_when_saturated:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
+        table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
+                  for endpoint in watch.endpoints]
         return table
+
+    def _on_endpoint_sample(self, sample: EndpointSample) -> None:
+        self._recorder.endpoint_sample(sample)
+        if self._live_metrics is not None:
+            self._live_metrics.sample(sample.sample, sample.endpoint)
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
@@ -402,7 +412,12 @@ class Runner:
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
-            sampled_answers=recorded.sampled_answers(), slo=self.profile.slo)
+            sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
+            watched=tuple(self._watched(e) for e in self.profile.watch.endpoints))
+
+    def _watched(self, endpoint: WatchedEndpoint) -> Watched:
+        health, metrics = self._recorder.watched.get(endpoint.name, ([], []))
+        return Watched(endpoint.name, endpoint.health_url, endpoint.metrics_url, tuple(health), tuple(metrics))
 
     async def _watch(self, name: NoteSource, watcher: Coroutine[Any, Any, Any]) -> bool:
         """Runs a watcher; one that fails is a note in the report (False), and the load goes on without it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from loadrepro.capacity import Fit
 from loadrepro.judge.answers import ANSWER_RULES
+from loadrepro.judge.endpoints import ENDPOINT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES
 from loadrepro.judge.polls import usable_health
@@ -368,8 +369,8 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 RULES: tuple[Rule, ...] = (
-    engine_death, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
-    low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES, capacity_mismatch,
+    engine_death, *ENDPOINT_RULES, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams,
+    protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES, capacity_mismatch,
     prefix_reuse_missing, rejections, throttling,
     pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
 )

@@ -24,6 +24,7 @@ from loadrepro.records.vocabulary import (
     Answer,
     AnswerCheck,
     CanarySample,
+    EndpointSample,
     Fault,
     FaultNotCaused,
     FaultSpan,
@@ -37,13 +38,14 @@ from loadrepro.records.vocabulary import (
     RequestRecord,
     Sample,
     StopReason,
+    Watched,
     sample_from_json,
 )
 
 __all__ = [
     "ANSWER_CHARS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS", "REUSE_SCALE",
-    "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "Fault", "FaultNotCaused",
-    "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note", "NoteSource",
-    "Outcome", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "WindowTally", "add_all", "quiet",
-    "read_jsonl", "sample_from_json",
+    "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "EndpointSample", "Fault",
+    "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
+    "NoteSource", "Outcome", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched", "WindowTally",
+    "add_all", "quiet", "read_jsonl", "sample_from_json",
 ]

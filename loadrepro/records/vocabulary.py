@@ -157,6 +157,29 @@ class HealthSample:
         return self.status == 200
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointSample:
+    """A sample of another process of the deployment ([[watch.endpoints]]): its /health or its metrics."""
+
+    endpoint: str  # its name
+    sample: HealthSample | MetricsSample
+
+    @property
+    def t_ns(self) -> int:
+        return self.sample.t_ns
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What loadrepro saw of one watched endpoint over the run."""
+
+    name: str
+    health_url: str
+    metrics_url: str
+    health: tuple[HealthSample, ...] = ()
+    metrics: tuple[MetricsSample, ...] = ()
+
+
 # Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).
 KV_USAGE, RUNNING, WAITING, PREEMPTIONS = "kv_usage", "running", "waiting", "preemptions"
 CACHE_HITS, CACHE_QUERIES = "prefix_cache_hits", "prefix_cache_queries"

@@ -10,11 +10,12 @@ from ddsketch import DDSketch
 
 from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.classify import preemptions, series
+from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.verdict import Verdict
 from loadrepro.profile import Profile, VerdictSpec
-from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally
+from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
     Cache,
@@ -44,6 +45,7 @@ from loadrepro.run_report import (
     Throughput,
     TokenSpread,
     Transition,
+    WatchedEndpointInfo,
     WindowRow,
     WorkersInfo,
     WorkloadInfo,
@@ -85,6 +87,13 @@ def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
                    goodput_tokens_per_s=round(m.goodput_tokens_per_s, 3), missed=SloMissed(**m.judged.missed),
                    whole_run_attainment=_r(whole),
                    client_queue_p95_ms=_sketched(result.totals(spec.window_s).queue_ms).p95)
+
+
+def _watched(result: RunResult, w: Watched) -> WatchedEndpointInfo:
+    e = endpoint_health(result, w)
+    return WatchedEndpointInfo(name=w.name, health_url=w.health_url, metrics_url=w.metrics_url, polls=e.polls,
+                               not_ok=e.not_ok, died_at_s=None if e.died_s is None else round(e.died_s, 3),
+                               kv_usage_peak=e.kv_usage_peak, waiting_peak=e.waiting_peak)
 
 
 def _r(share: float | None) -> float | None:
@@ -317,5 +326,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
                                   *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
+        watched_endpoints=[_watched(result, w) for w in result.watched],
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

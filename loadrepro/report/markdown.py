@@ -125,6 +125,12 @@ def health_lines(r: RunReport) -> list[str]:
         outcomes = ", ".join(f"{k} {v}" for k, v in c.by_outcome.items())
         lines.append(f"Canaries: {c.sent} sent ({outcomes}); time to their token p50 {_ms(c.ttft_ms.p50)} ms, p95 "
                      f"{_ms(c.ttft_ms.p95)} ms, max {_ms(c.ttft_ms.max)} ms.")
+    for w in r.watched_endpoints:
+        state = f"died at {w.died_at_s:.1f} s" if w.died_at_s is not None else "did not die"
+        kv = "" if w.kv_usage_peak is None else f"; KV usage peak {w.kv_usage_peak:.0%}, waiting peak " \
+            f"{_count(w.waiting_peak)}"
+        lines.append(f"Watched {w.name} ({w.health_url or w.metrics_url}): {w.polls} /health polls, {w.not_ok} not "
+                     f"200; {state}{kv}.")
     return lines
 
 

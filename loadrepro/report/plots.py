@@ -157,6 +157,28 @@ def _windows_panel(ax: Axes, t: Timeline) -> None:
     twin.legend(loc="upper right", frameon=False, fontsize=8)
 
 
+def _endpoints_panel(ax: Axes, t: Timeline) -> None:
+    """Each watched endpoint's KV usage (solid) and waiting requests (dashed, right axis), shaded red where its
+    /health was not 200."""
+    twin = ax.twinx()
+    for i, e in enumerate(t.endpoints):
+        colour = f"C{i}"
+        if len(e.kv_t):
+            ax.plot(e.kv_t, e.kv_usage * 100, color=colour, label=f"{e.name} KV %")
+        if len(e.waiting_t):
+            twin.plot(e.waiting_t, e.waiting, color=colour, linestyle="--", label=f"{e.name} waiting")
+        ends = np.r_[e.health_t[1:], t.duration_s] if len(e.health_t) else e.health_t
+        for start, end, ok in zip(e.health_t, ends, e.health_ok, strict=True):
+            if not ok:  # until the next poll said otherwise
+                ax.axvspan(start, max(end, start), color=COLOURS["server_error"], alpha=0.2, linewidth=0)
+    ax.set_ylabel("watched KV %")
+    ax.set_ylim(0, 105)
+    twin.set_ylabel("waiting")
+    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    twin.legend(loc="upper right", frameon=False, fontsize=8)
+    ax.set_title("watched endpoints: KV usage, waiting; red where /health was not 200", loc="left", fontsize=9)
+
+
 def timeline_figure(timelines: list[Timeline]) -> Figure:
     """Requests in flight with completions and failures, /health, KV usage and waiting, and for a long run its
     latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
@@ -164,7 +186,8 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
     it ended under load); densely dotted purple: a fault on purpose, shaded until the engine recovered; thin grey:
     the edges of a long run's windows."""
     windowed = any(t.windows for t in timelines)
-    ratios = [3, 1.2, 2] + ([2] if windowed else [])
+    watched = any(t.endpoints for t in timelines)
+    ratios = [3, 1.2, 2] + ([2] if windowed else []) + ([2] if watched else [])
     rows = len(timelines) * len(ratios)
     # Constrained layout makes room for the legends above the panels; tight_layout could not, and said so.
     fig = _figure(figsize=(11, 2.1 * rows), layout="constrained")
@@ -179,6 +202,8 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
         _kv_panel(kv, t)
         if windowed:
             _windows_panel(panels[3], t)
+        if watched:
+            _endpoints_panel(panels[-1], t)
         for ax in panels:
             _marks(ax, t)
             for w in t.windows[1:]:

@@ -29,6 +29,7 @@ from loadrepro.records import (
     RequestRecord,
     RunResult,
     Tally,
+    Watched,
     read_jsonl,
     sample_from_json,
 )
@@ -79,6 +80,20 @@ class Timeline:
     ttft_weight: float = 1.0
     e2e_weight: float = 1.0
     chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
+    endpoints: tuple[EndpointSeries, ...] = ()  # the other processes watched ([[watch.endpoints]])
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSeries:
+    """A watched endpoint's /health and metrics over the run, in seconds since the load started."""
+
+    name: str
+    health_t: np.ndarray
+    health_ok: np.ndarray  # 1 where /health answered 200
+    kv_t: np.ndarray
+    kv_usage: np.ndarray
+    waiting_t: np.ndarray
+    waiting: np.ndarray
 
 
 _QUANTILES = 400  # points a sketch is drawn with (within the sketch's 1% relative accuracy)
@@ -178,7 +193,16 @@ def timeline_of(result: RunResult) -> Timeline:
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
     wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
-    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns))
+    endpoints = tuple(_endpoint(w, result.start_ns) for w in result.watched)
+    return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
+                               endpoints=endpoints)
+
+
+def _endpoint(w: Watched, start_ns: int) -> EndpointSeries:
+    kv_t, kv = _series(list(w.metrics), start_ns, KV_USAGE)
+    waiting_t, waiting = _series(list(w.metrics), start_ns, WAITING)
+    return EndpointSeries(w.name, np.array([(s.t_ns - start_ns) / 1e9 for s in w.health]),
+                          np.array([1 if s.healthy else 0 for s in w.health]), kv_t, kv, waiting_t, waiting)
 
 
 def for_report(timeline: Timeline, report: RunReport) -> Timeline:
