@@ -105,7 +105,7 @@ def test_run_with_trials_reports_the_failure_rate_and_fails_when_any_trial_faile
 
 
 def test_trials_must_be_at_least_one():
-    with pytest.raises(UsageError, match="trials must be at least 1"):
+    with pytest.raises(UsageError, match="trials: Input should be greater than or equal to 1"):
         loadrepro.run("flaky-race", trials=0)
 
 
