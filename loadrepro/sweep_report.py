@@ -26,6 +26,17 @@ class SweepLevel(_Model):
     bisected: bool = Field(description="Run by the bisection, not on the ladder.")
     run_dir: str = Field(description="Its run directory (report.json, report.md, the records).")
 
+    @property
+    def broke(self) -> bool:
+        """The engine failed at this level: a rule other than `slo` failed it (missing the SLO is the SLO
+        capacity's to say, not a breaking point)."""
+        return any(rule != "slo" for rule in self.rules_fired) or (self.verdict != "pass" and not self.rules_fired)
+
+    def met_slo(self, required: float) -> bool:
+        """Its requests met [slo] min_attainment (`required` > 0) and it did not break."""
+        return (required > 0 and self.slo is not None and self.slo.attainment is not None
+                and self.slo.attainment >= required and not self.broke)
+
 
 class Break(_Model):
     last_pass: float | None = Field(description="The highest level below the first failure that passed (null: "

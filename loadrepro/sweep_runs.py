@@ -102,19 +102,13 @@ def _level(over: str, value: float, report: RunReport, run_dir: Path, bisected: 
                       run_dir=str(run_dir))
 
 
-def broke(level: SweepLevel) -> bool:
-    """The engine failed at this level: a rule other than `slo` failed it (missing the SLO is the SLO capacity's
-    to say, not a breaking point)."""
-    return any(rule != "slo" for rule in level.rules_fired) or (level.verdict != "pass" and not level.rules_fired)
-
-
 def _break(levels: list[SweepLevel]) -> tuple[Break | None, bool]:
-    failed = [lv for lv in levels if broke(lv)]
+    failed = [lv for lv in levels if lv.broke]
     if not failed:
         return None, True
     first = failed[0]
-    below = [lv for lv in levels if lv.value < first.value and not broke(lv)]
-    monotone = all(broke(lv) for lv in levels if lv.value > first.value)
+    below = [lv for lv in levels if lv.value < first.value and not lv.broke]
+    monotone = all(lv.broke for lv in levels if lv.value > first.value)
     named = [(rule, reason) for rule, reason in zip(first.rules_fired, first.reasons, strict=False) if rule != "slo"]
     rule = f"{named[0][0]}: {named[0][1]}" if named else "; ".join(first.reasons[:1]) or "failed"
     return Break(last_pass=below[-1].value if below else None, first_fail=first.value, rule=rule), monotone
@@ -129,12 +123,17 @@ def _between(over: str, low: float, high: float) -> float | None:
 
 
 def _slo_capacity(levels: list[SweepLevel], first: Break | None, required: float) -> float | None:
-    if required <= 0:
-        return None
-    held = [lv.value for lv in levels if lv.slo is not None and lv.slo.attainment is not None
-            and lv.slo.attainment >= required and not broke(lv)
-            and (first is None or lv.value < first.first_fail)]
+    held = [lv.value for lv in levels if lv.met_slo(required) and (first is None or lv.value < first.first_fail)]
     return max(held, default=None)
+
+
+def _slo_edge(levels: list[SweepLevel], first: Break | None, required: float) -> tuple[float, float] | None:
+    """The SLO capacity and the lowest level above it that missed the SLO (without breaking): where a bisection
+    finds the most load that met it."""
+    capacity = _slo_capacity(levels, first, required)
+    above = [lv.value for lv in levels if capacity is not None and lv.value > capacity and not lv.broke
+             and not lv.met_slo(required)]
+    return (capacity, min(above)) if capacity is not None and above else None
 
 
 async def sweep_curve(options: RunOptions, over: str, levels: list[float], stop_at_failure: bool, bisect: bool,
@@ -153,7 +152,7 @@ async def sweep_curve(options: RunOptions, over: str, levels: list[float], stop_
         return level
 
     for value in levels:
-        if broke(await run(value, False)) and stop_at_failure:
+        if (await run(value, False)).broke and stop_at_failure:
             break
     found, _ = _break(done)
     for _ in range(MAX_BISECTIONS if bisect else 0):
@@ -164,6 +163,13 @@ async def sweep_curve(options: RunOptions, over: str, levels: list[float], stop_
             break
         await run(mid, True)
         found, _ = _break(done)
+    required = options.profile.slo.min_attainment
+    for _ in range(MAX_BISECTIONS if bisect else 0):  # then the most load that met the SLO
+        edge = _slo_edge(done, found, required)
+        mid = _between(over, *edge) if edge is not None else None
+        if mid is None:
+            break
+        await run(mid, True)
     found, monotone = _break(done)
     return SweepCurve(label=options.label, levels=done, break_=found, monotone=monotone,
                       slo_capacity=_slo_capacity(done, found, options.profile.slo.min_attainment))

@@ -14,8 +14,11 @@ from tests.stub_server import chat_app, chunk_event, serving
 
 
 class OverloadServer:
-    def __init__(self, limit: int | None, think_s: float = 0.2, tokens: int = 4) -> None:
+    def __init__(self, limit: int | None, think_s: float = 0.2, tokens: int = 4, serial: bool = False) -> None:
+        """`serial`: one request thinks at a time (the others wait their turn), so the first token comes later the
+        more requests are in flight: about their number times `think_s`."""
         self.limit, self.think_s, self.tokens = limit, think_s, tokens
+        self._turn = asyncio.Lock() if serial else None
         self.in_flight = self.most = self.refused = 0
         self.url = ""
 
@@ -29,7 +32,11 @@ class OverloadServer:
         try:
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
-            await asyncio.sleep(self.think_s)
+            if self._turn is not None:
+                async with self._turn:
+                    await asyncio.sleep(self.think_s)
+            else:
+                await asyncio.sleep(self.think_s)
             for _ in range(self.tokens):
                 await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                                "finish_reason": None}]}))

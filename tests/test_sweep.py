@@ -126,3 +126,13 @@ def test_stock_and_patched_simulated_engines_are_swept_alike(tmp_path):
     assert report["conclusion"] == ("stock breaks at 12 requests in flight (engine_death), after passing 4; patched "
                                     "holds through 12 requests in flight")
     assert (tmp_path / "ab" / "stock" / "level-12" / "report.json").exists()
+
+
+def test_the_most_load_that_met_the_slo_is_bisected_to(tmp_path, tokenizer_dir):
+    """One request served at a time, 100 ms each: the first token comes after about (requests in flight) x 100 ms,
+    so a TTFT SLO of 550 ms is met at 5 in flight and missed at 6; nothing breaks."""
+    server = OverloadServer(limit=None, think_s=0.1, serial=True)
+    done, report = sweep(tmp_path, tokenizer_dir, server, "1,4,16", 550.0)
+    assert done.returncode == 0 and report["break"] is None, done.stdout + done.stderr
+    assert report["slo_capacity"] == 5, [(lv["value"], lv["slo"]["attainment"]) for lv in report["levels"]]
+    assert {5.0, 6.0} <= {lv["value"] for lv in report["levels"] if lv["bisected"]}

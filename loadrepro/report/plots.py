@@ -263,8 +263,8 @@ SIDE_COLOURS = {"stock": "#c62828", "patched": "#2e7d32"}
 
 def sweep_figure(curves: list[SweepCurve], over: str) -> Figure:
     """A sweep's curves against the load: output tokens/s; TTFT p50 (solid) and p95 (dashed); ITL p50; goodput
-    (requests/s that met the SLO), or TTFT p95 against output tokens/s without an SLO. A cross marks a level that
-    failed; a dashed vertical line each engine's first failure."""
+    (requests/s that met the SLO), or TTFT p95 against output tokens/s without an SLO. A cross marks a level where
+    the engine failed (a rule other than slo); a dashed vertical line each engine's first failure."""
     fig = _figure(figsize=(11, 6.4), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
     slo = any(lv.slo is not None for c in curves for lv in c.levels)
@@ -272,7 +272,7 @@ def sweep_figure(curves: list[SweepCurve], over: str) -> Figure:
     for c in curves:
         colour = SIDE_COLOURS.get(c.label, "#1565c0")
         x = [lv.value for lv in c.levels]
-        failed = [lv.verdict != "pass" for lv in c.levels]
+        failed = [lv.broke for lv in c.levels]
         series: list[tuple[Axes, list[float | None], str]] = [
                   (axes[0], [lv.throughput.output_tokens_per_s for lv in c.levels], "-"),
                   (axes[1], [lv.latency.ttft_ms.p50 for lv in c.levels], "-"),

@@ -56,8 +56,8 @@ def render_sweep(r: SweepReport) -> str:
 def render_sweep_html(r: SweepReport, picture: str) -> str:
     body = [f"<h1>loadrepro sweep: {escape(r.profile)} over {escape(r.over)}</h1><p>{escape(r.conclusion)}</p>",
             f"<figure>{picture}<figcaption>Each level's run: output tokens/s, TTFT p50/p95, ITL p50 and goodput "
-            "against the load; a cross marks a level that failed, the dashed line each engine's first failure."
-            "</figcaption></figure>"]
+            "against the load; a cross marks a level where the engine failed (a rule other than slo), the dashed "
+            "line each engine's first failure.</figcaption></figure>"]
     for c in r.curves():
         body.append(f"<h2>{escape(c.label)}</h2><ul>" + "".join(f"<li>{escape(f)}</li>" for f in _facts(r, c))
                     + "</ul>" + html_table(list(HEADINGS), [list(_row(lv)) for lv in c.levels]))
