@@ -181,13 +181,16 @@ def _ms(value: float | None) -> str:
 
 def _holds(curve: SweepCurve, over: str) -> str:
     unit = "requests in flight" if over == "concurrency" else "requests/s"
+    if not curve.levels:
+        return f"{curve.label}: no level ran"
     if curve.break_ is None:
-        return f"{curve.label} holds through {curve.levels[-1].value:g} {unit}" if curve.levels else \
-            f"{curve.label}: no level ran"
-    rule = curve.break_.rule.split(":")[0]
-    return f"{curve.label} breaks at {curve.break_.first_fail:g} {unit} ({rule})" + (
-        f", after passing {curve.break_.last_pass:g}" if curve.break_.last_pass is not None else
-        ", its lowest level")
+        said = f"{curve.label} holds through {curve.levels[-1].value:g} {unit}"
+    else:
+        rule = curve.break_.rule.split(":")[0]
+        said = f"{curve.label} breaks at {curve.break_.first_fail:g} {unit} ({rule})" + (
+            f", after passing {curve.break_.last_pass:g}" if curve.break_.last_pass is not None else
+            ", its lowest level")
+    return said + (f", and met the SLO up to {curve.slo_capacity:g}" if curve.slo_capacity is not None else "")
 
 
 async def run_sweep(options: RunOptions, over: str, levels: list[float], stop_at_failure: bool, bisect: bool,
