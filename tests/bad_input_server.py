@@ -40,6 +40,8 @@ class BadInputServer:
             return "invalid JSON" if self.mode != "500_on_bad_json" else "500: invalid JSON"
         if not isinstance(body.get("messages"), list) or not isinstance(body.get("max_tokens", 1), int):
             return "wrong types"
+        if body.get("model") != "bad":  # as vLLM does, before it reads the rest: a body for another model says
+            return "404: unknown model"  # nothing of how the engine takes a bad max_tokens or a huge prompt
         if body.get("max_tokens", 1) < 1:
             return "max_tokens must be at least 1"
         return None
@@ -55,7 +57,7 @@ class BadInputServer:
             return web.json_response({"error": {"message": "engine dead"}}, status=500)
         if why is not None:
             self.refused.append(why)
-            status = 500 if why.startswith("500: ") else 400
+            status = 500 if why.startswith("500: ") else 404 if why.startswith("404: ") else 400
             return web.json_response({"error": {"message": why, "type": "BadRequestError"}}, status=status)
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)

@@ -55,12 +55,14 @@ def test_each_kind_is_what_it_says():
     import json
 
     with pytest.raises(UnicodeDecodeError):
-        body("invalid_utf8", "chat").decode("utf-8")
+        body("invalid_utf8", "chat", "m").decode("utf-8")
     with pytest.raises(json.JSONDecodeError):
-        json.loads(body("bad_json", "chat"))
-    assert not isinstance(json.loads(body("wrong_types", "chat"))["messages"], list)
-    assert len(body("huge_body", "chat")) > 4_000_000
-    assert json.loads(body("negative_max_tokens", "chat"))["max_tokens"] < 0
+        json.loads(body("bad_json", "chat", "m"))
+    assert not isinstance(json.loads(body("wrong_types", "chat", "m"))["messages"], list)
+    assert len(body("huge_body", "chat", "m")) > 4_000_000
+    assert json.loads(body("negative_max_tokens", "chat", "m"))["max_tokens"] < 0
+    named = {json.loads(body(k, "chat", "m"))["model"] for k in ("wrong_types", "huge_body", "negative_max_tokens")}
+    assert named == {"m"}  # the run's model: an engine refuses an unknown one before reading the rest
 
 
 def test_an_engine_that_refuses_every_kind_and_keeps_serving_passes(tmp_path, tokenizer_dir):

@@ -55,6 +55,7 @@ class ChaosTools:
     clock: Callable[[], int] = time.perf_counter_ns
     base_url: str = ""  # malformed requests go to the target itself, on connections of their own
     api_key: str | None = None
+    model: str = ""  # the run's model: malformed requests name it, so that the engine reads the rest of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, s
     async def back() -> bool:  # /health 200 within recover_within_s: one slow or failed poll is not a crash
         return await _back(tools, tools.clock() + int(event.recover_within_s * 1e9)) is not None
 
-    refusals = await send_malformed(tools.base_url, tools.api, tools.api_key, kinds, event.count,
+    refusals = await send_malformed(tools.base_url, tools.api, tools.model, tools.api_key, kinds, event.count,
                                     back if tools.healthy else None)
     culprit = next((r for r in refusals if r.crashed), None)
     unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)

@@ -23,11 +23,12 @@ HUGE_BODY_BYTES = 4 << 20  # a prompt far beyond any context (about a million to
 ANSWER_S = 15.0  # how long a malformed request may take to be refused
 
 
-def body(kind: MalformedKind, api: Api) -> bytes:
-    """The request body of one kind, salted so no prefix cache can hold it."""
+def body(kind: MalformedKind, api: Api, model: str) -> bytes:
+    """The request body of one kind, for the run's `model` (an engine refuses an unknown model before it reads the
+    rest, which would test nothing), salted so no prefix cache can hold it."""
     salt = secrets.token_hex(8)
     good = ({"messages": [{"role": "user", "content": f"malformed {salt}"}]} if api != "completions" else
-            {"prompt": f"malformed {salt}"}) | {"model": "loadrepro", "max_tokens": 4, "stream": True}
+            {"prompt": f"malformed {salt}"}) | {"model": model, "max_tokens": 4, "stream": True}
     match kind:
         case "invalid_utf8":
             return orjson.dumps(good).replace(salt.encode(), b"\xff\xfe\xc3\x28" + salt.encode())
@@ -36,7 +37,7 @@ def body(kind: MalformedKind, api: Api) -> bytes:
         case "wrong_types":
             wrong = {"messages": "not a list", "prompt": 12, "max_tokens": "four", "stream": "yes",
                      "temperature": [1]}
-            return orjson.dumps({"model": "loadrepro"} | {k: v for k, v in wrong.items()
+            return orjson.dumps({"model": model} | {k: v for k, v in wrong.items()
                                                           if k != ("prompt" if api != "completions" else "messages")})
         case "huge_body":  # a prompt of millions of tokens: refused at the body's size or at its length
             words = "the " * (HUGE_BODY_BYTES // 4)
@@ -85,8 +86,8 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
         return None, f"{type(exc).__name__}: {exc}"[:160]
 
 
-async def send_malformed(base_url: str, api: Api, api_key: str | None, kinds: tuple[MalformedKind, ...], count: int,
-                         healthy: Callable[[], Awaitable[bool]] | None) -> list[Refusal]:
+async def send_malformed(base_url: str, api: Api, model: str, api_key: str | None, kinds: tuple[MalformedKind, ...],
+                         count: int, healthy: Callable[[], Awaitable[bool]] | None) -> list[Refusal]:
     """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200)."""
     url = base_url.rstrip("/") + PATHS[api]
     refusals = []
@@ -94,6 +95,6 @@ async def send_malformed(base_url: str, api: Api, api_key: str | None, kinds: tu
     async with aiohttp.ClientSession(connector=connector) as session:
         for kind in kinds:
             for _ in range(count):
-                status, said = await post(session, url, body(kind, api), api_key)
+                status, said = await post(session, url, body(kind, api, model), api_key)
                 refusals.append(Refusal(kind, status, said, await healthy() if healthy else True))
     return refusals

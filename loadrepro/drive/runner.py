@@ -236,7 +236,7 @@ class Runner:
 
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
                           self.client.config.api, self.target.oversize, self._clock, self.target.base_url,
-                          self.client.config.api_key)
+                          self.client.config.api_key, self.target.model)
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
