@@ -94,6 +94,13 @@ class WorkloadSpec(_Section):
         "to end latency is kept), is judged by request_timeout_s alone (its silence is its answer being made), and "
         "is never taken for an answer under way (cancel_fraction cancels streams; an abort burst takes whole answers "
         "only to make up its count, as clients that leave before the answer came).")
+    structured_share: float = Field(
+        0.0, ge=0, le=1, description="The share of chat requests (of 16 output tokens or more) that ask for a "
+        "structured answer (response_format), drawn per request from the seed; each such answer that completes must "
+        "parse as JSON (rule structured_output).")
+    structured_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="What they ask for: json_schema (an object of one boolean, strict) or "
+        "json_object.")
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:

@@ -166,6 +166,18 @@ class Health(_Model):
                               "gateway in front of it, with how it was recognised.")
 
 
+class StructuredInfo(_Model):
+    """Structured answers ([workload] structured_share): requests that asked for JSON (response_format)."""
+
+    format: str = Field(description="What they asked for: json_schema or json_object.")
+    answers: int = Field(description="Such requests that completed.")
+    cut: int = Field(description="Of those, answers cut at max_tokens (not judged).")
+    unparsed: int = Field(description="Of those that ended on their own, answers that did not parse as a JSON "
+                          "object (rule structured_output).")
+    first_unparsed_request: int | None = Field(description="The first such request's id.")
+    first_unparsed: str | None = Field(description="Its answer's first words.")
+
+
 class WatchedEndpointInfo(_Model):
     """Another process of the deployment watched beside the target ([[watch.endpoints]])."""
 
@@ -508,6 +520,8 @@ class RunReport(_Model):
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
     slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
                                 "set).")
+    structured_outputs: StructuredInfo | None = Field(
+        None, description="Structured answers and whether they parsed (null: the workload asked for none).")
     watched_endpoints: list[WatchedEndpointInfo] = Field(
         [], description="The other processes of the deployment watched ([[watch.endpoints]]).")
     request_table: list[RequestRow] = Field(

@@ -15,6 +15,7 @@ from loadrepro.judge.health import HEALTH_RULES
 from loadrepro.judge.polls import usable_health
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
+from loadrepro.judge.structured import STRUCTURED_RULES
 from loadrepro.judge.waits import behind, queue_work
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import (
@@ -372,7 +373,7 @@ RULES: tuple[Rule, ...] = (
     engine_death, *ENDPOINT_RULES, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams,
     protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES, capacity_mismatch,
     prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
+    pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
 )
 
 

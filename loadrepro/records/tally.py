@@ -144,6 +144,10 @@ class Tally:
     canary_outcomes: dict[str, int] = dataclasses.field(default_factory=dict)
     canary_ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     slo_counts: SloCounts = dataclasses.field(default_factory=SloCounts)
+    structured: int = 0  # completed requests that asked for a structured answer
+    structured_cut: int = 0  # of those, cut at max_tokens (not judged)
+    structured_unparsed: int = 0  # of those that ended on their own, the ones whose answer did not parse
+    first_unparsed: tuple[int, str] | None = None  # the first such request's id and answer's first words
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
@@ -222,10 +226,20 @@ class Tally:
                 sketch.add(max(value, 1e-6))
         if len(r.chunk_ns) > 1:
             add_all(window.itl_ms, r.itl_ms())
+        if r.structured is not None:
+            self._structured(r)
         if self.slo.limits and r.outcome not in SLO_UNJUDGED:
             self.slo_counts.add((r.sent_or_queued_ns - self.start_ns) / 1e9, slo_misses(r, self.slo),
                                 r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns))
 
+
+    def _structured(self, r: RequestRecord) -> None:
+        self.structured += 1
+        self.structured_cut += r.finish_reason == "length"
+        if r.unparsed is not None:
+            self.structured_unparsed += 1
+            if self.first_unparsed is None or r.id < self.first_unparsed[0]:
+                self.first_unparsed = (r.id, r.unparsed)
 
     def _reused(self, r: RequestRecord) -> None:
         cached = r.cached_tokens or 0

@@ -41,6 +41,7 @@ from loadrepro.run_report import (
     SignatureCount,
     SloInfo,
     SloMissed,
+    StructuredInfo,
     Target,
     Throughput,
     TokenSpread,
@@ -87,6 +88,14 @@ def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
                    goodput_tokens_per_s=round(m.goodput_tokens_per_s, 3), missed=SloMissed(**m.judged.missed),
                    whole_run_attainment=_r(whole),
                    client_queue_p95_ms=_sketched(result.totals(spec.window_s).queue_ms).p95)
+
+
+def _structured(t: Tally, asked: str) -> StructuredInfo | None:
+    if not t.structured:
+        return None
+    request, words = t.first_unparsed or (None, None)
+    return StructuredInfo(format=asked, answers=t.structured, cut=t.structured_cut, unparsed=t.structured_unparsed,
+                          first_unparsed_request=request, first_unparsed=words)
 
 
 def _watched(result: RunResult, w: Watched) -> WatchedEndpointInfo:
@@ -327,5 +336,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                   *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
         watched_endpoints=[_watched(result, w) for w in result.watched],
+        structured_outputs=_structured(totals, profile.workload.structured_format),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

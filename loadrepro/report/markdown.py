@@ -300,6 +300,16 @@ def slo_lines(r: RunReport) -> list[str]:
             f"several limits; a failed one never meets the SLO).{queue}"]
 
 
+def _structured(r: RunReport) -> list[str]:
+    s = r.structured_outputs
+    if s is None:
+        return []
+    line = (f"Structured answers ({s.format}): {s.answers:,} completed, {s.cut:,} cut at max_tokens; "
+            f"{s.unparsed:,} of those that ended on their own did not parse as a JSON object")
+    return ["## Structured answers", "", line + (f" (the first, request {s.first_unparsed_request}: "
+                                                 f"{s.first_unparsed!r})." if s.unparsed else "."), ""]
+
+
 def _slo(r: RunReport) -> list[str]:
     lines = slo_lines(r)
     return ["## Service level", "", *lines, ""] if lines else []
@@ -393,7 +403,7 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, _trials, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
-                _signatures, _numbers, _slo, _windows, capacity_section, _rules]
+                _signatures, _numbers, _structured, _slo, _windows, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

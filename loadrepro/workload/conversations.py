@@ -82,7 +82,7 @@ def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadS
     # Turn 1 warms the prefix for the turns after it; a single-turn conversation is all follow-up.
     max_tokens = spec.warm_max_tokens if turn == 1 and spec.turns > 1 else spec.max_tokens
     stream = streams(spec.stream, spec.seed, (conversation, turn))
-    body = {**body, **generation(spec, max_tokens, chat, stream)}
+    body = {**body, **generation(spec, max_tokens, chat, (conversation, turn))}
     return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)),
                           stream=stream)
 

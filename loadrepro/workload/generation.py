@@ -1,5 +1,6 @@
 """What every planned request asks of the engine's generation, whatever made it (seeded conversations or a
-trace): its answer's length, whether end-of-sequence may end it early, and whether the answer streams."""
+trace): its answer's length, whether end-of-sequence may end it early, whether the answer streams, and whether it
+must be structured (JSON), each drawn per request from the seed."""
 
 from __future__ import annotations
 
@@ -8,12 +9,28 @@ from typing import Any
 
 from loadrepro.profile import WorkloadSpec
 
+# The answer a structured request asks for: a JSON object of one boolean, which any model can finish in a few
+# tokens under a grammar (a longer schema would be cut at a short max_tokens and prove nothing).
+ANSWER_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                 "additionalProperties": False}
+RESPONSE_FORMATS: dict[str, dict[str, Any]] = {
+    "json_schema": {"type": "json_schema", "json_schema": {"name": "loadrepro_answer", "schema": ANSWER_SCHEMA,
+                                                           "strict": True}},
+    "json_object": {"type": "json_object"},
+}
+MIN_STRUCTURED_TOKENS = 16  # requests asking for fewer tokens (warm-ups) are not asked for a structured answer
 
-def streams(share: float, seed: int, key: tuple[int, ...]) -> bool:
+
+def streams(share: float, seed: int, key: tuple[int | str, ...]) -> bool:
     """Whether the request `key` names ((conversation, turn), or a trace row) streams its answer: every one at
     share 1, none at 0, else that share of them, drawn from the seed and the key alone, so the same request streams
     or not in every run, worker process and replay. (A keyed hash, not a generator: a trace's bodies are made one
     at a time, in no fixed order, and a million rows must not cost a generator each.)"""
+    return drawn(share, seed, key)
+
+
+def drawn(share: float, seed: int, key: tuple[int | str, ...]) -> bool:
+    """True for `share` of the keys, the same for a key in every run."""
     if share >= 1:
         return True
     if share <= 0:
@@ -22,12 +39,16 @@ def streams(share: float, seed: int, key: tuple[int, ...]) -> bool:
     return int.from_bytes(digest, "big") / 2**64 < share
 
 
-def generation(spec: WorkloadSpec, max_tokens: int, chat: bool, stream: bool) -> dict[str, Any]:
-    """The body keys that ask for the answer: its length (both names a chat API reads), ignore_eos, and a stream
-    with its usage at the end, or the whole answer at once (`streams`)."""
+def generation(spec: WorkloadSpec, max_tokens: int, chat: bool, key: tuple[int, ...]) -> dict[str, Any]:
+    """The body keys that ask for the answer of the request `key` names: its length (both names a chat API reads),
+    ignore_eos, a stream with its usage at the end or the whole answer at once (`streams`), and for
+    [workload] structured_share of chat requests a structured answer (response_format)."""
+    stream = streams(spec.stream, spec.seed, key)
     body: dict[str, Any] = {"max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": stream}
     if stream:
         body["stream_options"] = {"include_usage": True}
     if chat:
         body["max_completion_tokens"] = max_tokens
+        if max_tokens >= MIN_STRUCTURED_TOKENS and drawn(spec.structured_share, spec.seed, ("structured", *key)):
+            body["response_format"] = RESPONSE_FORMATS[spec.structured_format]
     return body

@@ -240,7 +240,7 @@ class _Bodies:
 
     def make(self, j: int, row: TraceRow, max_tokens: int) -> dict[str, Any]:
         body = self._messages(row) if row.messages is not None else self._tokens(j, row)
-        return body | generation(self.spec, max_tokens, self.chat, streams(self.spec.stream, self.seed, (j,)))
+        return body | generation(self.spec, max_tokens, self.chat, (j,))
 
     def _tokens(self, j: int, row: TraceRow) -> dict[str, Any]:
         block = self.block

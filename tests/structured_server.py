@@ -1,0 +1,63 @@
+"""A chat server for structured answers: a request with response_format gets `{"ok": true}` in pieces (others get
+plain tokens). `mode` "breaks_under_load": while three or more requests are in flight, a structured answer ends
+half-way (`{"ok": tr`) as if it were complete (finish_reason stop); "cut": every structured answer stops at
+max_tokens half-way (finish_reason length)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+from tests.stub_server import chat_app, chunk_event, serving
+
+WHOLE = ['{"ok"', ": ", "true}"]
+
+
+class StructuredServer:
+    def __init__(self, mode: str = "answers") -> None:
+        self.mode = mode
+        self.structured = self.plain = self.broken = self.in_flight = 0
+        self.formats: set[str] = set()
+        self.url = ""
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.in_flight += 1
+        try:
+            return await self._answer(request, body)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request, body: dict) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(0.05)  # long enough for requests to overlap
+        structured = body.get("response_format") is not None
+        pieces, finish = ([" t"] * 4, "length")
+        if structured:
+            self.structured += 1
+            self.formats.add(body["response_format"]["type"])
+            pieces, finish = list(WHOLE), "stop"
+            if self.mode == "breaks_under_load" and self.in_flight >= 3:
+                pieces, finish = WHOLE[:1] + [": tr"], "stop"
+                self.broken += 1
+            elif self.mode == "cut":
+                pieces, finish = WHOLE[:2], "length"
+        else:
+            self.plain += 1
+        for piece in pieces:
+            await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": piece},
+                                                           "finish_reason": None}]}))
+        await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+        await response.write(chunk_event({"choices": [], "usage": {"prompt_tokens": 100,
+                                                                   "completion_tokens": len(pieces)}}))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    @contextmanager
+    def running(self) -> Iterator[StructuredServer]:
+        with serving(chat_app("structured", self.chat)) as self.url:
+            yield self
