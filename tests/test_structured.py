@@ -77,3 +77,5 @@ def test_answers_cut_at_max_tokens_are_not_judged(tmp_path, tokenizer_dir):
     assert report.passed, report.reasons
     s = report.structured_outputs
     assert s is not None and s.cut == s.answers == server.structured and s.unparsed == 0
+    assert rule(report, "structured_output").detail.startswith(f"none of the {server.structured} structured answers "
+                                                               "ended on their own")

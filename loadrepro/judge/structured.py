@@ -22,6 +22,12 @@ def structured_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
         return Finding("structured_output", Severity.FAIL,
                        f"{t.structured_unparsed:,} of {judged:,} structured answers that ended on their own did not "
                        f"parse as a JSON object{cut}; the first, request {request}, answered {words!r}")
+    if not judged:
+        return Finding("structured_output", Severity.INFO,
+                       f"none of the {t.structured:,} structured answers ended on their own: every one was cut at "
+                       "max_tokens, so none was judged (a grammar that allows any whitespace lets a small model "
+                       "pad an answer to its end; a larger max_tokens, or the engine told to allow none, lets "
+                       "them end)")
     return Finding("structured_output", Severity.INFO,
                    f"every one of {judged:,} structured answers that ended on their own parsed as a JSON object{cut}")
 

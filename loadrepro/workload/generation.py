@@ -50,5 +50,6 @@ def generation(spec: WorkloadSpec, max_tokens: int, chat: bool, key: tuple[int, 
     if chat:
         body["max_completion_tokens"] = max_tokens
         if max_tokens >= MIN_STRUCTURED_TOKENS and drawn(spec.structured_share, spec.seed, ("structured", *key)):
-            body["response_format"] = RESPONSE_FORMATS[spec.structured_format]
+            # the answer ends where its grammar does: an end-of-sequence ignored would fight the grammar
+            body |= {"response_format": RESPONSE_FORMATS[spec.structured_format], "ignore_eos": False}
     return body

@@ -47,7 +47,10 @@ def report(run_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def vllm(vllm_model, tmp_path_factory):
     # Dev mode serves POST /reset_prefix_cache, so that answers are checked against references computed cold.
-    engine = ManagedEngine("VLLM_SERVER_DEV_MODE=1 " + command(vllm_model, "--max-num-seqs", "8"),
+    # No whitespace in structured answers: a tiny model pads a JSON answer with spaces to max_tokens otherwise.
+    engine = ManagedEngine("VLLM_SERVER_DEV_MODE=1 " + command(vllm_model, "--max-num-seqs", "8",
+                                                               "--structured-outputs-config",
+                                                               '{"backend":"xgrammar","disable_any_whitespace":true}'),
                            tmp_path_factory.mktemp("vllm") / "engine.log")
     engine.start(timeout_s=600)
     yield engine
@@ -157,6 +160,46 @@ def test_probe_calibration_without_tokenize_is_bounded_and_close_in_vllms_tokens
     # Without per-record counts a conversation's few dozen records are costed by their kind's tokens per character:
     # a few percent off, where /tokenize gets within 2%.
     assert errors[len(errors) // 2] <= 0.035 and errors[-1] <= 0.07, errors
+
+
+STRUCTURED = """
+name = "vllm-structured"
+api = "chat"
+model = "tiny"
+[workload]
+seed = 4
+conversations = 32
+turns = 1
+prefix_tokens = 300
+max_tokens = 48
+structured_share = 0.25
+[load]
+concurrency = 4
+request_timeout_s = 120
+stall_timeout_s = 60
+[[chaos.events]]
+at_s = 1.0
+action = "malformed"
+count = 1
+recover_within_s = 20
+"""
+
+
+def test_json_schema_answers_parse_and_every_malformed_request_is_refused(vllm, tmp_path):
+    """A quarter of the requests ask for a json_schema answer (every one that ended must parse), and one request
+    of each malformed kind goes beside the load (each must get a 4xx, /health staying 200)."""
+    path = tmp_path / "structured.toml"
+    path.write_text(STRUCTURED)
+    done = loadrepro("run", "--profile", str(path), "--base-url", vllm.url, "--out", str(tmp_path / "run"), "--quiet")
+    data = report(tmp_path / "run")
+    assert done.returncode == 0 and data["verdict"] == "pass", done.stdout + done.stderr
+    s = data["structured_outputs"]
+    assert s["answers"] >= 4 and s["unparsed"] == 0 and s["cut"] == 0, s
+    detail = data["chaos"][0]["detail"]
+    print(detail)
+    for kind in ("invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens"):
+        assert f"{kind}: HTTP 400" in detail, detail
+    assert not next(r for r in data["rules"] if r["name"] == "bad_input_crash")["fired"]
 
 
 def test_queue_limit_surplus_is_throttled_not_a_server_error(vllm_model, tmp_path):
