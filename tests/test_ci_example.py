@@ -86,10 +86,9 @@ def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_pat
     loadrepro = f"{sys.executable} -m loadrepro"
 
     def night(name: str, step_s: float) -> subprocess.CompletedProcess[str]:
-        port = free_port()
-        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / name), "PORT": str(port),
+        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / name),
                "BASELINE": str(tmp_path / "baseline"), "NEXT_BASELINE": str(tmp_path / "baseline"),
-               "ENGINE_CMD": f"{loadrepro} sim --scenario healthy --step-s {step_s} --port {port}"}
+               "ENGINE_CMD": f"{loadrepro} sim --scenario healthy --step-s {step_s} --port {{port}}"}
         return subprocess.run(["bash", str(ROOT / "examples" / "ci" / "regression.sh"), *SHORT, "--set",
                                "load.duration_s=4", "--set", "workload.prefix_tokens=300"], env=env,
                               capture_output=True, text=True, timeout=180)

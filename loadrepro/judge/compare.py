@@ -6,7 +6,8 @@ regression: each metric's difference over those pairs, with a bootstrap 95% inte
 over several runs (trials), the runs themselves (requests of one run are not independent of each other). Patched
 regresses when that interval says so and the difference is beyond the thresholds: the TTFT p50 grown by more than
 `max_ttft_regression` (and REGRESSION_FLOOR_MS), or the decode tokens/s p50 dropped by more than
-`max_throughput_regression`.
+`max_throughput_regression` (and PER_TOKEN_FLOOR_MS of the time per token). The regression gate (judge/gate.py)
+uses the same floors.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from loadrepro.profile import VerdictSpec
 from loadrepro.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
 
 REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
+PER_TOKEN_FLOOR_MS = 1.0  # and differences of the time per token (ITL, decode speed) below this
 MATERIAL = 0.05  # a latency change smaller than this share of stock's is not called a change, however sure
 MIN_ROWS = 10  # requests completed on both sides needed for a bootstrap interval
 RESAMPLES = 2000
@@ -121,7 +123,7 @@ def _regression(latency: list[LatencyChange], pairs: int, spec: VerdictSpec) -> 
             and ttft.verdict in ("regressed", NOT_ENOUGH):
         return f"TTFT p50 {a:.0f} -> {b:.0f} ms on requests both completed", rows
     a, b = rate.stock, rate.patched
-    if a and b is not None and b < a * (1 - spec.max_throughput_regression) and \
+    if a and b and b < a * (1 - spec.max_throughput_regression) and 1000 / b - 1000 / a > PER_TOKEN_FLOOR_MS and \
             rate.verdict in ("regressed", NOT_ENOUGH):
         return f"decode {a:.0f} -> {b:.0f} tokens/s on requests both completed", rows
     return None, rows

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.judge.compare import METRICS, LatencyChange, Runs, latency_changes
+from loadrepro.judge.compare import (
+    METRICS,
+    PER_TOKEN_FLOOR_MS,
+    REGRESSION_FLOOR_MS,
+    LatencyChange,
+    Runs,
+    latency_changes,
+)
 from loadrepro.judge.trials import Rate, p_value
 from loadrepro.run_report import RunReport, Severity
 
 GATE_ALPHA = 0.05  # the attainment's one-sided test: RUN missed the SLO more often than BASELINE with p below this
 GATED = {name for name, *_ in METRICS}  # TTFT p50 and p95, ITL p50, each request's decode tokens/s
-# Changes smaller than these, in milliseconds (for decode speed: of the time per token), never close the gate:
-# one run a side gives an interval of the requests' spread within a run, not of the spread between two runs of one
-# engine, which on a busy machine moves a TTFT by a few milliseconds and the gap between tokens by a fraction of one
-# (an engine that sends a whole answer in one burst has ITLs of microseconds: +25% of nothing is not a regression).
-TTFT_FLOOR_MS = 10.0
-PER_TOKEN_FLOOR_MS = 1.0
+# Changes smaller than compare's noise floors (REGRESSION_FLOOR_MS of TTFT, PER_TOKEN_FLOOR_MS of the time per
+# token) never close the gate: one run a side gives an interval of the requests' spread within a run, not of the
+# spread between two runs of one engine (an engine that sends a whole answer in one burst has ITLs of microseconds:
+# +25% of nothing is not a regression).
 
 
 class GateCheck(BaseModel):
@@ -56,13 +61,13 @@ def _latency_check(c: LatencyChange, tolerance: float) -> GateCheck:
 
 
 def _beyond_floor(c: LatencyChange, higher_is_better: bool) -> bool:
-    """The change is larger than TTFT_FLOOR_MS (TTFT) or PER_TOKEN_FLOOR_MS per token (ITL, decode speed)."""
+    """The change is larger than REGRESSION_FLOOR_MS (TTFT) or PER_TOKEN_FLOOR_MS per token (ITL, decode speed)."""
     assert c.stock is not None and c.patched is not None
     if higher_is_better:  # a rate: compare the time per token it means
         if c.stock <= 0 or c.patched <= 0:
             return True
         return abs(1000 / c.patched - 1000 / c.stock) > PER_TOKEN_FLOOR_MS
-    floor = TTFT_FLOOR_MS if c.metric.startswith("TTFT") else PER_TOKEN_FLOOR_MS
+    floor = REGRESSION_FLOOR_MS if c.metric.startswith("TTFT") else PER_TOKEN_FLOOR_MS
     return abs(c.patched - c.stock) > floor
 
 
