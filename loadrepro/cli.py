@@ -167,6 +167,8 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     _echo(done.report.conclusion)
     for path in done.written:
         _echo(f"sweep: {path}")
+    if done.report.interrupted:
+        raise typer.Exit(130)
     raise typer.Exit(0 if done.report.break_ is None else 1)
 
 

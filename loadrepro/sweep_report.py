@@ -53,6 +53,7 @@ class SweepCurve(_Model):
                                        "below any failure (null: no [slo] min_attainment, or no level met it).")
     monotone: bool = Field(description="False: a level above the first failure passed (a flaky failure? "
                            "--trials N).")
+    interrupted: bool = Field(False, description="Stopped by Ctrl-C or SIGTERM: the levels are those run before.")
 
 
 class SweepReport(_Model):
@@ -66,6 +67,7 @@ class SweepReport(_Model):
     break_: Break | None = Field(alias="break", description="Where it first failed (null: it held at every level).")
     slo_capacity: float | None = Field(description="The most load that met the SLO (see SweepCurve).")
     monotone: bool = Field(description="False: a level above the first failure passed.")
+    interrupted: bool = Field(False, description="Stopped by Ctrl-C or SIGTERM: what ran before is reported.")
     stock: SweepCurve | None = Field(None, description="An A/B's stock engine, swept alike.")
     conclusion: str = Field(description="Where each engine breaks, in words.")
     notes: list[str] = Field(description="What the reader should know about how it was swept.")
@@ -73,5 +75,5 @@ class SweepReport(_Model):
     def curves(self) -> list[SweepCurve]:
         """Each engine swept: the stock one first in an A/B."""
         swept = SweepCurve(label=self.label, levels=self.levels, break_=self.break_, slo_capacity=self.slo_capacity,
-                           monotone=self.monotone)
+                           monotone=self.monotone, interrupted=self.interrupted)
         return [swept] if self.stock is None else [self.stock, swept]

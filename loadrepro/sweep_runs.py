@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +152,20 @@ async def sweep_curve(options: RunOptions, over: str, levels: list[float], stop_
             f"output tokens/s, TTFT p95 {_ms(level.latency.ttft_ms.p95)})")
         return level
 
+    try:
+        await _ladder(run, done, over, levels, stop_at_failure, bisect, options.profile.slo.min_attainment)
+    except KeyboardInterrupt:  # the levels run so far are the sweep's report; the caller ends as interrupted
+        found, monotone = _break(done)
+        return SweepCurve(label=options.label, levels=done, break_=found, monotone=monotone, interrupted=True,
+                          slo_capacity=_slo_capacity(done, found, options.profile.slo.min_attainment))
+    found, monotone = _break(done)
+    return SweepCurve(label=options.label, levels=done, break_=found, monotone=monotone,
+                      slo_capacity=_slo_capacity(done, found, options.profile.slo.min_attainment))
+
+
+async def _ladder(run: Callable[[float, bool], Awaitable[SweepLevel]], done: list[SweepLevel], over: str,
+                  levels: list[float], stop_at_failure: bool, bisect: bool, required: float) -> None:
+    """The ladder, then the bisections: to the breaking point, then to the most load that met the SLO."""
     for value in levels:
         if (await run(value, False)).broke and stop_at_failure:
             break
@@ -163,16 +178,12 @@ async def sweep_curve(options: RunOptions, over: str, levels: list[float], stop_
             break
         await run(mid, True)
         found, _ = _break(done)
-    required = options.profile.slo.min_attainment
     for _ in range(MAX_BISECTIONS if bisect else 0):  # then the most load that met the SLO
         edge = _slo_edge(done, found, required)
         mid = _between(over, *edge) if edge is not None else None
         if mid is None:
             break
         await run(mid, True)
-    found, monotone = _break(done)
-    return SweepCurve(label=options.label, levels=done, break_=found, monotone=monotone,
-                      slo_capacity=_slo_capacity(done, found, options.profile.slo.min_attainment))
 
 
 def _ms(value: float | None) -> str:
@@ -209,14 +220,20 @@ async def run_sweep(options: RunOptions, over: str, levels: list[float], stop_at
     if sides is not None:
         stock = await sweep_curve(ab_side(options, "stock", sides[0], root / "stock"), over, levels,
                                   stop_at_failure, bisect, root / "stock", say)
-        swept = await sweep_curve(ab_side(options, "patched", sides[1], root / "patched"), over, levels,
-                                  stop_at_failure, bisect, root / "patched", say)
+        patched = ab_side(options, "patched", sides[1], root / "patched")
+        swept = SweepCurve(label="patched", levels=[], break_=None, slo_capacity=None, monotone=True,
+                           interrupted=True) if stock.interrupted else \
+            await sweep_curve(patched, over, levels, stop_at_failure, bisect, root / "patched", say)
     else:
         swept = await sweep_curve(options, over, levels, stop_at_failure, bisect, root, say)
+    interrupted = swept.interrupted or (stock is not None and stock.interrupted)
+    if interrupted:
+        notes.append("interrupted: the levels listed are those that ran before it")
     conclusion = "; ".join(_holds(c, over) for c in (stock, swept) if c is not None)
     report = SweepReport(over=over, profile=options.profile.name, command=options.command,
                          fresh_engine=options.base_url is None, label=swept.label, levels=swept.levels,
                          break_=swept.break_, slo_capacity=swept.slo_capacity, monotone=swept.monotone, stock=stock,
+                         interrupted=interrupted,
                          conclusion=conclusion,
                          notes=notes + [f"{c.label}: not monotone: a level above its first failure passed (a flaky "
                                         "failure? --trials N per level)" for c in (stock, swept)
