@@ -78,8 +78,8 @@ class LiveMetrics:
         for histogram, ms in ((self.ttft, r.ttft_ms), (self.e2e, r.e2e_ms)):
             if ms is not None:
                 histogram.observe(ms / 1000)
-        if len(r.chunk_ns) > 1:
-            self.itl.observe((r.chunk_ns[-1] - r.chunk_ns[0]) / (len(r.chunk_ns) - 1) / 1e9)
+        if (itl := r.mean_itl_ms) is not None:
+            self.itl.observe(itl / 1000)
         self.output_tokens.inc(r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns))
 
     def sample(self, sample: Sample, endpoint: str | None = None) -> None:

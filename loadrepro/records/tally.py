@@ -262,7 +262,7 @@ def slo_misses(r: RequestRecord, slo: SloSpec) -> tuple[str, ...]:
     if r.outcome is not Outcome.OK:
         return ("failed",)
     ttft, e2e = r.ttft_ms, r.e2e_ms or 0.0
-    itl = (r.chunk_ns[-1] - r.chunk_ns[0]) / (len(r.chunk_ns) - 1) / 1e6 if len(r.chunk_ns) > 1 else 0.0
+    itl = r.mean_itl_ms or 0.0
     measured = {"ttft": ttft if ttft is not None else e2e, "itl": itl, "e2e": e2e}
     return tuple(name for name, limit in slo.limits.items() if measured[name] > limit)
 

@@ -132,6 +132,13 @@ class RequestRecord:
         return np.diff(np.asarray(self.chunk_ns, dtype=np.int64)) / 1e6
 
     @property
+    def mean_itl_ms(self) -> float | None:
+        """Its mean gap between token chunks (None: fewer than two chunks), as [slo] itl_ms and the live metrics
+        read it."""
+        n = len(self.chunk_ns)
+        return (self.chunk_ns[-1] - self.chunk_ns[0]) / (n - 1) / 1e6 if n > 1 else None
+
+    @property
     def sent_or_queued_ns(self) -> int:
         """When it was sent (queued, when never sent): the time that places it in a window."""
         return self.sent_ns if self.sent_ns is not None else self.queued_ns
