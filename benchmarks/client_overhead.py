@@ -14,6 +14,7 @@ Printed per client:
   and length counting, the load, reports, teardown;
 - load window: the process's CPU between the stub's first streamed arrival and its last streamed answer,
   sampled from /proc/PID/stat every 5 ms, per request;
+- the time from the command to the stub's first streamed arrival (the first request of the load itself);
 - requests/s over the window, and the stub's average in flight (Little's law: the concurrency when every
   slot is kept busy);
 - with the sleeping stub (200 ms TTFT, 10 ms ITL), TTFT error against what the stub itself produced: mean and
@@ -68,6 +69,7 @@ class Outcome:
     ttft: list[tuple[float, float]] = field(default_factory=list)  # (sent, client TTFT) per request
     stub_ttft: list[tuple[float, float]] = field(default_factory=list)  # (arrival, produced TTFT)
     stub_itl_ms: float = 0.0  # the mean gap between chunks the stub produced
+    first_request_s: float = 0.0  # from the process's start to the stub's first streamed arrival
 
 
 class CpuSampler(threading.Thread):
@@ -96,6 +98,7 @@ class CpuSampler(threading.Thread):
 
 def run_client(name: str, command: list[str], url: str, n: int) -> tuple[Outcome, str]:
     httpx.get(f"{url}/stats")  # reset the stub's counters
+    launched = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sampler = CpuSampler(process.pid)
     sampler.start()
@@ -111,7 +114,7 @@ def run_client(name: str, command: list[str], url: str, n: int) -> tuple[Outcome
                  f"stderr: {process.stderr.read().decode()[-2000:]}")
     outcome = Outcome(name, usage.ru_utime + usage.ru_stime, sampler.at(last) - sampler.at(first), last - first,
                       stats["in_flight_avg"], stub_ttft=[tuple(a) for a in stats["arrivals"]],
-                      stub_itl_ms=stats["itl_mean_s"] * 1000)
+                      stub_itl_ms=stats["itl_mean_s"] * 1000, first_request_s=first - launched)
     return outcome, process.out.decode()
 
 
@@ -155,7 +158,8 @@ def ttft_errors(o: Outcome, wave: int) -> dict[str, float]:
 def show(o: Outcome, n: int, concurrency: int, sleeping: bool) -> None:
     print(f"  {o.name:14} c={concurrency:<4} whole run {o.whole_cpu_s / n * 1000:5.2f} CPU-ms/req "
           f"({o.whole_cpu_s:5.2f} s)  load window {o.window_cpu_s / n * 1000:5.2f} CPU-ms/req  "
-          f"{n / o.window_s:6.0f} req/s  stub in flight {o.in_flight:6.1f} ({o.in_flight / concurrency:.0%})")
+          f"{n / o.window_s:6.0f} req/s  stub in flight {o.in_flight:6.1f} ({o.in_flight / concurrency:.0%})  "
+          f"first request {o.first_request_s:4.2f} s after the command")
     if sleeping:
         errors = ttft_errors(o, concurrency)
         print(f"  {'':14} TTFT error vs the stub's own (ms): "
@@ -166,6 +170,7 @@ def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bo
     ratios = {"whole run": [ours.whole_cpu_s / base.whole_cpu_s for base, ours in pairs],
               "load window": [ours.window_cpu_s / base.window_cpu_s for base, ours in pairs]}
     line = ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
+    line += f", first request {statistics.median(ours.first_request_s for _, ours in pairs):.2f} s after the command"
     if sleeping:
         errors = [(ttft_errors(base, concurrency), ttft_errors(ours, concurrency)) for base, ours in pairs]
         for key in ("mean", "p50", "first wave"):

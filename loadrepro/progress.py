@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Awaitable, Callable
-
-from rich.console import Console
-from rich.live import Live
+from typing import TYPE_CHECKING
 
 from loadrepro.drive.live import LiveState
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 _PLAIN_EVERY_S = 5.0
 
@@ -49,6 +50,9 @@ class Progress:
         if self._quiet:
             return None
         if self._tty:
+            from rich.console import Console  # imported where the panel is shown: 50 ms that a quiet run skips
+            from rich.live import Live
+
             self._live = Live(console=Console(stderr=True), refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self.update

@@ -88,8 +88,9 @@ def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadS
 
 
 def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
-                        corrections: dict[int, float] | None = None) -> Workload:
-    """`corrections` adds tokens to a conversation's own document: what the target counted short of the plan."""
+                        corrections: dict[int, float] | None = None, only: set[int] | None = None) -> Workload:
+    """`corrections` adds tokens to a conversation's own document: what the target counted short of the plan.
+    `only`: those conversations alone (each is drawn from its own streams, so it comes out as in the whole)."""
     c = assembler.calibration
     framing = _framing(api, assembler)
     lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
@@ -100,6 +101,8 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
     fixed = framing.base + c.estimate(SYSTEM_PROMPT) + c.estimate(QUESTION) + c.join_tokens
     conversations = []
     for i, prefix in enumerate(lengths.tolist()):
+        if only is not None and i not in only:
+            continue
         group = i % spec.groups if spec.groups else None
         head = groups[group] + "\n" if group is not None else ""
         head_tokens = group_tokens + c.join_tokens if head else 0.0

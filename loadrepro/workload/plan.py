@@ -48,15 +48,17 @@ class Plan:
 
 
 def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
-                   trace: Trace | None = None, corrections: dict[int, float] | None = None) -> Workload:
-    """Pure: the same inputs always give byte-identical request bodies."""
+                   trace: Trace | None = None, corrections: dict[int, float] | None = None,
+                   only: set[int] | None = None) -> Workload:
+    """Pure: the same inputs always give byte-identical request bodies. `only` (conversations): those
+    conversations alone, each as the whole workload would have it."""
     assembler = Assembler(pool, calibration)
     if profile.workload.kind == "trace":
         if trace is None:
             trace = read_trace(profile.workload)
         workload = build_trace(trace, profile.workload, profile.api, assembler)
     else:
-        workload = build_conversations(profile.workload, profile.api, assembler, corrections)
+        workload = build_conversations(profile.workload, profile.api, assembler, corrections, only)
     return workload if profile.verify.outputs == "off" else _deterministic(workload, profile)
 
 
@@ -129,7 +131,11 @@ async def _correct_each_conversation(profile: Profile, pool: RecordPool, calibra
     rest = [i for i in range(len(firsts)) if i not in counts]
     counts.update(zip(rest, await gather_limited([_count(counter, firsts[i]) for i in rest])))
     corrections = _corrections(firsts, [counts[i] for i in range(len(firsts))])
-    return build_workload(profile, pool, calibration, None, corrections)
+    # Only the conversations that were off are built again: the others would come out byte for byte the same.
+    rebuilt = {c.index: c for c in build_workload(profile, pool, calibration, None, corrections,
+                                                  set(corrections)).conversations}
+    return dataclasses.replace(workload, conversations=tuple(
+        rebuilt.get(c.index, c) for c in workload.conversations))
 
 
 def _spread(n: int, most: int) -> list[int]:

@@ -1,3 +1,4 @@
+import asyncio
 import hashlib
 import json
 import os
@@ -123,3 +124,24 @@ def test_a_share_of_requests_asks_for_whole_answers_the_same_ones_every_time(pla
     assert 0.15 < share.count(True) / len(share) < 0.35
     assert streamed("workload.stream=0.25") == share
     assert all(streamed()) and not any(streamed("workload.stream=false"))
+
+
+def test_conversations_built_alone_come_out_as_in_the_whole_workload():
+    """The per-conversation correction rebuilds only the conversations that were off: each must be what a whole
+    rebuild with the same corrections gives, byte for byte, and the rest untouched."""
+    from loadrepro.profile import load_profile
+    from loadrepro.workload.corpus import record_pool
+    from loadrepro.workload.plan import build_workload
+    from loadrepro.workload.tokens import SimTokenCounter, calibrate
+
+    profile = load_profile("quickstart", ["workload.conversations=12", "workload.turns=2", "workload.groups=3"])
+    pool = record_pool(profile.workload.seed)
+    calibration = asyncio.run(calibrate(SimTokenCounter(), pool))
+    corrections = {2: 40.0, 7: -25.0}
+    whole = build_workload(profile, pool, calibration, None, corrections)
+    alone = build_workload(profile, pool, calibration, None, corrections, set(corrections))
+    plain = build_workload(profile, pool, calibration)
+    assert [c.index for c in alone.conversations] == [2, 7]
+    for c in alone.conversations:
+        assert c == whole.conversations[c.index] != plain.conversations[c.index]
+    assert all(whole.conversations[i] == plain.conversations[i] for i in range(12) if i not in corrections)
