@@ -8,6 +8,7 @@ TOML, or as a plain string when it is not valid TOML.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Sequence
 from importlib import resources
@@ -27,11 +28,16 @@ HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeo
 
 # The generation APIs a target may serve (workload/apis.py writes a request for each).
 Api = Literal["chat", "completions", "responses", "messages"]
+# What a structured request asks for: JSON (response_format), or vLLM's structured_outputs (a choice, a regex, a
+# grammar). Answers to a grammar are counted, not checked: checking them needs the engine's grammar parser; nor are
+# those to a structured_outputs kind loadrepro does not know (a trace's, named "other").
+StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar"]
+UNCHECKED_FORMATS = frozenset({"grammar", "other"})
 # The trace formats workload/trace_formats.py reads.
 TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
 # The faults on purpose a [[chaos.events]] entry may cause (drive/chaos.py).
 ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize", "malformed"]
-MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens"]
+MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens", "bad_grammar"]
 # What sends the load: this process, worker processes (--workers), Ray actors (--ray): drive/backend/.
 BackendName = Literal["in-process", "processes", "ray"]
 
@@ -98,9 +104,25 @@ class WorkloadSpec(_Section):
         0.0, ge=0, le=1, description="The share of chat requests (of 16 output tokens or more) that ask for a "
         "structured answer (response_format), drawn per request from the seed; each such answer that completes must "
         "parse as JSON (rule structured_output).")
-    structured_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="What they ask for: json_schema (an object of one boolean, strict) or "
-        "json_object.")
+    structured_format: StructuredFormat | list[StructuredFormat] = Field(
+        "json_schema", description="What they ask for: json_schema (an object of one boolean, strict), json_object "
+        "(both as response_format), or vLLM's structured_outputs: choice (one of structured_choices), regex "
+        "(structured_regex) or grammar (structured_grammar). A list: each structured request asks for one of them, "
+        "drawn from the seed. Answers must parse as JSON, be one of the choices, or match the regex; answers to a "
+        "grammar are counted, not checked.")
+    structured_choices: list[str] = Field(
+        ["yes", "no"], min_length=1, description="The choices a `choice` request offers; its answer must be one.")
+    structured_regex: str = Field(
+        r"(yes|no), case [0-9]{1,3}", description="The regular expression a `regex` request asks the answer to "
+        "match; checked whole with Python's re (so it must compile there too).")
+    structured_grammar: str = Field(
+        'root ::= ("yes" | "no") ", case " [0-9] [0-9]?', description="The grammar a `grammar` request sends "
+        "(EBNF as vLLM's structured_outputs takes it; the engine's backend must accept it).")
+
+    @property
+    def structured_formats(self) -> list[StructuredFormat]:
+        f = self.structured_format
+        return list(f) if isinstance(f, list) else [f]
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
@@ -112,6 +134,12 @@ class WorkloadSpec(_Section):
             raise ValueError("groups cannot exceed conversations")
         if self.group_prefix_tokens >= self.prefix_tokens:
             raise ValueError("group_prefix_tokens must be smaller than prefix_tokens")
+        if isinstance(self.structured_format, list) and not self.structured_format:
+            raise ValueError("structured_format: name at least one format")
+        try:
+            re.compile(self.structured_regex)
+        except re.error as exc:
+            raise ValueError(f"structured_regex does not compile ({exc}); answers are checked against it") from exc
         return self
 
 
@@ -357,8 +385,10 @@ class ChaosEvent(_Section):
                        "kind.")
     kind: MalformedKind | Literal["all"] = Field(
         "all", description="malformed: invalid_utf8 (bytes that are not UTF-8), bad_json (JSON cut short), "
-        "wrong_types (fields of the wrong types), huge_body (a 4 MiB prompt), negative_max_tokens, or all of them "
-        "in turn.")
+        "wrong_types (fields of the wrong types), huge_body (a 4 MiB prompt), negative_max_tokens, or all of those "
+        "in turn; or bad_grammar (vLLM's structured_outputs with a grammar that defines its root rule twice, which "
+        "the engine must refuse however an earlier structured request set up its grammar backend; never part of "
+        "all, since other engines ignore the field).")
     recover_within_s: float = Field(60.0, gt=0, description="The engine must answer /health 200, serve first tokens "
                                     "within [verdict] max_ttft_growth of before, and run no more requests than "
                                     "loadrepro has in flight, within this many seconds of the fault.")

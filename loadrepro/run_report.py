@@ -167,13 +167,17 @@ class Health(_Model):
 
 
 class StructuredInfo(_Model):
-    """Structured answers ([workload] structured_share): requests that asked for JSON (response_format)."""
+    """Structured answers ([workload] structured_share): requests that asked for JSON (response_format), a choice,
+    a regex or a grammar (structured_outputs)."""
 
-    format: str = Field(description="What they asked for: json_schema or json_object.")
+    format: str = Field(description="What they asked for: the profile's structured formats, comma-separated "
+                        "(json_schema, json_object, choice, regex, grammar).")
     answers: int = Field(description="Such requests that completed.")
     cut: int = Field(description="Of those, answers cut at max_tokens (not judged).")
-    unparsed: int = Field(description="Of those that ended on their own, answers that did not parse as a JSON "
-                          "object (rule structured_output).")
+    unchecked: int = Field(0, description="Of those that ended on their own, answers to a grammar: counted, not "
+                           "checked (not judged).")
+    unparsed: int = Field(description="Of those that ended on their own, answers that were not what they asked for: "
+                          "no JSON object, none of the choices, no match of the regex (rule structured_output).")
     first_unparsed_request: int | None = Field(description="The first such request's id.")
     first_unparsed: str | None = Field(description="Its answer's first words.")
 

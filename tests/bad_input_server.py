@@ -2,7 +2,8 @@
 types, max_tokens) and refuses what is wrong with a 400 (a body over aiohttp's 1 MiB is its own 413), streaming 4
 tokens to the rest. `mode` "dies_on_utf8": a body that is not UTF-8 kills it (500 to everything after, /health
 503); "hangs_on_bad_json": broken JSON leaves it answering nothing from then on, that request included, while its
-/health keeps saying 200."""
+/health keeps saying 200; "latches_grammar": as vLLM 0.25.1 did, a grammar that defines its root twice is refused
+(400) until a structured request (a choice) has set its grammar backend up, and kills it (500, /health 503) after."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class BadInputServer:
     dead: bool = False
     hung: bool = False
     refused: list[str] = field(default_factory=list)  # why each malformed body was refused
+    latched: bool = False  # a structured request has set the grammar backend up
     url: str = ""
 
     def _why_bad(self, raw: bytes) -> str | None:
@@ -44,7 +46,17 @@ class BadInputServer:
             return "404: unknown model"  # nothing of how the engine takes a bad max_tokens or a huge prompt
         if body.get("max_tokens", 1) < 1:
             return "max_tokens must be at least 1"
-        return None
+        return self._grammar(body.get("structured_outputs") or {})
+
+    def _grammar(self, outputs: dict) -> str | None:
+        if "choice" in outputs:
+            self.latched = True
+        grammar = outputs.get("grammar")
+        if grammar is None or grammar.count("root ::=") < 2:
+            return None
+        if self.mode == "latches_grammar" and self.latched:
+            self.dead = True
+        return 'Rule "root" is defined multiple times'
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         if self.dead:

@@ -1,7 +1,8 @@
-"""A chat server for structured answers: a request with response_format gets `{"ok": true}` in pieces (others get
-plain tokens). `mode` "breaks_under_load": while three or more requests are in flight, a structured answer ends
-half-way (`{"ok": tr`) as if it were complete (finish_reason stop); "cut": every structured answer stops at
-max_tokens half-way (finish_reason length)."""
+"""A chat server for structured answers: a request with response_format gets `{"ok": true}` in pieces, one with
+structured_outputs the first choice offered, `no, case 42` for a regex or a grammar (others get plain tokens).
+`mode` "breaks_under_load": while three or more requests are in flight, a structured answer ends half-way
+(`{"ok": tr`, `n` for a choice, `no, case` for a regex or a grammar) as if it were complete (finish_reason stop);
+"cut": every structured answer stops at max_tokens half-way (finish_reason length)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from aiohttp import web
 from tests.stub_server import chat_app, chunk_event, serving
 
 WHOLE = ['{"ok"', ": ", "true}"]
+WHOLE_MATCH = ["no", ", case", " 42"]  # what the default regex (and grammar) of [workload] allows
 
 
 class StructuredServer:
@@ -35,17 +37,18 @@ class StructuredServer:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await asyncio.sleep(0.05)  # long enough for requests to overlap
-        structured = body.get("response_format") is not None
+        kind = _kind(body)
         pieces, finish = ([" t"] * 4, "length")
-        if structured:
+        if kind is not None:
             self.structured += 1
-            self.formats.add(body["response_format"]["type"])
-            pieces, finish = list(WHOLE), "stop"
+            self.formats.add(kind)
+            whole = _whole(kind, body)
+            pieces, finish = list(whole), "stop"
             if self.mode == "breaks_under_load" and self.in_flight >= 3:
-                pieces, finish = WHOLE[:1] + [": tr"], "stop"
+                pieces, finish = (WHOLE[:1] + [": tr"]) if whole is WHOLE else whole[:-1] or ["n"], "stop"
                 self.broken += 1
             elif self.mode == "cut":
-                pieces, finish = WHOLE[:2], "length"
+                pieces, finish = whole[:-1] or ["n"], "length"
         else:
             self.plain += 1
         for piece in pieces:
@@ -61,3 +64,16 @@ class StructuredServer:
     def running(self) -> Iterator[StructuredServer]:
         with serving(chat_app("structured", self.chat)) as self.url:
             yield self
+
+
+def _kind(body: dict) -> str | None:
+    if body.get("response_format") is not None:
+        return body["response_format"]["type"]
+    outputs = body.get("structured_outputs") or {}
+    return next(iter(outputs), None)
+
+
+def _whole(kind: str, body: dict) -> list[str]:
+    if kind == "choice":
+        return [body["structured_outputs"]["choice"][0]]
+    return WHOLE_MATCH if kind in ("regex", "grammar") else WHOLE

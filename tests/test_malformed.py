@@ -101,3 +101,24 @@ def test_an_engine_that_answers_broken_json_with_a_500_and_keeps_serving_is_warn
     words = fired(report, "bad_input_crash")
     assert words and words.startswith("warning: ") and "bad_json: HTTP 500" in words, words
     assert "invalid_utf8" not in words
+
+
+def test_a_grammar_that_kills_the_engine_after_a_structured_request_fails_naming_it(tmp_path, tokenizer_dir):
+    """bad_grammar, named: a server that, as vLLM 0.25.1, dies of a grammar that defines its root twice once a
+    choice request has set its grammar backend up fails; the same server refusing it before that passes."""
+    # 16 tokens: requests for fewer are never asked for a structured answer
+    latched = PROFILE.replace("max_tokens = 4", 'max_tokens = 16\nstructured_share = 1\nstructured_format = "choice"')
+    latched = latched.replace("count = 1", 'count = 1\nkind = "bad_grammar"')
+    path = tmp_path / "grammar.toml"
+    path.write_text(latched)
+    with BadInputServer("latches_grammar").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "latched")
+    assert server.dead and not report.passed
+    detail = fired(report, "bad_input_crash")
+    assert detail is not None and "bad_grammar: HTTP 500" in detail, report.reasons
+    path.write_text(latched.replace('structured_format = "choice"', 'structured_format = "json_object"'))
+    with BadInputServer("latches_grammar").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "refused")
+    assert not server.dead and report.passed, report.reasons
+    assert server.refused == ['Rule "root" is defined multiple times']
+    assert "bad_grammar: HTTP 400" in report.chaos[0].detail

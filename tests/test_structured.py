@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import loadrepro
 from loadrepro.profile import load_profile
-from loadrepro.workload.generation import RESPONSE_FORMATS
+from loadrepro.workload.structured import RESPONSE_FORMATS
 from tests.structured_server import StructuredServer
 
 PROFILE = """
@@ -18,7 +18,7 @@ turns = 1
 prefix_tokens = 300
 max_tokens = 32
 structured_share = 0.5
-structured_format = "{format}"
+structured_format = {format}
 [load]
 concurrency = 4
 request_timeout_s = 20
@@ -30,7 +30,7 @@ metrics_path = ""
 
 def run(tmp_path, tokenizer_dir, server: StructuredServer, format_: str = "json_schema"):
     path = tmp_path / "structured.toml"
-    path.write_text(PROFILE.format(format=format_))
+    path.write_text(PROFILE.format(format=format_ if format_.startswith("[") else f'"{format_}"'))
     with server.running():
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
@@ -79,3 +79,84 @@ def test_answers_cut_at_max_tokens_are_not_judged(tmp_path, tokenizer_dir):
     assert s is not None and s.cut == s.answers == server.structured and s.unparsed == 0
     assert rule(report, "structured_output").detail.startswith(f"none of the {server.structured} structured answers "
                                                                "ended on their own")
+
+
+def test_each_structured_request_asks_for_one_of_the_formats_drawn_from_the_seed():
+    from loadrepro.workload.generation import generation
+    from loadrepro.workload.structured import asked
+
+    spec = load_profile("quickstart", ["workload.structured_share=1",
+                                       'workload.structured_format=["choice", "regex", "grammar", "json_object"]']
+                        ).workload
+    bodies = [generation(spec, 64, True, (c, 2)) for c in range(200)]
+    kinds = [asked(b) for b in bodies]
+    assert set(kinds) == {"choice", "regex", "grammar", "json_object"}
+    assert kinds == [asked(generation(spec, 64, True, (c, 2))) for c in range(200)]  # seeded
+    choice = next(b for b in bodies if asked(b) == "choice")
+    assert choice["structured_outputs"] == {"choice": ["yes", "no"]} and choice["ignore_eos"] is False
+
+
+def test_what_an_answer_is_checked_against():
+    from loadrepro.workload.structured import mismatch
+
+    choice = {"structured_outputs": {"choice": ["yes", "no"]}}
+    regex = {"structured_outputs": {"regex": "(yes|no), case [0-9]{1,3}"}}
+    schema = {"response_format": {"type": "json_schema"}}
+    assert mismatch(choice, "no", "stop") is None and mismatch(choice, "maybe", "stop") == "maybe"
+    assert mismatch(choice, " no", "stop") == " no"  # a choice is answered exactly
+    assert mismatch(regex, "yes, case 7", "stop") is None and mismatch(regex, "yes, case 7!", "stop") == "yes, case 7!"
+    assert mismatch(schema, '{"ok": true}', "stop") is None and mismatch(schema, "[1]", "stop") == "[1]"
+    assert mismatch(schema, '{"ok": tr', "length") is None  # cut: says nothing of the grammar
+    assert mismatch({"structured_outputs": {"grammar": "root ::= \"a\""}}, "b", "stop") is None  # not checkable
+    assert mismatch({"response_format": {"type": "text"}}, "free words", "stop") is None  # a free answer
+    assert mismatch({"response_format": {"type": "something_new"}}, "x", "stop") is None  # unknown: not judged
+    assert mismatch({"structured_outputs": {"json": {"type": "array"}}}, "[1, 2]", "stop") is None
+    assert mismatch({}, "anything", "stop") is None
+
+
+MIXED = '["choice", "regex", "grammar", "json_schema"]'
+
+
+def test_choices_regexes_and_grammars_answered_as_asked_pass(tmp_path, tokenizer_dir):
+    server = StructuredServer()
+    report = run(tmp_path, tokenizer_dir, server, MIXED)
+    assert report.passed, report.reasons
+    assert server.formats == {"choice", "regex", "grammar", "json_schema"}
+    s = report.structured_outputs
+    assert s is not None and s.answers == server.structured and s.unparsed == 0 and 0 < s.unchecked < s.answers
+    assert s.format == "choice, regex, grammar, json_schema"
+    assert "(" + f"{s.unchecked} to a grammar: not judged)" in rule(report, "structured_output").detail
+
+
+def test_a_choice_or_a_match_broken_under_load_fails(tmp_path, tokenizer_dir):
+    server = StructuredServer("breaks_under_load")
+    report = run(tmp_path, tokenizer_dir, server, '["choice", "regex"]')
+    found = rule(report, "structured_output")
+    assert server.broken > 0 and not report.passed and found.severity == "fail", report.reasons
+    assert found.detail.startswith(f"{server.broken} of {server.structured} structured answers that ended on their "
+                                   "own were not what they asked for")
+    assert "answered 'n'" in found.detail or "answered 'no, case'" in found.detail
+
+
+def test_grammar_answers_are_counted_not_judged(tmp_path, tokenizer_dir):
+    """No grammar parser here: a broken answer to a grammar cannot be told from a right one, so none is judged, and
+    the rule says so instead of claiming they were right."""
+    server = StructuredServer("breaks_under_load")
+    report = run(tmp_path, tokenizer_dir, server, "grammar")
+    assert server.broken > 0 and report.passed, report.reasons
+    s = report.structured_outputs
+    assert s is not None and s.unchecked == s.answers == server.structured and s.unparsed == 0
+    assert rule(report, "structured_output").detail == (
+        f"{s.unchecked} answers to a grammar ended on their own (counted, not checked: that needs the engine's "
+        "grammar parser)")
+
+
+def test_a_regex_python_cannot_compile_or_no_format_is_a_profile_error():
+    import pytest
+
+    from loadrepro.errors import ProfileError
+
+    with pytest.raises(ProfileError, match="structured_regex does not compile"):
+        load_profile("quickstart", ["workload.structured_regex=(unclosed"])
+    with pytest.raises(ProfileError, match="name at least one format"):
+        load_profile("quickstart", ["workload.structured_format=[]"])

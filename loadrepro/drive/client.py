@@ -39,6 +39,7 @@ from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
 from loadrepro.workload.model import PlannedRequest
+from loadrepro.workload.structured import asked, mismatch
 
 DETAIL_LIMIT = 4096
 
@@ -166,8 +167,8 @@ class Client:
         body = planned.payload()
         content, streamed = orjson.dumps(wire_body(self.config.api, body, self.config.model)), body.get("stream", False)
         retries = reconnects = 0
-        structured = body.get("response_format") is not None  # its whole answer is kept, to be parsed
-        kept = text_out is not None or structured
+        structured = asked(body)  # its whole answer is kept, to be checked
+        kept = text_out is not None or structured is not None
         while True:
             attempt = Attempt(answer=AnswerParts(self.config.compare_tokens, None if kept else ANSWER_CHARS)
                               if self.config.compare_tokens or kept else None, began=began)
@@ -190,9 +191,9 @@ class Client:
                 raise
         record = self._record(request_id, planned, queued_ns, wall_time, attempt, outcome, detail, retries,
                               reconnects, streamed)
-        if structured and outcome is Outcome.OK and attempt.answer is not None:
-            record = dataclasses.replace(record, structured=str(body["response_format"].get("type")),
-                                         unparsed=unparsed(attempt.answer.whole(), record.finish_reason))
+        if structured is not None and outcome is Outcome.OK and attempt.answer is not None:
+            record = dataclasses.replace(record, structured=structured,
+                                         unparsed=mismatch(body, attempt.answer.whole(), record.finish_reason))
         if text_out is not None and attempt.answer is not None and outcome is Outcome.OK:
             text_out.append(attempt.answer.whole())
         on_record(record)
@@ -350,18 +351,6 @@ class Client:
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
             else None, streamed=planned.stream if streamed is None else streamed)
 
-
-
-def unparsed(text: str, finish_reason: str | None) -> str | None:
-    """A structured answer that completed and is not a JSON object: its first words (None: it parsed, or it was
-    cut at max_tokens, which says nothing of the engine's grammar)."""
-    if finish_reason == "length":
-        return None
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text[:200] or "(no content)"
-    return None if isinstance(parsed, dict) else text[:200]
 
 
 class _Watchdog:

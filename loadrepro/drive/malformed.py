@@ -1,5 +1,6 @@
 """Requests no client should send ([[chaos.events]] action = "malformed"), each on a connection of its own: bytes
-that are not UTF-8, JSON cut short, fields of the wrong types, a body far beyond any prompt, a negative max_tokens.
+that are not UTF-8, JSON cut short, fields of the wrong types, a body far beyond any prompt, a negative max_tokens,
+and (named only) a grammar that cannot compile.
 An engine must refuse each with a 4xx and keep serving; what each got, and whether /health still answered 200
 after it, is the fault's detail. The first kind after which it stopped answering, or its /health turned, is the
 culprit of rule bad_input_crash; another status while it kept serving (llama.cpp answers broken JSON with a 500)
@@ -18,7 +19,11 @@ import orjson
 from loadrepro.profile import Api, MalformedKind
 from loadrepro.workload.apis import PATHS
 
+# "all": bad_grammar is sent only when named (vLLM's structured_outputs; other engines ignore the field and answer).
 KINDS: tuple[MalformedKind, ...] = ("invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens")
+# A grammar no backend can compile: its root rule defined twice. vLLM 0.25.1 compiled it with the backend the first
+# structured request had set up and its EngineCore died of the error (vllm-project/vllm#43920); 0.26.0 refuses it.
+BAD_GRAMMAR = 'root ::= "a"\nroot ::= "b"'
 HUGE_BODY_BYTES = 4 << 20  # a prompt far beyond any context (about a million tokens), quick to send here
 ANSWER_S = 15.0  # how long a malformed request may take to be refused
 
@@ -46,6 +51,8 @@ def body(kind: MalformedKind, api: Api, model: str) -> bytes:
             return orjson.dumps(good | huge)
         case "negative_max_tokens":
             return orjson.dumps(good | {"max_tokens": -7})
+        case "bad_grammar":  # whole: the grammar is compiled after a stream's HTTP 200; a whole answer's status says
+            return orjson.dumps(good | {"structured_outputs": {"grammar": BAD_GRAMMAR}, "stream": False})
     raise ValueError(f"unknown malformed kind {kind!r}")
 
 

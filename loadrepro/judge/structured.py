@@ -1,6 +1,7 @@
-"""Structured answers ([workload] structured_share): a request that asked for JSON (response_format) and whose
-answer ended on its own must answer a JSON object. One that does not parse is a wrong answer the engine's grammar
-should have made impossible: rule structured_output. Answers cut at max_tokens are not judged. Pure."""
+"""Structured answers ([workload] structured_share): a request that asked for JSON (response_format), a choice or
+a regex and whose answer ended on its own must answer a JSON object, one of the choices, or a match. One that does
+not is a wrong answer the engine's grammar should have made impossible: rule structured_output. Answers cut at
+max_tokens are not judged, nor answers to a grammar (counted only). Pure."""
 
 from __future__ import annotations
 
@@ -15,13 +16,20 @@ def structured_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
     t = result.totals(spec.window_s)
     if not t.structured:
         return None
-    judged = t.structured - t.structured_cut
-    cut = f" ({t.structured_cut:,} cut at max_tokens, not judged)" if t.structured_cut else ""
+    judged = t.structured - t.structured_cut - t.structured_unchecked
+    cut = "".join(f", {n:,} {why}" for n, why in ((t.structured_cut, "cut at max_tokens"),
+                                                  (t.structured_unchecked, "to a grammar")) if n)
+    cut = f" ({cut[2:]}: not judged)" if cut else ""
     if t.structured_unparsed and t.first_unparsed is not None:
         request, words = t.first_unparsed
         return Finding("structured_output", Severity.FAIL,
-                       f"{t.structured_unparsed:,} of {judged:,} structured answers that ended on their own did not "
-                       f"parse as a JSON object{cut}; the first, request {request}, answered {words!r}")
+                       f"{t.structured_unparsed:,} of {judged:,} structured answers that ended on their own were not "
+                       f"what they asked for (a JSON object, one of the choices, a match of the regex){cut}; the "
+                       f"first, request {request}, answered {words!r}")
+    if not judged and t.structured_unchecked and not t.structured_cut:
+        return Finding("structured_output", Severity.INFO,
+                       f"{t.structured_unchecked:,} answers to a grammar ended on their own (counted, not checked: "
+                       "that needs the engine's grammar parser)")
     if not judged:
         return Finding("structured_output", Severity.INFO,
                        f"none of the {t.structured:,} structured answers ended on their own: every one was cut at "
@@ -29,7 +37,8 @@ def structured_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
                        "pad an answer to its end; a larger max_tokens, or the engine told to allow none, lets "
                        "them end)")
     return Finding("structured_output", Severity.INFO,
-                   f"every one of {judged:,} structured answers that ended on their own parsed as a JSON object{cut}")
+                   f"every one of {judged:,} structured answers that ended on their own was what it asked for (a "
+                   f"JSON object, one of the choices, a match of the regex){cut}")
 
 
 STRUCTURED_RULES = (structured_output,)

@@ -12,7 +12,7 @@ from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
 from loadrepro.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
-from loadrepro.profile import SloSpec
+from loadrepro.profile import UNCHECKED_FORMATS, SloSpec
 from loadrepro.records.vocabulary import (
     FAILED,
     KV_USAGE,
@@ -146,7 +146,8 @@ class Tally:
     slo_counts: SloCounts = dataclasses.field(default_factory=SloCounts)
     structured: int = 0  # completed requests that asked for a structured answer
     structured_cut: int = 0  # of those, cut at max_tokens (not judged)
-    structured_unparsed: int = 0  # of those that ended on their own, the ones whose answer did not parse
+    structured_unparsed: int = 0  # of those that ended on their own, the ones whose answer was not what was asked
+    structured_unchecked: int = 0  # of those that ended on their own, the ones no check exists for (a grammar's)
     first_unparsed: tuple[int, str] | None = None  # the first such request's id and answer's first words
 
     @classmethod
@@ -236,6 +237,7 @@ class Tally:
     def _structured(self, r: RequestRecord) -> None:
         self.structured += 1
         self.structured_cut += r.finish_reason == "length"
+        self.structured_unchecked += r.finish_reason != "length" and r.structured in UNCHECKED_FORMATS
         if r.unparsed is not None:
             self.structured_unparsed += 1
             if self.first_unparsed is None or r.id < self.first_unparsed[0]:

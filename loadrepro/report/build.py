@@ -14,7 +14,7 @@ from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.verdict import Verdict
-from loadrepro.profile import Profile, VerdictSpec
+from loadrepro.profile import Profile, StructuredFormat, VerdictSpec
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
 from loadrepro.redact import scrub
 from loadrepro.run_report import (
@@ -90,11 +90,12 @@ def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
                    client_queue_p95_ms=_sketched(result.totals(spec.window_s).queue_ms).p95)
 
 
-def _structured(t: Tally, asked: str) -> StructuredInfo | None:
+def _structured(t: Tally, asked: list[StructuredFormat]) -> StructuredInfo | None:
     if not t.structured:
         return None
     request, words = t.first_unparsed or (None, None)
-    return StructuredInfo(format=asked, answers=t.structured, cut=t.structured_cut, unparsed=t.structured_unparsed,
+    return StructuredInfo(format=", ".join(asked), answers=t.structured, cut=t.structured_cut,
+                          unchecked=t.structured_unchecked, unparsed=t.structured_unparsed,
                           first_unparsed_request=request, first_unparsed=words)
 
 
@@ -336,6 +337,6 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                   *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
         watched_endpoints=[_watched(result, w) for w in result.watched],
-        structured_outputs=_structured(totals, profile.workload.structured_format),
+        structured_outputs=_structured(totals, profile.workload.structured_formats),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

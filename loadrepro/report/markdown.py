@@ -304,8 +304,9 @@ def _structured(r: RunReport) -> list[str]:
     s = r.structured_outputs
     if s is None:
         return []
-    line = (f"Structured answers ({s.format}): {s.answers:,} completed, {s.cut:,} cut at max_tokens; "
-            f"{s.unparsed:,} of those that ended on their own did not parse as a JSON object")
+    unchecked = f", {s.unchecked:,} to a grammar (not checked)" if s.unchecked else ""
+    line = (f"Structured answers ({s.format}): {s.answers:,} completed, {s.cut:,} cut at max_tokens{unchecked}; "
+            f"{s.unparsed:,} of those that ended on their own were not what they asked for")
     return ["## Structured answers", "", line + (f" (the first, request {s.first_unparsed_request}: "
                                                  f"{s.first_unparsed!r})." if s.unparsed else "."), ""]
 

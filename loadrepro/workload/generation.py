@@ -7,17 +7,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from loadrepro.profile import WorkloadSpec
+from loadrepro.profile import StructuredFormat, WorkloadSpec
+from loadrepro.workload.structured import asking
 
-# The answer a structured request asks for: a JSON object of one boolean, which any model can finish in a few
-# tokens under a grammar (a longer schema would be cut at a short max_tokens and prove nothing).
-ANSWER_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
-                 "additionalProperties": False}
-RESPONSE_FORMATS: dict[str, dict[str, Any]] = {
-    "json_schema": {"type": "json_schema", "json_schema": {"name": "loadrepro_answer", "schema": ANSWER_SCHEMA,
-                                                           "strict": True}},
-    "json_object": {"type": "json_object"},
-}
 MIN_STRUCTURED_TOKENS = 16  # requests asking for fewer tokens (warm-ups) are not asked for a structured answer
 
 
@@ -42,7 +34,7 @@ def drawn(share: float, seed: int, key: tuple[int | str, ...]) -> bool:
 def generation(spec: WorkloadSpec, max_tokens: int, chat: bool, key: tuple[int, ...]) -> dict[str, Any]:
     """The body keys that ask for the answer of the request `key` names: its length (both names a chat API reads),
     ignore_eos, a stream with its usage at the end or the whole answer at once (`streams`), and for
-    [workload] structured_share of chat requests a structured answer (response_format)."""
+    [workload] structured_share of chat requests a structured answer, of one of the structured formats (drawn)."""
     stream = streams(spec.stream, spec.seed, key)
     body: dict[str, Any] = {"max_tokens": max_tokens, "ignore_eos": spec.ignore_eos, "stream": stream}
     if stream:
@@ -51,5 +43,15 @@ def generation(spec: WorkloadSpec, max_tokens: int, chat: bool, key: tuple[int, 
         body["max_completion_tokens"] = max_tokens
         if max_tokens >= MIN_STRUCTURED_TOKENS and drawn(spec.structured_share, spec.seed, ("structured", *key)):
             # the answer ends where its grammar does: an end-of-sequence ignored would fight the grammar
-            body |= {"response_format": RESPONSE_FORMATS[spec.structured_format], "ignore_eos": False}
+            body |= {**asking(spec, _format(spec, key)), "ignore_eos": False}
     return body
+
+
+def _format(spec: WorkloadSpec, key: tuple[int, ...]) -> StructuredFormat:
+    """The structured format the request `key` names asks for: one of the profile's, drawn from the seed and the key
+    (the same in every run)."""
+    formats = spec.structured_formats
+    if len(formats) == 1:
+        return formats[0]
+    digest = hashlib.blake2b(repr((spec.seed, "format", *key)).encode(), digest_size=8).digest()
+    return formats[int.from_bytes(digest, "big") % len(formats)]

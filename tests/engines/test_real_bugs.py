@@ -32,3 +32,16 @@ def test_llamacpp_keeping_cancelled_queued_streams_is_caught_and_its_fix_confirm
     assert "engine_death" not in stock  # its /health starves while its HTTP threads wait: not a death
     assert "zombie_requests" not in patched and "stalled_streams" not in patched, patched
 
+
+
+def test_vllm_dying_of_a_grammar_after_a_structured_request_is_caught_and_its_fix_confirmed(vllm_model, tmp_path):
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro"}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "vllm-bad-grammar.sh"), str(vllm_model),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stock, patched = _rules(tmp_path / "stock"), _rules(tmp_path / "patched")
+    assert "bad_grammar: HTTP 500" in stock["bad_input_crash"] and "/health not 200 after it" in \
+        stock["bad_input_crash"], stock
+    assert "EngineCore encountered an issue" in stock["engine_death"], stock
+    assert "bad_input_crash" not in patched or patched["bad_input_crash"].startswith("warning: "), patched
+    assert "engine_death" not in patched and "structured_output" in patched, patched

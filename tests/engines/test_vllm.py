@@ -202,6 +202,26 @@ def test_json_schema_answers_parse_and_every_malformed_request_is_refused(vllm, 
     assert not next(r for r in data["rules"] if r["name"] == "bad_input_crash")["fired"]
 
 
+MIXED = STRUCTURED.replace("structured_share = 0.25", '''structured_share = 0.5
+structured_format = ["json_schema", "choice", "regex", "grammar"]''')
+MIXED = MIXED.replace("count = 1", 'count = 1\nkind = "bad_grammar"')
+
+
+def test_choices_regexes_and_grammars_are_answered_as_asked_and_a_bad_grammar_refused(vllm, tmp_path):
+    """Half the requests ask for a JSON object, one of two words, a regex match or a grammar's (drawn): every checked
+    answer that ended is what it asked for; a grammar that defines its root twice, sent after them, leaves the
+    engine serving (0.25.1 died of it: docs/real-bugs.md)."""
+    path = tmp_path / "mixed.toml"
+    path.write_text(MIXED)
+    done = loadrepro("run", "--profile", str(path), "--base-url", vllm.url, "--out", str(tmp_path / "run"), "--quiet")
+    data = report(tmp_path / "run")
+    assert done.returncode == 0 and data["verdict"] == "pass", done.stdout + done.stderr
+    s = data["structured_outputs"]
+    print(s, data["chaos"][0]["detail"])
+    assert s["answers"] >= 8 and s["unparsed"] == 0 and s["cut"] == 0 and 0 < s["unchecked"] < s["answers"], s
+    assert "bad_grammar: HTTP " in data["chaos"][0]["detail"]
+
+
 def test_queue_limit_surplus_is_throttled_not_a_server_error(vllm_model, tmp_path):
     done = loadrepro("run", "--profile", "vllm-queue-limit", "--out", str(tmp_path), "--quiet", "--engine-cmd",
                      command(vllm_model, "--max-num-seqs", "2", "--max-num-queued-reqs", "1"))
