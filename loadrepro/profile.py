@@ -28,10 +28,11 @@ HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeo
 
 # The generation APIs a target may serve (workload/apis.py writes a request for each).
 Api = Literal["chat", "completions", "responses", "messages"]
-# What a structured request asks for: JSON (response_format), or vLLM's structured_outputs (a choice, a regex, a
-# grammar). Answers to a grammar are counted, not checked: checking them needs the engine's grammar parser; nor are
-# those to a structured_outputs kind loadrepro does not know (a trace's, named "other").
-StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar"]
+# What a structured request asks for: JSON (response_format), vLLM's structured_outputs (a choice, a regex, a
+# grammar), or a call of a tool it defines (tools, with tool_choice naming it). Answers to a grammar are counted,
+# not checked: checking them needs the engine's grammar parser; nor are those to a structured_outputs kind loadrepro
+# does not know (a trace's, named "other").
+StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar", "tools"]
 UNCHECKED_FORMATS = frozenset({"grammar", "other"})
 # The trace formats workload/trace_formats.py reads.
 TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
@@ -107,9 +108,10 @@ class WorkloadSpec(_Section):
     structured_format: StructuredFormat | list[StructuredFormat] = Field(
         "json_schema", description="What they ask for: json_schema (an object of one boolean, strict), json_object "
         "(both as response_format), or vLLM's structured_outputs: choice (one of structured_choices), regex "
-        "(structured_regex) or grammar (structured_grammar). A list: each structured request asks for one of them, "
-        "drawn from the seed. Answers must parse as JSON, be one of the choices, or match the regex; answers to a "
-        "grammar are counted, not checked.")
+        "(structured_regex) or grammar (structured_grammar); or tools: one tool defined, tool_choice naming it, "
+        "whose arguments are the JSON object of json_schema. A list: each structured request asks for one of them, "
+        "drawn from the seed. Answers must parse as JSON (a tool call's arguments included), be one of the choices, "
+        "or match the regex; answers to a grammar are counted, not checked.")
     structured_choices: list[str] = Field(
         ["yes", "no"], min_length=1, description="The choices a `choice` request offers; its answer must be one.")
     structured_regex: str = Field(

@@ -1,5 +1,6 @@
 """A chat server for structured answers: a request with response_format gets `{"ok": true}` in pieces, one with
-structured_outputs the first choice offered, `no, case 42` for a regex or a grammar (others get plain tokens).
+structured_outputs the first choice offered, `no, case 42` for a regex or a grammar, one with tools a call of the
+tool whose arguments are `{"ok": true}` (others get plain tokens).
 `mode` "breaks_under_load": while three or more requests are in flight, a structured answer ends half-way
 (`{"ok": tr`, `n` for a choice, `no, case` for a regex or a grammar) as if it were complete (finish_reason stop);
 "cut": every structured answer stops at max_tokens half-way (finish_reason length)."""
@@ -51,8 +52,8 @@ class StructuredServer:
                 pieces, finish = whole[:-1] or ["n"], "length"
         else:
             self.plain += 1
-        for piece in pieces:
-            await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": piece},
+        for i, piece in enumerate(pieces):
+            await response.write(chunk_event({"choices": [{"index": 0, "delta": _delta(kind, i, piece),
                                                            "finish_reason": None}]}))
         await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
         await response.write(chunk_event({"choices": [], "usage": {"prompt_tokens": 100,
@@ -69,6 +70,8 @@ class StructuredServer:
 def _kind(body: dict) -> str | None:
     if body.get("response_format") is not None:
         return body["response_format"]["type"]
+    if body.get("tools"):
+        return "tools"
     outputs = body.get("structured_outputs") or {}
     return next(iter(outputs), None)
 
@@ -77,3 +80,13 @@ def _whole(kind: str, body: dict) -> list[str]:
     if kind == "choice":
         return [body["structured_outputs"]["choice"][0]]
     return WHOLE_MATCH if kind in ("regex", "grammar") else WHOLE
+
+
+def _delta(kind: str | None, i: int, piece: str) -> dict:
+    """Content, or for a tool call its arguments in pieces (the first piece with the call's id and name)."""
+    if kind != "tools":
+        return {"content": piece}
+    call = {"index": 0, "function": {"arguments": piece}}
+    if i == 0:
+        call |= {"id": "call_0", "type": "function", "function": {"name": "record_verdict", "arguments": piece}}
+    return {"tool_calls": [call]}

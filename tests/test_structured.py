@@ -3,6 +3,8 @@ ended on its own and does not parse fails structured_output, named; answers cut 
 
 from __future__ import annotations
 
+import re
+
 import loadrepro
 from loadrepro.profile import load_profile
 from loadrepro.workload.structured import RESPONSE_FORMATS
@@ -112,30 +114,35 @@ def test_what_an_answer_is_checked_against():
     assert mismatch({"response_format": {"type": "something_new"}}, "x", "stop") is None  # unknown: not judged
     assert mismatch({"structured_outputs": {"json": {"type": "array"}}}, "[1, 2]", "stop") is None
     assert mismatch({}, "anything", "stop") is None
+    tools = {"tools": [{"type": "function"}], "tool_choice": {"type": "function", "function": {"name": "f"}}}
+    assert mismatch(tools, "", "tool_calls", '{"ok": true}') is None
+    assert mismatch(tools, "", "tool_calls", '{"ok": tr') == '(tool call arguments) {"ok": tr'
+    assert mismatch(tools, "I will not", "stop", None) == "(no tool call) I will not"
+    assert mismatch(tools | {"tool_choice": "auto"}, "free words", "stop", None) is None  # may or may not call
 
 
-MIXED = '["choice", "regex", "grammar", "json_schema"]'
+MIXED = '["choice", "regex", "grammar", "json_schema", "tools"]'
 
 
 def test_choices_regexes_and_grammars_answered_as_asked_pass(tmp_path, tokenizer_dir):
     server = StructuredServer()
     report = run(tmp_path, tokenizer_dir, server, MIXED)
     assert report.passed, report.reasons
-    assert server.formats == {"choice", "regex", "grammar", "json_schema"}
+    assert server.formats == {"choice", "regex", "grammar", "json_schema", "tools"}
     s = report.structured_outputs
     assert s is not None and s.answers == server.structured and s.unparsed == 0 and 0 < s.unchecked < s.answers
-    assert s.format == "choice, regex, grammar, json_schema"
+    assert s.format == "choice, regex, grammar, json_schema, tools"
     assert "(" + f"{s.unchecked} to a grammar: not judged)" in rule(report, "structured_output").detail
 
 
 def test_a_choice_or_a_match_broken_under_load_fails(tmp_path, tokenizer_dir):
     server = StructuredServer("breaks_under_load")
-    report = run(tmp_path, tokenizer_dir, server, '["choice", "regex"]')
+    report = run(tmp_path, tokenizer_dir, server, '["choice", "regex", "tools"]')
     found = rule(report, "structured_output")
     assert server.broken > 0 and not report.passed and found.severity == "fail", report.reasons
     assert found.detail.startswith(f"{server.broken} of {server.structured} structured answers that ended on their "
                                    "own were not what they asked for")
-    assert "answered 'n'" in found.detail or "answered 'no, case'" in found.detail
+    assert re.search(r"""answered ('n'|'no, case'|'\(tool call arguments\) \{"ok": tr')$""", found.detail), found.detail
 
 
 def test_grammar_answers_are_counted_not_judged(tmp_path, tokenizer_dir):

@@ -29,6 +29,7 @@ class AnswerParts:
     logprobs: list[float] = field(default_factory=list)
     runner_up: list[float | None] = field(default_factory=list)
     runner_token: list[str] = field(default_factory=list)
+    arguments: list[str] = field(default_factory=list)  # the first tool call's arguments, as they came
 
     def content(self, text: str) -> None:
         if self.limit is None:
@@ -40,6 +41,14 @@ class AnswerParts:
     def whole(self) -> str:
         """The content read (all of it when the limit was lifted)."""
         return "".join(self.text)
+
+    def tool(self, arguments: str) -> None:
+        if sum(map(len, self.arguments)) < (self.limit or 1 << 30):
+            self.arguments.append(arguments)
+
+    def tool_call(self) -> str | None:
+        """The first tool call's arguments (None: the answer called no tool)."""
+        return "".join(self.arguments) if self.arguments else None
 
     def position(self, token: str, logprob: float, others: list[tuple[str, float]]) -> None:
         """One output position: the chosen token and the top alternatives the engine listed (it among them)."""

@@ -193,7 +193,8 @@ class Client:
                               reconnects, streamed)
         if structured is not None and outcome is Outcome.OK and attempt.answer is not None:
             record = dataclasses.replace(record, structured=structured,
-                                         unparsed=mismatch(body, attempt.answer.whole(), record.finish_reason))
+                                         unparsed=mismatch(body, attempt.answer.whole(), record.finish_reason,
+                                                           attempt.answer.tool_call()))
         if text_out is not None and attempt.answer is not None and outcome is Outcome.OK:
             text_out.append(attempt.answer.whole())
         on_record(record)

@@ -131,6 +131,11 @@ def _chat_answer(choice: dict[str, Any], parts: AnswerParts) -> None:
     delta = choice.get("delta") or choice.get("message") or {}
     if isinstance(delta, dict) and isinstance(delta.get("content"), str):
         parts.content(delta["content"])
+    if isinstance(delta, dict) and isinstance(delta.get("tool_calls"), list):
+        for call in delta["tool_calls"]:  # the first call's arguments, in the pieces a stream gives them
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), str) and call.get("index", 0) == 0:
+                parts.tool(function["arguments"])
     chat_logprobs(choice.get("logprobs"), parts)
 
 
