@@ -51,7 +51,11 @@ def test_vllm_wedged_by_a_request_beyond_its_pool_is_caught_and_its_fix_confirme
     env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro"}
     done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "vllm-oversize-wedge.sh"), str(vllm_model),
                            str(tmp_path)], capture_output=True, text=True, env=env, timeout=3000)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The verdicts, not the exit code: the stock engine serves only until the wedge and the patched one all along, so
+    # the requests both completed ran under different loads and the comparison may call the patched slower (seen
+    # once: "patched regresses", TTFT p50 71 -> 92 ms) where the fix is what is tested.
+    assert done.returncode in (0, 1) and "stock: fail" in done.stdout and "patched: pass" in done.stdout, \
+        done.stdout[-3000:] + done.stderr[-3000:]
     stock, patched = _rules(tmp_path / "stock"), _rules(tmp_path / "patched")
     assert "not refused cleanly: a request of" in stock["no_recovery"], stock
     assert "beyond its KV pool of 512 tokens" in stock["no_recovery"], stock
