@@ -30,6 +30,7 @@ class AnswerParts:
     runner_up: list[float | None] = field(default_factory=list)
     runner_token: list[str] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)  # the first tool call's arguments, as they came
+    argument_chars: int = 0
 
     def content(self, text: str) -> None:
         if self.limit is None:
@@ -43,8 +44,10 @@ class AnswerParts:
         return "".join(self.text)
 
     def tool(self, arguments: str) -> None:
-        if sum(map(len, self.arguments)) < (self.limit or 1 << 30):
+        """Kept up to the content's limit, counted as they come (a long call is not summed again per piece)."""
+        if self.limit is None or self.argument_chars < self.limit:
             self.arguments.append(arguments)
+        self.argument_chars += len(arguments)
 
     def tool_call(self) -> str | None:
         """The first tool call's arguments (None: the answer called no tool)."""
