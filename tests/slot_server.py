@@ -2,8 +2,10 @@
 streams `tokens` tokens every `delay_s` (counted as processing), both published in llama.cpp's metric names. A
 stream whose client leaves frees the slot at once. A request whose client left while it waited is dropped, or
 with `keeps_cancelled` still run when its turn comes, its tokens written to no one, holding the slot meanwhile
-(llama.cpp before ggml-org/llama.cpp#11285). With `slow_stream` N, the Nth stream it serves (from 0) writes a
-token every `slow_delay_s` instead: a slot that slows down, not a queue that is long."""
+(llama.cpp before ggml-org/llama.cpp#11285). With `slow_request` N, the Nth request it receives (from 0) is answered
+a token every `slow_delay_s` instead: a slot that slows down, not a queue that is long. Counted as requests arrive,
+not as they are served: a request whose client left may still take the slot before the server notices, so the order
+of service is not the test's to choose."""
 
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ class SlotServer:
     processing: int = 0
     deferred: int = 0
     zombies_run: int = 0  # cancelled requests it ran anyway
-    slow_stream: int | None = None
+    slow_request: int | None = None
     slow_delay_s: float = 1.5
-    served: int = 0  # streams it began to answer
+    received: int = 0  # requests that arrived
     url: str = ""
     _slot: asyncio.Lock | None = None
 
@@ -54,6 +56,8 @@ class SlotServer:
             self._lock().release()
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        delay = self.slow_delay_s if self.received == self.slow_request else self.delay_s
+        self.received += 1
         self.deferred += 1
         try:
             await self._lock().acquire()
@@ -66,8 +70,7 @@ class SlotServer:
             raise
         self.deferred -= 1
         self.processing += 1
-        delay = self.slow_delay_s if self.served == self.slow_stream else self.delay_s
-        self.served += 1
+        written = 0
         try:
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await response.prepare(request)
@@ -75,10 +78,18 @@ class SlotServer:
                 await asyncio.sleep(delay)
                 await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                                "finish_reason": None}]}, "slot"))
+                written += 1
             await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
                                              "slot"))
             await response.write(b"data: [DONE]\n\n")
             return response
+        except (asyncio.CancelledError, ConnectionError):
+            # the client left before its first token (it was cancelled while queued, and the server noticed only
+            # once the slot was its): an engine that keeps cancelled requests runs it all the same
+            if self.keeps_cancelled and written == 0:
+                self.zombies_run += 1
+                await asyncio.sleep(self.tokens * self.delay_s)
+            raise
         finally:
             self.processing -= 1
             self._lock().release()

@@ -69,10 +69,11 @@ def test_requests_queued_behind_loadrepros_own_are_said_to_queue_not_to_wait_for
 
 
 def test_timeouts_behind_a_slot_that_slowed_are_not_told_as_queueing(tmp_path, tokenizer_dir):
-    # the second answer served after the burst (the first was cancelled in it) trickles a token every 1.5 s: the
-    # requests behind it time out at 20 s, though the work queued ahead of them (three 100-token answers, 15 s at
-    # 20 tokens/s) would fit in 20 s: the engine gave them far less than its usual pace
-    server = SlotServer(keeps_cancelled=False, slow_stream=2)
+    # the burst cancels the four first requests; the second request sent after it trickles a token every 1.5 s
+    # (the sixth to arrive; the seventh if one of the first four was cancelled before it arrived): the requests
+    # behind it time out at 20 s, though the work queued ahead of them (three 100-token answers, 15 s at 20
+    # tokens/s) would fit in 20 s: the engine gave them far less than its usual pace
+    server = SlotServer(keeps_cancelled=False, slow_request=5)
     report = run(tmp_path, tokenizer_dir, server, 20)
     words = finding(report, "low_completion")
     assert "timed out" in words, report.rules
