@@ -180,6 +180,11 @@ class StructuredInfo(_Model):
                           "no JSON object, none of the choices, no match of the regex (rule structured_output).")
     first_unparsed_request: int | None = Field(description="The first such request's id.")
     first_unparsed: str | None = Field(description="Its answer's first words.")
+    refused: int = Field(0, description="Such requests the engine refused (4xx): not judged, and not counted "
+                         "against its capacity (rule capacity_mismatch); an engine not started to serve what they "
+                         "ask for (vLLM's tool calls without --tool-call-parser) refuses them all.")
+    first_refused_request: int | None = Field(None, description="The first refused request's id.")
+    first_refusal: str | None = Field(None, description="The engine's words refusing it (first 200 characters).")
 
 
 class WatchedEndpointInfo(_Model):

@@ -3,7 +3,10 @@ structured_outputs the first choice offered, `no, case 42` for a regex or a gram
 tool whose arguments are `{"ok": true}` (others get plain tokens).
 `mode` "breaks_under_load": while three or more requests are in flight, a structured answer ends half-way
 (`{"ok": tr`, `n` for a choice, `no, case` for a regex or a grammar) as if it were complete (finish_reason stop);
-"cut": every structured answer stops at max_tokens half-way (finish_reason length)."""
+"cut": every structured answer stops at max_tokens half-way (finish_reason length); "no_tool_parser": a request
+with tools is refused with vLLM's 400 for an engine started without a tool parser; "refuses_all": every request is
+refused so (an engine refusing what it should serve).
+"""
 
 from __future__ import annotations
 
@@ -17,17 +20,22 @@ from tests.stub_server import chat_app, chunk_event, serving
 
 WHOLE = ['{"ok"', ": ", "true}"]
 WHOLE_MATCH = ["no", ", case", " 42"]  # what the default regex (and grammar) of [workload] allows
+NO_TOOL_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 
 
 class StructuredServer:
     def __init__(self, mode: str = "answers") -> None:
         self.mode = mode
-        self.structured = self.plain = self.broken = self.in_flight = 0
+        self.structured = self.plain = self.broken = self.in_flight = self.refused = 0
         self.formats: set[str] = set()
         self.url = ""
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if self.mode == "refuses_all" or (self.mode == "no_tool_parser" and body.get("tools")):
+            self.refused += 1
+            return web.json_response({"error": {"message": NO_TOOL_PARSER, "type": "BadRequestError",
+                                                "code": 400}}, status=400)
         self.in_flight += 1
         try:
             return await self._answer(request, body)

@@ -30,9 +30,9 @@ metrics_path = ""
 """
 
 
-def run(tmp_path, tokenizer_dir, server: StructuredServer, format_: str = "json_schema"):
+def run(tmp_path, tokenizer_dir, server: StructuredServer, format_: str = "json_schema", extra: str = ""):
     path = tmp_path / "structured.toml"
-    path.write_text(PROFILE.format(format=format_ if format_.startswith("[") else f'"{format_}"'))
+    path.write_text(PROFILE.format(format=format_ if format_.startswith("[") else f'"{format_}"') + extra)
     with server.running():
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
@@ -167,3 +167,38 @@ def test_a_regex_python_cannot_compile_or_no_format_is_a_profile_error():
         load_profile("quickstart", ["workload.structured_regex=(unclosed"])
     with pytest.raises(ProfileError, match="name at least one format"):
         load_profile("quickstart", ["workload.structured_format=[]"])
+
+
+ENGINE = """
+[engine]
+bytes_per_token = 1024
+pool_bytes = 16777216
+tokens_per_block = 16
+max_seq_len = 4096
+"""
+
+
+def test_tool_calls_an_engine_was_not_started_to_serve_are_refused_not_a_capacity_failure(tmp_path, tokenizer_dir):
+    """vLLM without --tool-call-parser refuses every request with tools (400): the run says they were not judged,
+    with the engine's words, and does not read the refusals as admission refusing requests that fit."""
+    server = StructuredServer("no_tool_parser")
+    report = run(tmp_path, tokenizer_dir, server, '["json_schema", "tools"]', ENGINE)
+    assert server.refused > 0 and server.structured > 0
+    assert not rule(report, "capacity_mismatch").fired, rule(report, "capacity_mismatch")
+    s = report.structured_outputs
+    assert s is not None and s.refused == server.refused and s.answers == server.structured
+    assert s.first_refusal is not None and "--tool-call-parser" in s.first_refusal
+    found = rule(report, "structured_output")
+    assert found.severity == "info" and f"; {server.refused} structured requests were refused, so not judged (the " \
+        "first, request " in found.detail, found.detail
+
+
+def test_requests_that_fit_refused_whatever_they_asked_still_fail_capacity(tmp_path, tokenizer_dir):
+    """The twin: the same refusal of plain requests that fit is admission disagreeing with the KV arithmetic."""
+    server = StructuredServer("refuses_all")
+    report = run(tmp_path, tokenizer_dir, server, '["json_schema", "tools"]', ENGINE)
+    found = rule(report, "capacity_mismatch")
+    assert found.fired and found.severity == "fail", report.rules
+    s = report.structured_outputs
+    assert s is not None and s.answers == 0 and s.refused > 0
+    assert found.detail.startswith(f"{server.refused - s.refused} requests that fit were rejected"), found.detail

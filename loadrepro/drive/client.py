@@ -195,6 +195,8 @@ class Client:
             record = dataclasses.replace(record, structured=structured,
                                          unparsed=mismatch(body, attempt.answer.whole(), record.finish_reason,
                                                            attempt.answer.tool_call()))
+        elif structured is not None and outcome is Outcome.REJECTED:  # refused what it asked for, not its size
+            record = dataclasses.replace(record, structured=structured)
         if text_out is not None and attempt.answer is not None and outcome is Outcome.OK:
             text_out.append(attempt.answer.whole())
         on_record(record)

@@ -308,7 +308,9 @@ def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
             continue
         if p.fit is Fit.NEVER_FITS and record.outcome is not Outcome.REJECTED:
             unrejected.append((record, p))
-        elif p.fit is Fit.FITS and record.outcome is Outcome.REJECTED:
+        elif p.fit is Fit.FITS and record.outcome is Outcome.REJECTED and record.structured is None:
+            # a structured request refused is refused for what it asked (an engine started without a tool parser,
+            # a format it does not serve): rule structured_output says so, with the engine's words
             refused.append((record, p))
     parts = []
     if unrejected:

@@ -149,6 +149,8 @@ class Tally:
     structured_unparsed: int = 0  # of those that ended on their own, the ones whose answer was not what was asked
     structured_unchecked: int = 0  # of those that ended on their own, the ones no check exists for (a grammar's)
     first_unparsed: tuple[int, str] | None = None  # the first such request's id and answer's first words
+    structured_refused: int = 0  # requests that asked for a structured answer and were refused (4xx)
+    first_refused: tuple[int, str] | None = None  # the first such request's id and the refusal's first words
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
@@ -227,7 +229,11 @@ class Tally:
                 sketch.add(max(value, 1e-6))
         if len(r.chunk_ns) > 1:
             add_all(window.itl_ms, r.itl_ms())
-        if r.structured is not None:
+        if r.structured is not None and r.outcome is Outcome.REJECTED:
+            self.structured_refused += 1
+            if self.first_refused is None or r.id < self.first_refused[0]:
+                self.first_refused = (r.id, r.detail[:200])
+        elif r.structured is not None:
             self._structured(r)
         if self.slo.limits and r.outcome not in SLO_UNJUDGED:
             self.slo_counts.add((r.sent_or_queued_ns - self.start_ns) / 1e9, slo_misses(r, self.slo),

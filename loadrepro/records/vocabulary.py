@@ -103,7 +103,7 @@ class RequestRecord:
     first_content_ns: int | None = None  # the first content token (after any reasoning or tool-call tokens)
     answer: Answer | None = None  # [verify] on: the evidence its answer is compared by
     streamed: bool = True  # False: it asked for the whole answer at once (no first token, no chunks to time)
-    structured: str | None = None  # completed, having asked for a structured answer: its format (json_schema...)
+    structured: str | None = None  # completed or refused, having asked for a structured answer: its format
     unparsed: str | None = None  # that structured answer, when it ended on its own and did not parse (first words)
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.

@@ -91,12 +91,14 @@ def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
 
 
 def _structured(t: Tally, asked: list[StructuredFormat]) -> StructuredInfo | None:
-    if not t.structured:
+    if not t.structured and not t.structured_refused:
         return None
     request, words = t.first_unparsed or (None, None)
+    refused, refusal = t.first_refused or (None, None)
     return StructuredInfo(format=", ".join(asked), answers=t.structured, cut=t.structured_cut,
                           unchecked=t.structured_unchecked, unparsed=t.structured_unparsed,
-                          first_unparsed_request=request, first_unparsed=words)
+                          first_unparsed_request=request, first_unparsed=words, refused=t.structured_refused,
+                          first_refused_request=refused, first_refusal=refusal)
 
 
 def _watched(result: RunResult, w: Watched) -> WatchedEndpointInfo:

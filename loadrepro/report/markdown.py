@@ -307,8 +307,10 @@ def _structured(r: RunReport) -> list[str]:
     unchecked = f", {s.unchecked:,} to a grammar (not checked)" if s.unchecked else ""
     line = (f"Structured answers ({s.format}): {s.answers:,} completed, {s.cut:,} cut at max_tokens{unchecked}; "
             f"{s.unparsed:,} of those that ended on their own were not what they asked for")
+    refused = (f" {s.refused:,} were refused, not judged (the first, request {s.first_refused_request}: "
+               f"{s.first_refusal!r})." if s.refused else "")
     return ["## Structured answers", "", line + (f" (the first, request {s.first_unparsed_request}: "
-                                                 f"{s.first_unparsed!r})." if s.unparsed else "."), ""]
+                                                 f"{s.first_unparsed!r})." if s.unparsed else ".") + refused, ""]
 
 
 def _slo(r: RunReport) -> list[str]:
