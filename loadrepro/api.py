@@ -70,7 +70,9 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
     if args.verify and resolved.verify.outputs == "off":
         resolved = resolved.model_copy(update={"verify": resolved.verify.model_copy(update={"outputs": "sample"})})
     target = args if isinstance(args, RunArguments) else RunArguments()
-    url = _url(target.base_url, args.target_is_isolated)
+    urls = [_url(u, args.target_is_isolated) or u for u in target.base_urls]
+    url = urls[0] if urls else None
+    resolved = _with_replicas(resolved, urls[1:], url, isinstance(args, AbArguments), args.target_is_isolated)
     if target.tokenizer is not None:
         from loadrepro.workload.tokens import LocalTokenizerCounter
 
@@ -86,6 +88,16 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
         alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics)
 
 
+def _with_replicas(profile: Profile, given: list[str], url: str | None, ab: bool, isolated: bool) -> Profile:
+    """The replicas given on the command line beside the profile's ([target] replicas), in the profile the run
+    writes (a rerun of it, a shrink, a trial send to the same replicas)."""
+    replicas = (*given, *(_url(u, isolated) or u for u in profile.target.replicas))
+    if replicas and (url is None or ab):
+        raise UsageError("[target] replicas spread the load over a target's replicas: give the target's own URL "
+                         "first (--base-url URL, then one --base-url per replica); `ab` compares one engine a side")
+    return profile.model_copy(update={"target": profile.target.model_copy(update={"replicas": replicas})})
+
+
 def ab_sides(args: AbArguments) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
     """Each side of an A/B comparison as (URL checked, command); (None, None) on both sides: the simulated
     engine's stock and patched policies."""
@@ -93,7 +105,7 @@ def ab_sides(args: AbArguments) -> tuple[tuple[str | None, str | None], tuple[st
             (_url(args.patched_url, args.target_is_isolated), args.patched_cmd))
 
 
-async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | None = None,
+async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | list[str] | None = None,
                engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
                model: str | None = None, label: str | None = None, workers: int | None = None,
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
@@ -117,7 +129,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     return session.report.model_copy(update={"run_dir": str(session.run_dir)})
 
 
-def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | None = None,
+def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | list[str] | None = None,
         engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
         model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
@@ -173,7 +185,8 @@ def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_u
 
 def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"] = "concurrency",
           values: str | None = None, ladder_from: float | None = None, ladder_to: float | None = None,
-          factor: float = 2.0, stop_at_failure: bool = False, bisect: bool = True, base_url: str | None = None,
+          factor: float = 2.0, stop_at_failure: bool = False, bisect: bool = True,
+          base_url: str | list[str] | None = None,
           engine_cmd: str | None = None, stock_cmd: str | None = None, patched_cmd: str | None = None,
           overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
           label: str | None = None, workers: int | None = None, ray: str | None = None,

@@ -18,6 +18,8 @@ def _option_type(annotation: Any) -> Any:
     """The field's type as an option takes it: a union with str (a size, "4MiB" or 4194304) is read as str, and
     the model parses it."""
     args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and list[str] in args:
+        return list[str] | None  # given more than once (--base-url A --base-url B); once is a list of one
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and str in args:
         return str | None if type(None) in args else str
     return annotation

@@ -77,14 +77,21 @@ class LoadArguments(Arguments):
 class RunArguments(LoadArguments):
     """`loadrepro run` and `loadrepro.run`."""
 
-    base_url: str | None = Field(None, description=(
-        "OpenAI-compatible target; without it the embedded simulated engine is started."))
+    base_url: str | list[str] | None = Field(None, description=(
+        "OpenAI-compatible target; without it the embedded simulated engine is started. Given more than once: "
+        "replicas of one model, the load spread over them ([target] routing), each judged on its own."),
+        json_schema_extra={"metavar": "URL"})
     engine_cmd: str | None = Field(None, description=(
         "Start this engine ({port} and {host} are filled in) and keep its log."))
     label: str | None = Field(None, description="Names the run (default: the sim policy, or 'run').")
     tokenizer: Path | None = Field(None, description=(
         "Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
         "asking the target; with --dry-run, plan offline."))
+
+    @property
+    def base_urls(self) -> list[str]:
+        """The target's URLs: the first is the target, the others its replicas."""
+        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -136,9 +143,10 @@ class SweepArguments(RunArguments):
     bisect: bool = Field(True, description=(
         "Bisect between the last level that passed and the first that failed, to the breaking point (whole "
         "requests in flight; 10% of a rate)."))
-    base_url: str | None = Field(None, description=(
+    base_url: str | list[str] | None = Field(None, description=(
         "The target, the same at every level (what one level left in it the next meets); without it and without "
-        "an engine command, a fresh simulated engine per level."))
+        "an engine command, a fresh simulated engine per level. Given more than once: replicas."),
+        json_schema_extra={"metavar": "URL"})
     engine_cmd: str | None = Field(None, description=(
         "Start this engine ({port}, {host}) afresh for every level."))
     stock_cmd: str | None = Field(None, description="With --patched-cmd: sweep a stock and a patched engine alike.")

@@ -41,6 +41,9 @@ ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize", "ma
 MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens", "bad_grammar"]
 # What sends the load: this process, worker processes (--workers), Ray actors (--ray): drive/backend/.
 BackendName = Literal["in-process", "processes", "ray"]
+# How requests are spread over replicas ([target] routing): in turn, or every turn of a conversation (a trace's
+# session) on one replica, as a prefix-aware router keeps it.
+Routing = Literal["round_robin", "session"]
 
 
 class _Section(BaseModel):
@@ -401,6 +404,18 @@ class ChaosEvent(_Section):
         return self.action in OUTAGES
 
 
+class TargetSpec(_Section):
+    """Replicas of the target: the same model served by several engines, the load spread over them by loadrepro as
+    a client-side list spreads it. Each is watched and judged on its own (rule replica_death)."""
+
+    replicas: tuple[str, ...] = Field((), description=(
+        "More replicas' OpenAI-compatible URLs beside the target's (--base-url given more than once fills it): "
+        "requests are spread over all of them; each one's /health and metrics are watched at the target's paths."))
+    routing: Routing = Field("round_robin", description=(
+        "How requests are spread over the replicas: round_robin (each request to the next replica) or session "
+        "(every turn of a conversation, or of a trace's session, on one replica: its prefix stays cached there)."))
+
+
 class ChaosSpec(_Section):
     events: tuple[ChaosEvent, ...] = Field((), description="The faults, each at its time ([[chaos.events]]).")
 
@@ -419,6 +434,8 @@ class Profile(_Section):
     verify: VerifySpec = Field(VerifySpec(), description="Answers checked under load against the same request "
                                "alone.")
     chaos: ChaosSpec = Field(ChaosSpec(), description="Faults caused on purpose during the load.")
+    target: TargetSpec = Field(TargetSpec(), description="Replicas of the target and how the load is spread over "
+                               "them ([target]).")
     slo: SloSpec = Field(SloSpec(), description="The service level each request is judged against ([slo]).")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")

@@ -201,6 +201,34 @@ class WatchedEndpointInfo(_Model):
     waiting_peak: float | None = Field(description="The most requests waiting its metrics gave.")
 
 
+class EndpointHealth(_Model):
+    """A replica's /health over the run."""
+
+    pre: int | str | None = Field(description="Its first poll's status (a status code, or 'unreachable').")
+    post: int | str | None = Field(description="Its last poll's status (the target's: the poll after the load).")
+    slow: int = Field(description="Polls slower than [watch] health_timeout_s.")
+
+
+class EndpointTtft(_Model):
+    p50: float | None = Field(None, description="The median time to first token, ms.")
+    p95: float | None = Field(None, description="Its 95th percentile, ms.")
+
+
+class EndpointInfo(_Model):
+    """One replica of the target ([target] replicas; replica-0 is the target itself): what was sent to it and
+    what it did."""
+
+    name: str = Field(description="replica-0 (the target), replica-1, ... in the order given.")
+    url: str = Field(description="Its OpenAI-compatible URL.")
+    requests: int = Field(description="Requests sent to it (counted over every record, kept in memory or not).")
+    by_outcome: dict[str, int] = Field(description="Those requests by outcome.")
+    ttft_ms: EndpointTtft = Field(description="Its requests' time to first token.")
+    health: EndpointHealth = Field(description="Its /health before, after and how often slow.")
+    died_at_s: float | None = Field(description="When it left service for good (null: it did not): the target's "
+                                    "death as engine_death judges it; another replica's first poll not 200 after its "
+                                    "last 200 (rule replica_death).")
+
+
 class CanaryInfo(_Model):
     """The canaries of a run ([watch] canary_interval_s): salted one-token requests outside the workload."""
 
@@ -533,6 +561,8 @@ class RunReport(_Model):
         None, description="Structured answers and whether they parsed (null: the workload asked for none).")
     watched_endpoints: list[WatchedEndpointInfo] = Field(
         [], description="The other processes of the deployment watched ([[watch.endpoints]]).")
+    endpoints: list[EndpointInfo] = Field(
+        [], description="The target's replicas, the target first ([target] replicas; empty: one engine).")
     request_table: list[RequestRow] = Field(
         description="One row per request (at most 4,000: the failed first, then the first and the last).")
     request_table_total: int | None = Field(

@@ -259,7 +259,8 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             ttft_timeout_s=profile.load.ttft_timeout_s,
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)),
-            compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0)
+            compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
+            replicas=profile.target.replicas, routing=profile.target.routing)
         engine = target.engine
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,

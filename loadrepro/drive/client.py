@@ -20,6 +20,7 @@ is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or `out
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import time
@@ -34,7 +35,7 @@ from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.drive.transport import Transport
-from loadrepro.profile import Api
+from loadrepro.profile import Api, Routing
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
@@ -84,6 +85,19 @@ class ClientConfig:
     max_backoff_s: float = 10.0
     signatures: tuple[Signature, ...] = CATALOG
     compare_tokens: int = 0  # > 0 ([verify] on): each answer's first tokens and logprobs are kept as evidence
+    replicas: tuple[str, ...] = ()  # more replicas' URLs beside base_url ([target] replicas)
+    routing: Routing = "round_robin"  # how requests are spread over base_url and the replicas
+
+    def replica_of(self, request_id: int, conversation: int) -> int:
+        """The replica a request goes to: 0 is base_url. The same request always goes to the same one (a retry,
+        a resend), and with session routing every turn of a conversation."""
+        count = 1 + len(self.replicas)
+        return (conversation if self.routing == "session" else request_id) % count
+
+    def alone(self) -> ClientConfig:
+        """The same client for base_url only: what loadrepro sends outside the load (canaries, oversize
+        requests) goes to the target, whose death those judge."""
+        return dataclasses.replace(self, replicas=())
 
 
 def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
@@ -146,17 +160,24 @@ class Client:
         self.config = config
         self._clock = clock
         self.activity: Progress = activity or Activity()
+        # Each replica's own progress (the target's is `activity`, which its death is judged by): a request waiting
+        # on one replica is not kept alive by another's tokens, nor a dead target by a live replica's.
+        self._progress: list[Progress] = [self.activity, *(Activity() for _ in config.replicas)]
         self._path = PATHS[config.api]
         self._read = READERS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
-        self._transport = Transport(config.base_url, config.api_key, limit=config.concurrency + 8, timeout_s=None)
+        self._transports = [Transport(url, config.api_key, limit=config.concurrency + 8, timeout_s=None)
+                            for url in (config.base_url, *config.replicas)]
 
     async def __aenter__(self) -> Client:
-        await self._transport.__aenter__()
+        async with contextlib.AsyncExitStack() as stack:
+            for transport in self._transports:
+                await stack.enter_async_context(transport)
+            self._opened = stack.pop_all()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._transport.__aexit__(*exc)
+        await self._opened.aclose()
 
     async def send(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float,
                    on_record: Callable[[RequestRecord], None], cancel_after_chunks: int | None = None,
@@ -167,13 +188,15 @@ class Client:
         body = planned.payload()
         content, streamed = orjson.dumps(wire_body(self.config.api, body, self.config.model)), body.get("stream", False)
         retries = reconnects = 0
+        replica = self.config.replica_of(request_id, planned.conversation)
         structured = asked(body)  # its whole answer is kept, to be checked
         kept = text_out is not None or structured is not None
         while True:
             attempt = Attempt(answer=AnswerParts(self.config.compare_tokens, None if kept else ANSWER_CHARS)
-                              if self.config.compare_tokens or kept else None, began=began)
+                              if self.config.compare_tokens or kept else None, began=began, replica=replica)
             try:
-                outcome, detail = await self._attempt(content, streamed, attempt, cancel_after_chunks)
+                outcome, detail = await self._attempt(self._transports[replica], content, streamed, attempt,
+                                                      cancel_after_chunks)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
                                        "cancelled by loadrepro", retries, reconnects + attempt.reconnects, streamed))
@@ -202,7 +225,7 @@ class Client:
         on_record(record)
         return record
 
-    async def _attempt(self, content: bytes, streamed: bool, a: Attempt,
+    async def _attempt(self, transport: Transport, content: bytes, streamed: bool, a: Attempt,
                        cancel_after_chunks: int | None) -> tuple[Outcome, str]:
         """One attempt (the transport may have sent it twice, see drive/transport.py)."""
         deadline = asyncio.timeout(self.config.request_timeout_s)
@@ -213,7 +236,7 @@ class Client:
                     watchdog = _Watchdog(self, a, silence) if streamed else None
                     try:
                         a.sent_ns = a.last_byte_ns = self._clock()
-                        async with self._transport.open("POST", self._path, content, _JSON, trace=a) as response:
+                        async with transport.open("POST", self._path, content, _JSON, trace=a) as response:
                             a.first_byte_ns = a.last_byte_ns = self._clock()
                             a.status = response.status
                             if response.status != 200:
@@ -298,7 +321,7 @@ class Client:
             if seen == CONTENT and a.first_content_ns is None:
                 a.first_content_ns = now
             a.chunk_ns.append(now)
-            self.activity.last_ns = now
+            self._progress[a.replica].last_ns = now
         return a.done or (cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks)
 
     def _stream_outcome(self, a: Attempt) -> tuple[Outcome, str]:
@@ -322,7 +345,7 @@ class Client:
         if not isinstance(payload, dict):
             raise ProtocolViolation(f"a response that is not a JSON object: {str(payload)[:200]!r}")
         whole_answer(self.config.api, payload, a)
-        self.activity.last_ns = self._clock()  # the engine made progress; when its tokens came, no one can tell
+        self._progress[a.replica].last_ns = self._clock()  # it made progress; when its tokens came, no one can tell
         return self._stream_outcome(a)
 
     def unsent(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float) -> RequestRecord:
@@ -352,7 +375,8 @@ class Client:
             signature=signature.name if signature else None,
             signature_class=signature.klass.value if signature else None, reconnects=reconnects,
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
-            else None, streamed=planned.stream if streamed is None else streamed)
+            else None, streamed=planned.stream if streamed is None else streamed,
+            replica=self.config.replica_of(request_id, planned.conversation))
 
 
 
@@ -379,7 +403,7 @@ class _Watchdog:
             reason = "stalled"
         else:
             # Any byte on its own stream (an SSE comment a gateway sends while it queues) also says it is alive.
-            due = max(a.sent_ns or now, a.last_byte_ns, client.activity.last_ns) + stall_ns
+            due = max(a.sent_ns or now, a.last_byte_ns, client._progress[a.replica].last_ns) + stall_ns
             reason = "stalled"
             if self._ttft_ns is not None and self._ttft_ns < due:
                 due, reason = self._ttft_ns, "ttft"

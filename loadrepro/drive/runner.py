@@ -34,7 +34,7 @@ from loadrepro.drive.pause import pause
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.canary import Canaries
-from loadrepro.drive.watch.endpoints import watch_endpoint
+from loadrepro.drive.watch.endpoints import replicas_watched, watch_endpoint
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
@@ -113,6 +113,8 @@ class Runner:
         self._load_task: asyncio.Task[None] | None = None
         self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
         self._crash: str | None = None  # how a load worker failed
+        self._replicas = replicas_watched(client.config.replicas, profile.watch)
+        self._target_dead = False
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
@@ -138,6 +140,8 @@ class Runner:
         if self._live_metrics is not None:
             self._live_metrics.record(record)
         self.live.outcomes[record.outcome] += 1
+        if record.replica:  # another replica's: its death is judged by its /health (rule replica_death)
+            return
         if record.outcome is Outcome.OK:
             self._death.request_ok()
         elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED, Outcome.FAULTED):
@@ -230,7 +234,7 @@ class Runner:
             return (await health.poll()).healthy if health else True
 
         async def send(planned: PlannedRequest) -> RequestRecord:
-            config = dataclasses.replace(self.client.config, concurrency=1, max_retries=0)
+            config = dataclasses.replace(self.client.config.alone(), concurrency=1, max_retries=0)
             async with Client(config, self._clock) as own:  # its own connection, outside the load's limit
                 return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
 
@@ -272,6 +276,9 @@ class Runner:
                 return
 
     def _engine_died(self) -> None:
+        self._target_dead = True
+        if self._replicas_serve() and self._load_task is not None and not self._load_task.done():
+            return  # the other replicas still serve: the load goes on (rule replica_death says what they did)
         if self._load.stop_on_death or self._load_task is None or self._load_task.done():
             self._stop(StopReason.ENGINE_DEATH, GRACE_S)
 
@@ -371,19 +378,29 @@ class Runner:
         if logs:
             table.append((NoteSource.ENGINE_LOG, logs.run(stop)))
         if watch.canary_interval_s > 0:
-            canaries = Canaries(self.client.config, watch.canary_interval_s, self.client.activity, self._on_sample,
-                                self._clock)
+            canaries = Canaries(self.client.config.alone(), watch.canary_interval_s, self.client.activity,
+                                self._on_sample, self._clock)
             table.append((NoteSource.CANARY, canaries.run(stop)))
         if self._load.stop_when_saturated:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
         table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
-                  for endpoint in watch.endpoints]
+                  for endpoint in (*watch.endpoints, *self._replicas)]
         return table
 
     def _on_endpoint_sample(self, sample: EndpointSample) -> None:
         self._recorder.endpoint_sample(sample)
         if self._live_metrics is not None:
             self._live_metrics.sample(sample.sample, sample.endpoint)
+        if self._target_dead and not self._replicas_serve():  # the last replica serving went too
+            self._stop(StopReason.ENGINE_DEATH, GRACE_S)
+
+    def _replicas_serve(self) -> bool:
+        """Whether a replica beside the target answered its last /health poll 200 (one not polled yet counts as
+        serving): while one does, the target's death does not end the load ([load] stop_on_death)."""
+        def serves(name: str) -> bool:
+            health = self._recorder.watched.get(name, ([], []))[0]
+            return not health or health[-1].healthy
+        return any(serves(r.name) for r in self._replicas)
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
@@ -413,7 +430,9 @@ class Runner:
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
-            watched=tuple(self._watched(e) for e in self.profile.watch.endpoints))
+            watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
+            replicas=tuple(dataclasses.replace(self._watched(e), url=url)
+                           for e, url in zip(self._replicas, self.client.config.replicas, strict=True)))
 
     def _watched(self, endpoint: WatchedEndpoint) -> Watched:
         health, metrics = self._recorder.watched.get(endpoint.name, ([], []))

@@ -44,6 +44,7 @@ class Attempt:
     silence: str | None = None  # why the watchdog ended the request: "stalled" or "ttft"
     answer: AnswerParts | None = None  # [verify] on: the answer's evidence, read as it comes
     began: Callable[[], None] | None = None  # told at the first token (an abort burst cancels answers under way)
+    replica: int = 0  # the replica it was sent to, whose progress its tokens mark ([target] replicas)
 
     def first_token(self, now: int) -> None:
         if self.first_token_ns is None:

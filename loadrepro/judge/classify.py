@@ -12,7 +12,8 @@ from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.endpoints import ENDPOINT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES
-from loadrepro.judge.polls import usable_health
+from loadrepro.judge.polls import left_service, usable_health
+from loadrepro.judge.replicas import REPLICA_RULES, replica_health
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
 from loadrepro.judge.structured import STRUCTURED_RULES
@@ -22,8 +23,6 @@ from loadrepro.records import (
     KV_USAGE,
     REUSE_SCALE,
     RUNNING,
-    HealthSample,
-    NoteSource,
     Outcome,
     RequestRecord,
     RunResult,
@@ -66,22 +65,6 @@ def _quote(text: str, limit: int = 160) -> str:
     return f"`{text[:limit]}{'...' if len(text) > limit else ''}`"
 
 
-def _last_word(result: RunResult) -> HealthSample | None:
-    """When the post-run poll is not 200: the first poll of the run's final stretch of non-200 polls (the engine
-    died at the end, or with nothing left to fail) sent after the engine's last progress: a poll that went
-    unanswered while tokens still came was a starved frontend, not yet a dead engine."""
-    health, post = usable_health(result), result.post_health
-    if not health or post is None or post.healthy:
-        return None
-    polls = health + [post]
-    i = len(polls) - 1
-    while i > 0 and not polls[i - 1].healthy:
-        i -= 1
-    while i < len(polls) - 1 and polls[i].t_ns - polls[i].latency_ns < result.progress_ns:
-        i += 1
-    return polls[i]
-
-
 def _health_after(result: RunResult, t_ns: int) -> str:
     polls = [h for h in usable_health(result) + ([result.post_health] if result.post_health else [])
              if h.t_ns >= t_ns]
@@ -99,18 +82,16 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     gateway's word that the engine behind it is unreachable), or its process exited, or /health was not 200
     after the run (the run's last word). The time is the first fatal text when one came before, else the
     earliest of those. Says whether /health came back."""
-    judged, exited = result.noted(NoteSource.DEATH), result.noted(NoteSource.ENGINE)
-    last = _last_word(result)
-    times = [x.t_ns for x in (judged, exited, last) if x is not None]
-    if not times:
+    left = left_service(result)
+    if left is None:
         return None
-    t_ns = min(times)
+    t_ns, said = left
     fatal = _first_fatal(result)
     t_s = min(result.seconds(t_ns), fatal[0]) if fatal else result.seconds(t_ns)
     words = f"engine died at {t_s:.1f} s"
     if fatal is not None:
         words += f" with {_quote(fatal[1])}"
-    if (said := exited or judged) is not None:
+    if said is not None:
         words += f" ({said.text})"
     failed, later, complete = result.totals(spec.window_s).recent_ends.since(result.start_ns + round(t_s * 1e9))
     if later:
@@ -120,12 +101,12 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests failed while /health kept answering 200 (before, at and HEALTHY_MARGIN_POLLS polls after the
-    failure): the engine fails work but tells its orchestrator all is well."""
-    health = usable_health(result)
-    if not health:
-        return None
+    failure): the engine fails work but tells its orchestrator all is well. With replicas, each request against
+    the /health of the replica it went to."""
+    healths = [usable_health(result), *(replica_health(w) for w in result.replicas)]
     hidden = []
     for record in _failed(result):
+        health = healths[record.replica] if record.replica < len(healths) else []
         before = [h for h in health if h.t_ns <= record.end_ns][-1:]
         after = [h for h in health if h.t_ns > record.end_ns][:HEALTHY_MARGIN_POLLS]
         if before and len(after) == HEALTHY_MARGIN_POLLS and all(h.healthy for h in before + after):
@@ -372,9 +353,9 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 RULES: tuple[Rule, ...] = (
-    engine_death, *ENDPOINT_RULES, failures_while_healthy, fatal_signature, stalled_streams, truncated_streams,
-    protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES, capacity_mismatch,
-    prefix_reuse_missing, rejections, throttling,
+    engine_death, *ENDPOINT_RULES, *REPLICA_RULES, failures_while_healthy, fatal_signature, stalled_streams,
+    truncated_streams, protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES,
+    capacity_mismatch, prefix_reuse_missing, rejections, throttling,
     pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
 )
 

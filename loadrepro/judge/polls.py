@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadrepro.profile import WatchSpec
-from loadrepro.records import HealthSample, RunResult
+from loadrepro.records import HealthSample, Note, NoteSource, RunResult
 
 
 def outside_outages(result: RunResult, spans: list[tuple[int, int]]) -> list[int]:
@@ -26,6 +26,32 @@ def usable_health(result: RunResult) -> list[HealthSample]:
     """The run's health samples (outside faults on purpose), if /health answered 200 before the run (else it
     says nothing of the engine)."""
     return polls_outside_faults(result) if result.health and result.health[0].healthy else []
+
+
+def _last_word(result: RunResult) -> HealthSample | None:
+    """When the post-run poll is not 200: the first poll of the run's final stretch of non-200 polls (the engine
+    died at the end, or with nothing left to fail) sent after the engine's last progress: a poll that went
+    unanswered while tokens still came was a starved frontend, not yet a dead engine."""
+    health, post = usable_health(result), result.post_health
+    if not health or post is None or post.healthy:
+        return None
+    polls = health + [post]
+    i = len(polls) - 1
+    while i > 0 and not polls[i - 1].healthy:
+        i -= 1
+    while i < len(polls) - 1 and polls[i].t_ns - polls[i].latency_ns < result.progress_ns:
+        i += 1
+    return polls[i]
+
+
+def left_service(result: RunResult) -> tuple[int, Note | None] | None:
+    """When the target left service, if it did, and the note that said so: the runner's judgement while the load
+    went on (judge/death.py), its process's exit, or /health not 200 after the run (the run's last word), whichever
+    came first. The one answer engine_death and the replicas' figures give."""
+    judged, exited = result.noted(NoteSource.DEATH), result.noted(NoteSource.ENGINE)
+    last = _last_word(result)
+    times = [x.t_ns for x in (judged, exited, last) if x is not None]
+    return (min(times), exited or judged) if times else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from loadrepro.records.vocabulary import (
     Sample,
     StopReason,
     Watched,
+    replica_name,
     sample_from_json,
 )
 
@@ -47,5 +48,5 @@ __all__ = [
     "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched", "WindowTally",
-    "add_all", "quiet", "read_jsonl", "sample_from_json",
+    "add_all", "quiet", "replica_name", "read_jsonl", "sample_from_json",
 ]

@@ -59,6 +59,7 @@ class RunResult:
     health_owner: str | None = None  # the health path is not the engine's (a gateway's): whose, in words
     slo: SloSpec = SloSpec()  # the service level its requests were judged against ([slo])
     watched: tuple[Watched, ...] = ()  # the other processes of the deployment watched ([[watch.endpoints]])
+    replicas: tuple[Watched, ...] = ()  # the replicas beside the target, watched ([target] replicas), in order
     not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
     # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
     # requests with answers, which answers are chosen among (`records` keeps only the first ones)

@@ -102,6 +102,26 @@ def _lower(kept: float | None, value: float) -> float:
 
 
 @dataclass(slots=True)
+class ReplicaTally:
+    """One replica's requests ([target] replicas): counted over every record, kept in memory or not."""
+
+    by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
+    ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    last_ok_ns: int | None = None  # when its latest completed request ended
+
+    def add(self, r: RequestRecord) -> None:
+        self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
+        if r.ttft_ms is not None:
+            self.ttft_ms.add(max(r.ttft_ms, 1e-6))
+        if r.outcome is Outcome.OK:
+            self.last_ok_ns = max(self.last_ok_ns or r.end_ns, r.end_ns)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.by_outcome.values())
+
+
+@dataclass(slots=True)
 class Tally:
     """Exact counts and mergeable latency sketches (DDSketch, a kept library) over every record of a run, whether
     or not the record is kept in memory: a soak keeps only its first records and its failures, so its memory is
@@ -151,6 +171,7 @@ class Tally:
     first_unparsed: tuple[int, str] | None = None  # the first such request's id and answer's first words
     structured_refused: int = 0  # requests that asked for a structured answer and were refused (4xx)
     first_refused: tuple[int, str] | None = None  # the first such request's id and the refusal's first words
+    replicas: dict[int, ReplicaTally] = dataclasses.field(default_factory=dict)  # by replica (0: the target)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
@@ -196,6 +217,7 @@ class Tally:
         self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
+        self.replicas.setdefault(r.replica, ReplicaTally()).add(r)
         self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects
         self.prompt_tokens += r.prompt_tokens or 0
         if r.cached_tokens is not None:

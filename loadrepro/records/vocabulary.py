@@ -105,6 +105,7 @@ class RequestRecord:
     streamed: bool = True  # False: it asked for the whole answer at once (no first token, no chunks to time)
     structured: str | None = None  # completed or refused, having asked for a structured answer: its format
     unparsed: str | None = None  # that structured answer, when it ended on its own and did not parse (first words)
+    replica: int = 0  # the replica it went to: 0 the target, i the ith of [target] replicas
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
     @property
@@ -178,6 +179,11 @@ class EndpointSample:
         return self.sample.t_ns
 
 
+def replica_name(index: int) -> str:
+    """A replica's name in reports and metrics: replica-0 is the target, replica-i the ith of [target] replicas."""
+    return f"replica-{index}"
+
+
 @dataclass(frozen=True, slots=True)
 class Watched:
     """What loadrepro saw of one watched endpoint over the run."""
@@ -187,6 +193,7 @@ class Watched:
     metrics_url: str
     health: tuple[HealthSample, ...] = ()
     metrics: tuple[MetricsSample, ...] = ()
+    url: str = ""  # a replica's base URL ([target] replicas)
 
 
 # Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).

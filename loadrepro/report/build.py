@@ -13,6 +13,7 @@ from loadrepro.judge.classify import preemptions, series
 from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.measurements import measure
+from loadrepro.judge.replicas import ReplicaFigures, replica_figures
 from loadrepro.judge.verdict import Verdict
 from loadrepro.profile import Profile, StructuredFormat, VerdictSpec
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
@@ -24,6 +25,9 @@ from loadrepro.run_report import (
     CapacityInfo,
     ChaosRow,
     DiagnosisInfo,
+    EndpointHealth,
+    EndpointInfo,
+    EndpointTtft,
     Environment,
     FirstFailure,
     Health,
@@ -106,6 +110,14 @@ def _watched(result: RunResult, w: Watched) -> WatchedEndpointInfo:
     return WatchedEndpointInfo(name=w.name, health_url=w.health_url, metrics_url=w.metrics_url, polls=e.polls,
                                not_ok=e.not_ok, died_at_s=None if e.died_s is None else round(e.died_s, 3),
                                kv_usage_peak=e.kv_usage_peak, waiting_peak=e.waiting_peak)
+
+
+def _endpoint(f: ReplicaFigures) -> EndpointInfo:
+    ttft = _sketched(f.tally.ttft_ms)
+    return EndpointInfo(name=f.name, url=f.url, requests=f.tally.requests, by_outcome=dict(f.tally.by_outcome),
+                        ttft_ms=EndpointTtft(p50=ttft.p50, p95=ttft.p95),
+                        health=EndpointHealth(pre=f.pre, post=f.post, slow=f.slow),
+                        died_at_s=None if f.died_s is None else round(f.died_s, 3))
 
 
 def _r(share: float | None) -> float | None:
@@ -339,6 +351,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                                   *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
         watched_endpoints=[_watched(result, w) for w in result.watched],
+        endpoints=[_endpoint(f) for f in replica_figures(result, profile.verdict.window_s)],
         structured_outputs=_structured(totals, profile.workload.structured_formats),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -10,8 +10,10 @@ from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.markdown import (
     ANSWER_HEADINGS,
     CHAOS_HEADINGS,
+    ENDPOINT_HEADINGS,
     answer_lines,
     chaos_rows,
+    endpoint_rows,
     health_lines,
     latency_rows,
     prefix_reuse_line,
@@ -87,6 +89,8 @@ def _sections(r: RunReport, lanes: str, latency: str) -> str:
                f"{r.cache.prompt_tokens:,}.</p>"
              + (f"<p>{escape(reuse)}</p>" if (reuse := prefix_reuse_line(r)) else "")
              + "".join(f"<p>{escape(line)}</p>" for line in health_lines(r))]
+    if replicas := endpoint_rows(r):
+        parts.append("<h2>Replicas</h2>" + html_table(list(ENDPOINT_HEADINGS), [list(row) for row in replicas]))
     if slo := slo_lines(r):
         parts.append("<h2>Service level</h2>" + "".join(f"<p>{escape(line)}</p>" for line in slo))
     said, rows = answer_lines(r)

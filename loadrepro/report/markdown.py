@@ -166,6 +166,26 @@ def _answers(r: RunReport) -> list[str]:
     return lines
 
 
+ENDPOINT_HEADINGS = ("replica", "URL", "requests", "outcomes", "TTFT p50 (ms)", "TTFT p95 (ms)", "/health before",
+                     "/health after", "slow polls", "died at (s)")
+
+
+def endpoint_rows(r: RunReport) -> list[list[str]]:
+    """Each replica's figures, the target first, as table rows (report.md and .html)."""
+    return [[e.name, e.url, f"{e.requests:,}", ", ".join(f"{k} {v:,}" for k, v in e.by_outcome.items()),
+             _ms(e.ttft_ms.p50), _ms(e.ttft_ms.p95), str(e.health.pre), str(e.health.post), str(e.health.slow),
+             "-" if e.died_at_s is None else f"{e.died_at_s:.1f}"] for e in r.endpoints]
+
+
+def _endpoints(r: RunReport) -> list[str]:
+    rows = endpoint_rows(r)
+    if not rows:
+        return []
+    return ["## Replicas", "", f"Routing: {r.profile.get('target', {}).get('routing', 'round_robin')}.", "",
+            "| " + " | ".join(ENDPOINT_HEADINGS) + " |", "|" + "---|" * len(ENDPOINT_HEADINGS),
+            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows), ""]
+
+
 CHAOS_HEADINGS = ("at (s)", "fault", "recovered", "in (s)", "/health 200 (s)", "TTFT back (s)", "running back (s)",
                   "KV back (s)", "failed meanwhile", "detail")
 
@@ -405,8 +425,9 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _trials, _target, _workload, _outcomes, _answers, _chaos, _health, _first_failure, _diagnosis,
-                _signatures, _numbers, _structured, _slo, _windows, capacity_section, _rules]
+    sections = [_header, _trials, _target, _workload, _outcomes, _endpoints, _answers, _chaos, _health,
+                _first_failure, _diagnosis, _signatures, _numbers, _structured, _slo, _windows, capacity_section,
+                _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -11,13 +11,21 @@ from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.profile import WatchedEndpoint, WatchSpec
-from loadrepro.records import EndpointSample, HealthSample, MetricsSample, Note
+from loadrepro.records import EndpointSample, HealthSample, MetricsSample, Note, replica_name
 
 
 def _split(url: str) -> tuple[str, str]:
     """(scheme://host:port, /path?query)."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}", (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def replicas_watched(urls: tuple[str, ...], watch: WatchSpec) -> tuple[WatchedEndpoint, ...]:
+    """The replicas beside the target ([target] replicas), watched at the target's paths: replica-1, replica-2..."""
+    def at(url: str, path: str) -> str:
+        return url.rstrip("/") + path if path else ""
+    return tuple(WatchedEndpoint(name=replica_name(i), health_url=at(url, watch.health_path),
+                                 metrics_url=at(url, watch.metrics_path)) for i, url in enumerate(urls, 1))
 
 
 async def watch_endpoint(endpoint: WatchedEndpoint, watch: WatchSpec, on_sample: Callable[[EndpointSample], None],

@@ -1,0 +1,91 @@
+"""Replicas of the target ([target] replicas): each one's requests, first-token times and /health, and the death of
+one while others served: rule replica_death. Replica 0 is the target (its death is also engine_death's); the others
+are watched as [[watch.endpoints]] are (judge/endpoints.py says when one died). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadrepro.judge.endpoints import endpoint_health
+from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.polls import left_service
+from loadrepro.profile import VerdictSpec
+from loadrepro.records import HealthSample, Outcome, RunResult, Watched, replica_name
+from loadrepro.records.tally import ReplicaTally
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFigures:
+    index: int
+    name: str
+    url: str
+    tally: ReplicaTally
+    pre: int | str | None  # its /health before the load (the first poll): a status or "unreachable"
+    post: int | str | None  # after it (the last poll)
+    slow: int  # polls slower than [watch] health_timeout_s
+    died_s: float | None  # when it left service, to the end of the run (None: it did not)
+    why: str  # what said so
+
+
+def replica_health(w: Watched) -> list[HealthSample]:
+    """A replica's polls in order, if it answered 200 first (else they say nothing of its death)."""
+    polls = sorted(w.health, key=lambda s: s.t_ns)
+    return polls if polls and polls[0].healthy else []
+
+
+def _target_died(result: RunResult) -> tuple[float | None, str]:
+    left = left_service(result)
+    if left is None:
+        return None, ""
+    t_ns, said = left
+    return result.seconds(t_ns), f"engine_death: {said.text}" if said else "engine_death: /health not 200 after the run"
+
+
+def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
+    """Every replica's figures, the target first; none when the run had no replicas."""
+    if not result.replicas:
+        return []
+    replicas = result.totals(window_s).replicas
+    slow_ns = result.watch.health_timeout_s * 1e9
+    died_s, why = _target_died(result)
+    post = result.post_health.status if result.post_health else None
+    found = [ReplicaFigures(0, replica_name(0), result.base_url, replicas.get(0, ReplicaTally()),
+                            result.health[0].status if result.health else None, post,
+                            sum(h.latency_ns > slow_ns for h in result.health), died_s, why)]
+    for i, w in enumerate(result.replicas, 1):
+        polls, e = sorted(w.health, key=lambda s: s.t_ns), endpoint_health(result, w)
+        found.append(ReplicaFigures(i, w.name, w.url, replicas.get(i, ReplicaTally()),
+                                    polls[0].status if polls else None, polls[-1].status if polls else None,
+                                    sum(h.latency_ns > slow_ns for h in polls), e.died_s,
+                                    f"its /health got {e.first_bad} and no 200 after it to the end of the run"))
+    return found
+
+
+def _served_after(result: RunResult, replica: int, t_s: float) -> int:
+    """Requests of that replica completed after t_s, of those kept in memory."""
+    t_ns = result.start_ns + round(t_s * 1e9)
+    return sum(1 for r in result.records if r.replica == replica and r.outcome is Outcome.OK and r.end_ns > t_ns)
+
+
+def replica_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """A replica left service while another served (completed a request after it died): FAIL, naming it, when and
+    why, and what the others completed after it. Threshold: one replica. Every replica dead is the deployment's
+    death, said the same way (engine_death says the target's)."""
+    figures = replica_figures(result, spec.window_s)
+    dead = [f for f in figures if f.died_s is not None]
+    if not dead:
+        return None
+    kept = "" if not result.totals(spec.window_s).dropped else " (of the requests kept in memory)"
+    said = []
+    for f in dead:
+        assert f.died_s is not None
+        others = [(o.name, _served_after(result, o.index, f.died_s)) for o in figures if o.index != f.index]
+        served = ", ".join(f"{name} {n:,}" for name, n in others)
+        words = (f"{f.name} ({f.url}) died at {f.died_s:.1f} s: {f.why}; {f.tally.requests:,} requests went to it "
+                 f"({f.tally.by_outcome.get(Outcome.OK.value, 0):,} ok); completed after it by the others{kept}: "
+                 f"{served}")
+        said.append(words if any(n for _, n in others) else words + " (none: every replica was down)")
+    return Finding("replica_death", Severity.FAIL, "; ".join(said))
+
+
+REPLICA_RULES = (replica_death,)

@@ -1,0 +1,131 @@
+"""Replicas ([target] replicas, --base-url given more than once): the load spread over them in turn or by
+conversation, each one's figures in report.json `endpoints`, and the death of one while the others serve judged
+by its own /health (replica_death), the run going on; a replica's failures are not read against the target's
+/health, and one down a while and back is not a death."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+import loadrepro
+from loadrepro.errors import UsageError
+from tests.stub_server import StubServer
+
+PROFILE = """
+name = "replicas"
+api = "chat"
+[workload]
+seed = 5
+conversations = {conversations}
+turns = {turns}
+prefix_tokens = 200
+max_tokens = 8
+[load]
+concurrency = 4
+request_timeout_s = 20
+stall_timeout_s = 10
+[watch]
+metrics_path = ""
+health_interval_s = 0.2
+[target]
+routing = "{routing}"
+"""
+
+
+def run(tmp_path, tokenizer_dir, servers: list[StubServer], routing: str = "round_robin", conversations: int = 40,
+        turns: int = 1):
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing=routing, conversations=conversations, turns=turns))
+    return loadrepro.run(path, base_url=[s.url for s in servers], tokenizer=tokenizer_dir, out=tmp_path / "run")
+
+
+def rule(report, name: str):
+    return next(r for r in report.rules if r.name == name)
+
+
+def records(tmp_path) -> list[dict]:
+    lines = (tmp_path / "run" / "requests.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r.get("kind", "request") == "request"]
+
+
+def test_round_robin_spreads_the_load_and_reports_each_replica(tmp_path, tokenizer_dir):
+    a, b = StubServer(tokens=8, token_delay_s=0.005), StubServer(tokens=8, token_delay_s=0.005)
+    with a.running(), b.running():
+        report = run(tmp_path, tokenizer_dir, [a, b])
+    assert report.passed, report.reasons
+    first, second = report.endpoints
+    assert (first.name, first.url, second.name, second.url) == ("replica-0", a.url, "replica-1", b.url)
+    streamed = [sum(1 for body in s.stats.bodies if body.get("stream")) for s in (a, b)]
+    assert (first.requests, second.requests) == (20, 20) == tuple(streamed), streamed
+    assert first.by_outcome == second.by_outcome == {"ok": 20}
+    assert first.ttft_ms.p50 is not None and second.ttft_ms.p95 is not None
+    assert first.health.pre == second.health.pre == 200 and second.health.post == 200
+    assert first.died_at_s is second.died_at_s is None and not rule(report, "replica_death").fired
+    assert b.stats.health_polls >= 2  # the replica's own /health was watched
+    assert "## Replicas" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_session_routing_keeps_every_turn_of_a_conversation_on_one_replica(tmp_path, tokenizer_dir):
+    a, b = StubServer(tokens=8), StubServer(tokens=8)
+    with a.running(), b.running():
+        report = run(tmp_path, tokenizer_dir, [a, b], routing="session", conversations=6, turns=3)
+    assert report.passed, report.reasons
+    where: dict[int, set[int]] = defaultdict(set)
+    for r in records(tmp_path):
+        where[r["conversation"]].add(r["replica"])
+    assert len(where) == 6 and all(len(replicas) == 1 for replicas in where.values()), where
+    assert {next(iter(r)) for r in where.values()} == {0, 1}
+    # what each server saw: three turns of each of its conversations, the later ones longer
+    assert sum(1 for body in a.stats.bodies if body.get("stream")) == 9 == report.endpoints[0].requests
+
+
+def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_run_goes_on(tmp_path, tokenizer_dir):
+    a, b = StubServer(tokens=8, token_delay_s=0.01), StubServer(tokens=8, token_delay_s=0.01, die_after=5)
+    with a.running(), b.running():
+        report = run(tmp_path, tokenizer_dir, [a, b], conversations=60)
+    found = rule(report, "replica_death")
+    assert not report.passed and found.fired and found.severity == "fail", report.reasons
+    assert found.detail.startswith(f"replica-1 ({b.url}) died at "), found.detail
+    assert "its /health got HTTP 503 and no 200 after it" in found.detail
+    assert "completed after it by the others: replica-0 " in found.detail and "(none" not in found.detail
+    first, second = report.endpoints
+    assert first.by_outcome == {"ok": 30} and first.died_at_s is None
+    assert second.died_at_s is not None and second.by_outcome.get("server_error", 0) > 0
+    assert report.requests.total == 60 and report.stop_reason == "done"  # every request sent: the run went on
+    assert not rule(report, "engine_death").fired  # the target did not die
+    # the dead replica's 500s are not told as the target failing while its own /health said 200
+    assert not rule(report, "failures_while_healthy").fired, rule(report, "failures_while_healthy")
+
+
+def test_a_replica_down_a_while_and_back_is_not_a_death(tmp_path, tokenizer_dir):
+    class Blinking(StubServer):
+        @property
+        def flipped(self) -> bool:
+            return 3 <= self.stats.health_polls <= 5  # three polls 503, then 200 again
+
+    a, b = StubServer(tokens=8, token_delay_s=0.02), Blinking(tokens=8, token_delay_s=0.02)
+    with a.running(), b.running():
+        report = run(tmp_path, tokenizer_dir, [a, b], conversations=80)
+    assert b.stats.health_polls > 6, b.stats.health_polls  # it came back while watched
+    assert not rule(report, "replica_death").fired, rule(report, "replica_death")
+    assert report.endpoints[1].died_at_s is None
+
+
+def test_the_target_dying_while_a_replica_serves_goes_on_and_names_it(tmp_path, tokenizer_dir):
+    a, b = StubServer(tokens=8, token_delay_s=0.01, die_after=5), StubServer(tokens=8, token_delay_s=0.01)
+    with a.running(), b.running():
+        report = run(tmp_path, tokenizer_dir, [a, b], conversations=60)
+    assert rule(report, "engine_death").fired
+    found = rule(report, "replica_death")
+    assert found.fired and found.detail.startswith(f"replica-0 ({a.url}) died at "), found.detail
+    assert "completed after it by the others: replica-1 " in found.detail and "(none" not in found.detail
+    assert report.endpoints[1].by_outcome == {"ok": 30}
+    assert report.requests.total == 60  # the load was not stopped while replica-1 served
+
+
+def test_replicas_need_the_targets_url_first(tmp_path):
+    with pytest.raises(UsageError, match="give the target's own URL first"):
+        loadrepro.run("quickstart", overrides=['target.replicas=["http://127.0.0.1:9"]'], out=tmp_path)
