@@ -85,7 +85,8 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
         size_to_overrun=args.size_to_overrun, tokenizer=target.tokenizer,
         workers=args.workers if args.workers is not None else 2 if args.ray else 1, ray=args.ray,
         on_verdict=on_verdict, trials=args.trials, vary_seed=args.vary_seed,
-        alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics)
+        alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics,
+        replicas=target.replicas)
 
 
 def _with_replicas(profile: Profile, given: list[str], url: str | None, ab: bool, isolated: bool) -> Profile:
@@ -111,7 +112,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
                api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
                verify: bool = False, trials: int = 1, vary_seed: bool = False,
-        serve_metrics: int | None = None) -> RunReport:
+        serve_metrics: int | None = None, replicas: int = 1) -> RunReport:
     """`run` for callers already on an event loop.
 
     >>> import asyncio, tempfile, loadrepro
@@ -135,7 +136,7 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
         api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
         verify: bool = False, trials: int = 1, vary_seed: bool = False,
-        serve_metrics: int | None = None) -> RunReport:
+        serve_metrics: int | None = None, replicas: int = 1) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
@@ -192,7 +193,8 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
           label: str | None = None, workers: int | None = None, ray: str | None = None,
           tokenizer: str | Path | None = None, size_to_overrun: float | None = None, api_key_env: str = API_KEY_ENV,
           engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S, verify: bool = False, trials: int = 1,
-          vary_seed: bool = False, serve_metrics: int | None = None, say: Say | None = None) -> SweepReport:
+          vary_seed: bool = False, serve_metrics: int | None = None, replicas: int = 1,
+          say: Say | None = None) -> SweepReport:
     """`loadrepro sweep`: one full run per load level (`over` concurrency or rate; `values` "1,2,4", or a geometric
     ladder `ladder_from` to `ladder_to` by `factor`), then a bisection to the breaking point; with `stock_cmd` and
     `patched_cmd`, both engines swept alike. Returns sweep.json's content (its `break`, `slo_capacity`, each

@@ -87,6 +87,10 @@ class RunArguments(LoadArguments):
     tokenizer: Path | None = Field(None, description=(
         "Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
         "asking the target; with --dry-run, plan offline."))
+    replicas: int = Field(1, ge=1, description=(
+        "Start the engine (--engine-cmd, else the simulated engine) N times, each on a port of its own, as "
+        "replicas of one target: the load spread over them ([target] routing), each judged on its own."),
+        json_schema_extra={"metavar": "N"})
 
     @property
     def base_urls(self) -> list[str]:
@@ -97,6 +101,9 @@ class RunArguments(LoadArguments):
     def _one_target(self) -> Self:
         if self.base_url and self.engine_cmd:
             raise ValueError("give a base URL or an engine command, not both")
+        if self.base_url and self.replicas > 1:
+            raise ValueError("--replicas starts the engine N times; replicas already running are given by URL, "
+                             "one --base-url each")
         return self
 
 

@@ -34,7 +34,7 @@ from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.profile import OUTAGES, LoadSpec, Profile, write_profile
 from loadrepro.progress import Progress, Say
-from loadrepro.records import JsonlWriter, RunResult
+from loadrepro.records import JsonlWriter, RunResult, replica_name
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.timeline import for_report, timeline_of
@@ -74,6 +74,7 @@ class RunOptions:
     vary_seed: bool = False  # trials: trial i gets the seed + i - 1
     alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
     serve_metrics: int | None = None  # serve loadrepro's own metrics on 127.0.0.1:PORT while it runs (0: any port)
+    replicas: int = 1  # start the engine this many times, each a replica (the first the target)
     # When the command began (perf_counter_ns), for report.json's timing: the command line's process start (so the
     # cost of its imports is in it); None: when this run's session began (an API call, a trial, a shrink's run, an
     # A/B's patched side): a process that runs many must not count the ones before.
@@ -113,6 +114,7 @@ class _Target:
     url: str
     counter_is_local: bool  # the simulated engine's tokenizer runs in process
     engine: ManagedEngine | None
+    replicas: tuple[str, ...] = ()  # --replicas N: the other copies loadrepro started, beside the profile's
 
 
 @contextlib.asynccontextmanager
@@ -126,22 +128,34 @@ async def _target(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator
         yield _Target(options.base_url, False, None)
         return
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
-    engine = ManagedEngine(command, run_dir / "engine.log", health_path=options.profile.watch.health_path or "/health",
-                           api_key=options.api_key)
+    engines = [ManagedEngine(command, run_dir / (f"engine-{replica_name(i)}.log" if i else "engine.log"),
+                             health_path=options.profile.watch.health_path or "/health", api_key=options.api_key)
+               for i in range(options.replicas)]
     try:
-        url = await engine.astart(options.engine_start_timeout_s)
-        what = "engine" if options.engine_cmd else (
-            f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
-        say(f"target: the {what} at {url} (pid {engine.pid}); its log is {engine.log}")
-        yield _Target(url, options.engine_cmd is None, engine)
+        urls = []
+        for i, engine in enumerate(engines):  # one at a time: each takes the machine's cores while it loads
+            urls.append(await engine.astart(options.engine_start_timeout_s))
+            what = "engine" if options.engine_cmd else (
+                f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
+            role = "target" if not i else replica_name(i)
+            say(f"{role}: the {what} at {urls[-1]} (pid {engine.pid}); its log is {engine.log}")
+        yield _Target(urls[0], options.engine_cmd is None, engines[0], tuple(urls[1:]))
     finally:
-        try:
-            await asyncio.to_thread(engine.stop)  # up to its grace period: the loop goes on meanwhile
-        except BaseException:
+        await _stop_all(engines, say)
+
+
+async def _stop_all(engines: list[ManagedEngine], say: Say) -> None:
+    try:
+        # up to their grace period, side by side: the loop goes on meanwhile
+        await asyncio.gather(*(asyncio.to_thread(engine.stop) for engine in engines))
+    except BaseException:
+        for engine in engines:
             engine.stop()  # interrupted again while stopping: finish the stop here, then go on unwinding
-            raise
-        finally:
-            say(f"engine: {engine.ended.how if engine.ended else 'stopping'}")
+        raise
+    finally:
+        for i, engine in enumerate(engines):
+            role = "engine" if not i else replica_name(i)
+            say(f"{role}: {engine.ended.how if engine.ended else 'stopping'}")
 
 
 async def _oversize(profile: Profile, limits: EngineLimits | None, http: Transport) -> Oversize | None:
@@ -260,7 +274,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)),
             compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
-            replicas=profile.target.replicas, routing=profile.target.routing)
+            replicas=(*profile.target.replicas, *target.replicas), routing=profile.target.routing)
         engine = target.engine
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,

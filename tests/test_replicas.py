@@ -129,3 +129,18 @@ def test_the_target_dying_while_a_replica_serves_goes_on_and_names_it(tmp_path, 
 def test_replicas_need_the_targets_url_first(tmp_path):
     with pytest.raises(UsageError, match="give the target's own URL first"):
         loadrepro.run("quickstart", overrides=['target.replicas=["http://127.0.0.1:9"]'], out=tmp_path)
+
+
+def test_replicas_n_starts_the_engine_n_times_and_stops_each(tmp_path, tokenizer_dir):
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="session", conversations=6, turns=2))
+    said: list[str] = []
+    report = loadrepro.run(path, replicas=2, tokenizer=tokenizer_dir, out=tmp_path / "run", say=said.append)
+    assert report.passed, report.reasons
+    first, second = report.endpoints
+    assert first.url != second.url and first.requests + second.requests == 12 and min(first.requests,
+                                                                                      second.requests) > 0
+    assert (tmp_path / "run" / "engine.log").exists() and (tmp_path / "run" / "engine-replica-1.log").exists()
+    assert "engine: stopped by SIGTERM" in said and "replica-1: stopped by SIGTERM" in said, said
+    with pytest.raises(UsageError, match="replicas already running are given by URL"):
+        loadrepro.run(path, replicas=2, base_url="http://127.0.0.1:9", out=tmp_path / "no")
