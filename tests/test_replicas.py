@@ -5,6 +5,7 @@ by its own /health (replica_death), the run going on; a replica's failures are n
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import defaultdict
 
@@ -12,6 +13,7 @@ import pytest
 
 import loadrepro
 from loadrepro.errors import UsageError
+from loadrepro.profile import load_profile
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -98,6 +100,22 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
     assert not rule(report, "engine_death").fired  # the target did not die
     # the dead replica's 500s are not told as the target failing while its own /health said 200
     assert not rule(report, "failures_while_healthy").fired, rule(report, "failures_while_healthy")
+    assert (tmp_path / "run" / "timeline.png").stat().st_size > 0  # its /health drawn in the endpoints' panel
+
+
+def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
+    from loadrepro.report.timeline import timeline_of
+    from loadrepro.session import RunOptions, run_session
+
+    a, b = StubServer(tokens=8, token_delay_s=0.02), StubServer(tokens=8, token_delay_s=0.02, die_after=3)
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=40, turns=1))
+    with a.running(), b.running():
+        options = RunOptions(load_profile(str(path), [f'target.replicas=["{b.url}"]']), a.url, None, "run",
+                             tmp_path / "run", quiet=True, tokenizer=tokenizer_dir, pictures=False)
+        session = asyncio.run(run_session(options, say=lambda _: None))
+    (series,) = timeline_of(session.result).endpoints
+    assert series.name == "replica-1" and series.health_ok[0] == 1 and series.health_ok[-1] == 0, series
 
 
 def test_a_replica_down_a_while_and_back_is_not_a_death(tmp_path, tokenizer_dir):

@@ -192,7 +192,8 @@ def _endpoints_panel(ax: Axes, t: Timeline) -> None:
     twin.set_ylabel("waiting")
     ax.legend(loc="upper left", frameon=False, fontsize=8)
     twin.legend(loc="upper right", frameon=False, fontsize=8)
-    ax.set_title("watched endpoints: KV usage, waiting; red where /health was not 200", loc="left", fontsize=9)
+    ax.set_title("watched endpoints and replicas: KV usage, waiting; red where /health was not 200", loc="left",
+                 fontsize=9)
 
 
 def timeline_figure(timelines: list[Timeline]) -> Figure:

@@ -80,7 +80,7 @@ class Timeline:
     ttft_weight: float = 1.0
     e2e_weight: float = 1.0
     chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
-    endpoints: tuple[EndpointSeries, ...] = ()  # the other processes watched ([[watch.endpoints]])
+    endpoints: tuple[EndpointSeries, ...] = ()  # the other processes watched ([[watch.endpoints]], replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +193,7 @@ def timeline_of(result: RunResult) -> Timeline:
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
     wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
-    endpoints = tuple(_endpoint(w, result.start_ns) for w in result.watched)
+    endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
                                endpoints=endpoints)
 
