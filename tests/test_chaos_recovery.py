@@ -99,6 +99,7 @@ def test_a_paused_engine_silent_on_health_meanwhile_is_not_failing(tmp_path, tok
 @pytest.mark.parametrize(("after", "words"), [
     ("slow", "TTFT p95 never back within"),
     ("zombies", "the engine kept running more requests than loadrepro had in flight"),
+    # a dead engine's last metrics are not read as requests it kept running
     ("dead", "/health not 200 within 4 s"),
 ])
 def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, words, tmp_path, tokenizer_dir):
@@ -109,6 +110,9 @@ def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, wo
     found = fired(report, "no_recovery")
     assert found and found.startswith("restart at 2.0 s not back within 4 s") and words in found, found
     assert not report.chaos[0].recovered
+    if after == "dead":  # a dead engine's last metrics are not read as requests it kept running
+        assert "running requests not judged: /health did not answer 200 again" in found, found
+        assert "kept running more requests" not in found, found
 
 
 def test_the_oversize_twin_wedges_stock_and_patched_refuses_it(tmp_path):

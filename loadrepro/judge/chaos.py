@@ -174,6 +174,8 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
         parts.append("running requests not judged: the engine publishes no running count")
     elif r.running_s is not None:
         parts.append(f"running no more than loadrepro's in flight after {r.running_s:.1f} s")
+    elif r.health_s is None:  # a dead engine's metrics, frozen at its last scrape, say nothing of what it runs
+        parts.append("running requests not judged: /health did not answer 200 again")
     else:
         parts.append("the engine kept running more requests than loadrepro had in flight")
     parts.append(_kv_words(r))
