@@ -162,3 +162,18 @@ def test_replicas_n_starts_the_engine_n_times_and_stops_each(tmp_path, tokenizer
     assert "engine: stopped by SIGTERM" in said and "replica-1: stopped by SIGTERM" in said, said
     with pytest.raises(UsageError, match="replicas already running are given by URL"):
         loadrepro.run(path, replicas=2, base_url="http://127.0.0.1:9", out=tmp_path / "no")
+
+
+def test_a_replica_whose_health_starves_while_it_serves_is_not_dead(tmp_path, tokenizer_dir):
+    """Its /health gives no answer while requests are in flight (a single-threaded frontend starved by the load)
+    to the end of the load, yet it keeps completing requests: busy, not dead."""
+    a = StubServer(tokens=8, token_delay_s=0.02)
+    b = StubServer(tokens=8, token_delay_s=0.02, busy_health_delay_s=1.0)
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=60, turns=1).replace(
+        "health_interval_s = 0.2", "health_interval_s = 0.2\nhealth_timeout_s = 0.1"))
+    with a.running(), b.running():
+        report = loadrepro.run(path, base_url=[a.url, b.url], tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert report.endpoints[1].health.post == "unreachable", report.endpoints[1]  # its last poll got no answer
+    assert report.endpoints[1].by_outcome == {"ok": 30} and report.endpoints[1].died_at_s is None
+    assert not rule(report, "replica_death").fired, rule(report, "replica_death")

@@ -53,11 +53,17 @@ def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
                             result.health[0].status if result.health else None, post,
                             sum(h.latency_ns > slow_ns for h in result.health), died_s, why)]
     for i, w in enumerate(result.replicas, 1):
-        polls, e = sorted(w.health, key=lambda s: s.t_ns), endpoint_health(result, w)
-        found.append(ReplicaFigures(i, w.name, w.url, replicas.get(i, ReplicaTally()),
+        polls, e, tally = sorted(w.health, key=lambda s: s.t_ns), endpoint_health(result, w), replicas.get(i)
+        tally = tally or ReplicaTally()
+        # A replica that completed a request after its /health went quiet was busy, not dead (a starved /health
+        # that gives no answer near the end of the load is not a death)
+        served_later = e.died_s is not None and tally.last_ok_ns is not None and \
+            result.seconds(tally.last_ok_ns) > e.died_s
+        found.append(ReplicaFigures(i, w.name, w.url, tally,
                                     polls[0].status if polls else None, polls[-1].status if polls else None,
-                                    sum(h.latency_ns > slow_ns for h in polls), e.died_s,
-                                    f"its /health got {e.first_bad} and no 200 after it to the end of the run"))
+                                    sum(h.latency_ns > slow_ns for h in polls), None if served_later else e.died_s,
+                                    f"its /health got {e.first_bad} and no 200 after it to the end of the run, and "
+                                    "it completed no request after it"))
     return found
 
 
