@@ -48,11 +48,13 @@ def test_the_interval_brackets_the_difference_and_too_few_requests_say_so():
 
 
 def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
-    """The same engine twice: no significant change; its steps and prefill 20% slower: regressed. Each side is two
+    """The same engine twice: no significant change; its steps and prefill 30% slower: regressed. Each side is two
     runs, taken in turns (a, slow, b, a, slow, b): a machine whose load drifts (another test's engine starting)
-    slows the three sides alike instead of one of them, as `ab --trials` takes its sides in turns."""
-    sizes = ["workload.conversations=20", "workload.turns=2", "load.concurrency=8"]
-    slow = ["sim.step_s=0.0048", "sim.prefill_tokens_per_s=320000"]
+    slows the three sides alike instead of one of them, as `ab --trials` takes its sides in turns. Steps of 10 ms:
+    at the default 4 ms, a busy machine's scheduling noise alone moved one engine's ITL by 5% between runs, the
+    share a change must reach to be called one."""
+    sizes = ["workload.conversations=20", "workload.turns=2", "load.concurrency=8", "sim.step_s=0.010"]
+    slow = ["sim.step_s=0.013", "sim.prefill_tokens_per_s=300000"]
     rows: dict[str, list] = {"a": [], "b": [], "slow": []}  # each side's runs
     for block in (1, 2):
         for name, extra in (("a", []), ("slow", slow), ("b", [])):
@@ -65,8 +67,8 @@ def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
     assert same[itl].verdict == "no significant change" and slowed[itl].verdict == "regressed", \
         "\n".join(map(str, [*same.values(), *slowed.values()]))
     assert slowed["decode tokens/s p50 (each request's)"].verdict == "regressed"
-    # 20% slower steps; another test's load on the same two cores once moved it to 15%
-    assert 0.08 < slowed[itl].difference / slowed[itl].stock < 0.4
+    # 30% slower steps
+    assert 0.15 < slowed[itl].difference / slowed[itl].stock < 0.5
 
 
 def _side(tokens: list[int], verdict: str):
