@@ -17,12 +17,12 @@ from typing import Any, Literal, TypeVar
 from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S, run_stamp
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
-from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
+from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments, url_list
 from loadrepro.profile import Profile, with_overrides
 from loadrepro.profile import load_profile as _load_profile
 from loadrepro.progress import Say
 from loadrepro.run_report import RunReport
-from loadrepro.session import REPORTS_ROOT, RunOptions, run_ab, run_session
+from loadrepro.session import REPORTS_ROOT, RunOptions, Side, run_ab, run_session
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 from loadrepro.shrink.command import shrink as _shrink
 from loadrepro.sweep_report import SweepReport
@@ -86,7 +86,7 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
         workers=args.workers if args.workers is not None else 2 if args.ray else 1, ray=args.ray,
         on_verdict=on_verdict, trials=args.trials, vary_seed=args.vary_seed,
         alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics,
-        replicas=target.replicas)
+        replicas=args.replicas)
 
 
 def _with_replicas(profile: Profile, given: list[str], url: str | None, ab: bool, isolated: bool) -> Profile:
@@ -95,15 +95,16 @@ def _with_replicas(profile: Profile, given: list[str], url: str | None, ab: bool
     replicas = (*given, *(_url(u, isolated) or u for u in profile.target.replicas))
     if replicas and (url is None or ab):
         raise UsageError("[target] replicas spread the load over a target's replicas: give the target's own URL "
-                         "first (--base-url URL, then one --base-url per replica); `ab` compares one engine a side")
+                         "first (--base-url URL, then one --base-url per replica); in `ab`, each side's replicas "
+                         "by URL (--stock-url and --patched-url given more than once)")
     return profile.model_copy(update={"target": profile.target.model_copy(update={"replicas": replicas})})
 
 
-def ab_sides(args: AbArguments) -> tuple[tuple[str | None, str | None], tuple[str | None, str | None]]:
-    """Each side of an A/B comparison as (URL checked, command); (None, None) on both sides: the simulated
-    engine's stock and patched policies."""
-    return ((_url(args.stock_url, args.target_is_isolated), args.stock_cmd),
-            (_url(args.patched_url, args.target_is_isolated), args.patched_cmd))
+def ab_sides(args: AbArguments) -> tuple[Side, Side]:
+    """Each side of an A/B comparison as (its URLs checked, the first the engine and the others its replicas;
+    command); ((), None) on both sides: the simulated engine's stock and patched policies."""
+    return ((tuple(_url(u, args.target_is_isolated) or u for u in url_list(args.stock_url)), args.stock_cmd),
+            (tuple(_url(u, args.target_is_isolated) or u for u in url_list(args.patched_url)), args.patched_cmd))
 
 
 async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | list[str] | None = None,
@@ -156,13 +157,14 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     return asyncio.run(arun(**locals()))  # the same arguments, by name
 
 
-def ab(profile: str | Path | Profile, *, stock_url: str | None = None, patched_url: str | None = None,
+def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = None,
+       patched_url: str | list[str] | None = None,
        stock_cmd: str | None = None, patched_cmd: str | None = None, overrides: Sequence[str] | None = None,
        out: str | Path | None = None, model: str | None = None, say: Say | None = None,
        workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
        api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
        verify: bool = False, trials: int = 1, vary_seed: bool = False, alpha: float = 0.05,
-       serve_metrics: int | None = None) -> Comparison:
+       serve_metrics: int | None = None, replicas: int = 1) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
     `trials` N, each side runs up to N times, alternately, until decided: a fix is confirmed only when patched
@@ -209,7 +211,7 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
 
     args = _given(SweepArguments, locals())
     levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
-    sides = ((None, args.stock_cmd), (None, args.patched_cmd)) if args.stock_cmd else None
+    sides = (((), args.stock_cmd), ((), args.patched_cmd)) if args.stock_cmd else None
     return asyncio.run(run_sweep(run_options(args), args.over, levels, args.stop_at_failure, args.bisect, sides,
                                  say or (lambda _: None))).report
 

@@ -162,7 +162,7 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     args = SweepArguments.of(given or {})  # the same steps as loadrepro.sweep, with the command line's own say
     levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]))
-    sides = ((None, args.stock_cmd), (None, args.patched_cmd)) if args.stock_cmd else None
+    sides = (((), args.stock_cmd), ((), args.patched_cmd)) if args.stock_cmd else None
     done = asyncio.run(run_sweep(options, args.over, levels, args.stop_at_failure, args.bisect, sides, _say))
     _echo(done.report.conclusion)
     for path in done.written:

@@ -41,6 +41,11 @@ def _problem(error: Any) -> str:
     return f"{where}: {error['msg']}" if where else str(error["msg"])
 
 
+def url_list(given: str | list[str] | None) -> list[str]:
+    """A target's URLs as given once or more (a repeatable option): the first the target, the others replicas."""
+    return [given] if isinstance(given, str) else list(given or [])
+
+
 class LoadArguments(Arguments):
     """What `run` and `ab` share: the workload, how it is sent, how often."""
 
@@ -69,6 +74,10 @@ class LoadArguments(Arguments):
         "Serve loadrepro's own Prometheus metrics on 127.0.0.1:PORT/metrics while it runs (0: a free port, said "
         "when it starts): requests by outcome, in flight, TTFT/ITL/e2e histograms, /health, the engine's KV usage, "
         "rules fired so far, the run's phase."), json_schema_extra={"metavar": "PORT"})
+    replicas: int = Field(1, ge=1, description=(
+        "Start the engine (an engine command, else the simulated engine) N times, each on a port of its own, as "
+        "replicas of one target: the load spread over them ([target] routing), each judged on its own; in `ab`, "
+        "each side's engine N times."), json_schema_extra={"metavar": "N"})
     # The command line's alone: a program chose its target deliberately and shows no progress display.
     target_is_isolated: bool = Field(False, description="Confirm a non-loopback target is an isolated test engine.")
     quiet: bool = Field(False, description="No progress display (for CI).")
@@ -87,15 +96,11 @@ class RunArguments(LoadArguments):
     tokenizer: Path | None = Field(None, description=(
         "Count lengths in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder) instead of "
         "asking the target; with --dry-run, plan offline."))
-    replicas: int = Field(1, ge=1, description=(
-        "Start the engine (--engine-cmd, else the simulated engine) N times, each on a port of its own, as "
-        "replicas of one target: the load spread over them ([target] routing), each judged on its own."),
-        json_schema_extra={"metavar": "N"})
 
     @property
     def base_urls(self) -> list[str]:
         """The target's URLs: the first is the target, the others its replicas."""
-        return [self.base_url] if isinstance(self.base_url, str) else list(self.base_url or [])
+        return url_list(self.base_url)
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
@@ -111,8 +116,12 @@ class AbArguments(LoadArguments):
     """`loadrepro ab` and `loadrepro.ab`: each side a URL or a command, or neither (the simulated engine's stock
     and patched policies)."""
 
-    stock_url: str | None = Field(None, description="The stock engine's URL.")
-    patched_url: str | None = Field(None, description="The patched engine's URL.")
+    stock_url: str | list[str] | None = Field(None, description=(
+        "The stock engine's URL. Given more than once: its replicas, as --base-url in `run`."),
+        json_schema_extra={"metavar": "URL"})
+    patched_url: str | list[str] | None = Field(None, description=(
+        "The patched engine's URL. Given more than once: its replicas, as --base-url in `run`."),
+        json_schema_extra={"metavar": "URL"})
     stock_cmd: str | None = Field(None, description="Start the stock engine with this command.")
     patched_cmd: str | None = Field(None, description="Start the patched engine with this command.")
     alpha: float = Field(0.05, gt=0, lt=1, description="With --trials: the p below which a fix is shown.")
@@ -132,6 +141,9 @@ class AbArguments(LoadArguments):
         if any(url or cmd for url, cmd in sides) and not all(url or cmd for url, cmd in sides):
             raise ValueError("give both sides (a stock URL or command and a patched URL or command), or neither (the "
                              "simulated engine's policies)")
+        if self.replicas > 1 and (self.stock_url or self.patched_url):
+            raise ValueError("--replicas starts each side's engine N times; replicas already running are given by "
+                             "URL, one --stock-url/--patched-url each")
         return self
 
 

@@ -420,15 +420,18 @@ class AbSession:
     written: list[Path]
 
 
-Side = tuple[str | None, str | None]  # an A/B side: (URL, engine command), at most one given
+# An A/B side: (its URLs, the first the engine and the others its replicas; engine command), at most one given.
+Side = tuple[tuple[str, ...], str | None]
 
 
 def ab_side(options: RunOptions, label: str, side: Side, out: Path) -> RunOptions:
-    """One side of an A/B: its URL or engine command, or the simulated engine with that side's policy."""
-    url, command = side
-    profile = options.profile.model_copy(update={"sim": options.profile.sim.model_copy(update={"policy": label})})
-    return dataclasses.replace(options, profile=profile, base_url=url, label=label, out=out, engine_cmd=command,
-                               began_ns=options.began_ns if label == "stock" else None)
+    """One side of an A/B: its URLs or engine command, or the simulated engine with that side's policy."""
+    urls, command = side
+    target = options.profile.target.model_copy(update={"replicas": urls[1:]})
+    profile = options.profile.model_copy(update={
+        "sim": options.profile.sim.model_copy(update={"policy": label}), "target": target})
+    return dataclasses.replace(options, profile=profile, base_url=urls[0] if urls else None, label=label, out=out,
+                               engine_cmd=command, began_ns=options.began_ns if label == "stock" else None)
 
 
 async def run_ab(options: RunOptions, stock: Side, patched: Side, say: Say = print) -> AbSession:

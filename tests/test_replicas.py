@@ -98,12 +98,15 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
     assert second.died_at_s is not None and second.by_outcome.get("server_error", 0) > 0
     assert report.requests.total == 60 and report.stop_reason == "done"  # every request sent: the run went on
     assert not rule(report, "engine_death").fired  # the target did not die
+    fatal = rule(report, "fatal_signature").detail  # the dying replica's last words, said as whose they were
+    assert " responses (replica-1 " in fatal and "replica-0" not in fatal, fatal
     # the dead replica's 500s are not told as the target failing while its own /health said 200
     assert not rule(report, "failures_while_healthy").fired, rule(report, "failures_while_healthy")
     assert (tmp_path / "run" / "timeline.png").stat().st_size > 0  # its /health drawn in the endpoints' panel
 
 
 def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
+    from loadrepro.report.plots import timeline_figure
     from loadrepro.report.timeline import timeline_of
     from loadrepro.session import RunOptions, run_session
 
@@ -114,8 +117,20 @@ def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
         options = RunOptions(load_profile(str(path), [f'target.replicas=["{b.url}"]']), a.url, None, "run",
                              tmp_path / "run", quiet=True, tokenizer=tokenizer_dir, pictures=False)
         session = asyncio.run(run_session(options, say=lambda _: None))
-    (series,) = timeline_of(session.result).endpoints
+    timeline = timeline_of(session.result)
+    (series,) = timeline.endpoints
     assert series.name == "replica-1" and series.health_ok[0] == 1 and series.health_ok[-1] == 0, series
+    # a lane each: the requests each replica was sent, as the records say
+    sent = defaultdict(int)
+    for r in session.result.records:
+        sent[r.replica] += 1
+    assert timeline.replicas == 2 and {i: sum(1 for lane in timeline.lanes if lane.replica == i) for i in (0, 1)} \
+        == dict(sent)
+    figure = timeline_figure([timeline])
+    titles = [ax.get_title(loc="left") for ax in figure.axes]
+    assert any(title.startswith("replicas: ") for title in titles), titles
+    (lanes,) = [ax for ax in figure.axes if ax.get_title(loc="left").startswith("replicas: ")]
+    assert [label.get_text() for label in lanes.get_yticklabels()] == ["replica-0", "replica-1"]
 
 
 def test_a_replica_down_a_while_and_back_is_not_a_death(tmp_path, tokenizer_dir):
@@ -177,3 +192,37 @@ def test_a_replica_whose_health_starves_while_it_serves_is_not_dead(tmp_path, to
     assert report.endpoints[1].health.post == "unreachable", report.endpoints[1]  # its last poll got no answer
     assert report.endpoints[1].by_outcome == {"ok": 30} and report.endpoints[1].died_at_s is None
     assert not rule(report, "replica_death").fired, rule(report, "replica_death")
+
+
+def test_ab_takes_each_sides_replicas_by_url(tmp_path, tokenizer_dir):
+    """Stock's second replica dies while its first serves; patched's two hold: replica_death fails stock alone."""
+    from loadrepro.report.json import read_report
+
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=60, turns=1))
+    stock = [StubServer(tokens=8, token_delay_s=0.01), StubServer(tokens=8, token_delay_s=0.01, die_after=5)]
+    patched = [StubServer(tokens=8, token_delay_s=0.01), StubServer(tokens=8, token_delay_s=0.01)]
+    with stock[0].running(), stock[1].running(), patched[0].running(), patched[1].running():
+        comparison = loadrepro.ab(path, stock_url=[s.url for s in stock], patched_url=[s.url for s in patched],
+                                  out=tmp_path / "ab")
+    before, after = (read_report(tmp_path / "ab" / side) for side in ("stock", "patched"))
+    assert [e.url for e in before.endpoints] == [s.url for s in stock]
+    assert [e.url for e in after.endpoints] == [s.url for s in patched]
+    assert rule(before, "replica_death").fired and not rule(after, "replica_death").fired, after.reasons
+    assert after.passed and [e.requests for e in after.endpoints] == [30, 30]
+    assert comparison.fix_confirmed, comparison.detail
+    with pytest.raises(UsageError, match="one --stock-url/--patched-url each"):
+        loadrepro.ab(path, stock_url=stock[0].url, patched_url=patched[0].url, replicas=2, out=tmp_path / "no")
+
+
+def test_ab_replicas_n_starts_each_sides_engine_n_times(tmp_path, tokenizer_dir):
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="session", conversations=6, turns=2))
+    loadrepro.ab(path, replicas=2, out=tmp_path / "ab")
+    from loadrepro.report.json import read_report
+
+    for side in ("stock", "patched"):
+        report = read_report(tmp_path / "ab" / side)
+        first, second = report.endpoints
+        assert first.url != second.url and first.requests + second.requests == 12, report.endpoints
+        assert (tmp_path / "ab" / side / "engine-replica-1.log").exists()

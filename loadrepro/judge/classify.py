@@ -13,7 +13,7 @@ from loadrepro.judge.endpoints import ENDPOINT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
 from loadrepro.judge.health import HEALTH_RULES
 from loadrepro.judge.polls import left_service, usable_health
-from loadrepro.judge.replicas import REPLICA_RULES, replica_health
+from loadrepro.judge.replicas import REPLICA_RULES, replica_health, sent_to
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
 from loadrepro.judge.structured import STRUCTURED_RULES
@@ -128,14 +128,14 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
         return None
     t_s, text = fatal
     log = next((m for m in result.log_matches if m.klass == SignatureClass.FATAL.value), None)
-    in_responses = sum(1 for r in result.records
-                       if r.signature_class == SignatureClass.FATAL.value and r.outcome in FAILED)
+    in_responses = [r for r in result.records
+                    if r.signature_class == SignatureClass.FATAL.value and r.outcome in FAILED]
     where = []
     if log is not None:
         where.append(f"engine log line {log.line_number}")
         text = _from_signature(log.line)
     if in_responses:
-        where.append(f"{in_responses} responses")
+        where.append(f"{len(in_responses)} responses{sent_to(result, in_responses)}")
     return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
                    f"{_quote(text)}")
 
@@ -148,8 +148,8 @@ def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False
             return None
         first = min(hits, key=lambda r: r.end_ns)
         why = behind(result, hits) if explained else None
-        return Finding(name, Severity.FAIL, f"{len(hits)} {words} (first: request {first.id} at "
-                       f"{result.seconds(first.end_ns):.1f} s)" + (f"; {why}" if why else ""))
+        return Finding(name, Severity.FAIL, f"{len(hits)} {words}{sent_to(result, hits)} (first: request "
+                       f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why}" if why else ""))
 
     rule.__name__ = name
     rule.__doc__ = f"Any request whose outcome is `{outcome}` ({words}); threshold: one."

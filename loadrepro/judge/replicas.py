@@ -4,13 +4,14 @@ are watched as [[watch.endpoints]] are (judge/endpoints.py says when one died). 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.polls import left_service
 from loadrepro.profile import VerdictSpec
-from loadrepro.records import HealthSample, Outcome, RunResult, Watched, replica_name
+from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult, Watched, replica_name
 from loadrepro.records.tally import ReplicaTally
 
 
@@ -25,6 +26,15 @@ class ReplicaFigures:
     slow: int  # polls slower than [watch] health_timeout_s
     died_s: float | None  # when it left service, to the end of the run (None: it did not)
     why: str  # what said so
+
+
+def sent_to(result: RunResult, records: list[RequestRecord]) -> str:
+    """Which replicas `records` went to, most first, as words to put after a count (" (replica-1 16, replica-0
+    3)"); nothing when the run had no replicas."""
+    if not result.replicas:
+        return ""
+    counts = Counter(r.replica for r in records)
+    return " (" + ", ".join(f"{replica_name(i)} {n}" for i, n in counts.most_common()) + ")"
 
 
 def replica_health(w: Watched) -> list[HealthSample]:

@@ -13,6 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure, SubFigure
 
 from loadrepro.judge.windows import REFERENCE_WINDOW
+from loadrepro.records import replica_name
 from loadrepro.report.timeline import Lane, Timeline
 from loadrepro.sweep_report import SweepCurve
 
@@ -95,16 +96,26 @@ def _canaries(ax: Axes, t: Timeline, top: float) -> None:
                 label="canary got nothing")
 
 
+HEALTHY, UNHEALTHY = "#66bb6a", "#ef5350"  # /health answered 200, or did not
+
+
+def _stretches(times: np.ndarray, ok: np.ndarray, duration_s: float) -> list[tuple[float, float, bool]]:
+    """Polls as stretches of one answer (start, end, 200 or not): one span per stretch, not per poll."""
+    if not len(times):
+        return []
+    edges = np.append(times, max(duration_s, float(times[-1])))
+    starts = [i for i in range(len(ok)) if i == 0 or ok[i] != ok[i - 1]]
+    return [(float(edges[i]), float(edges[j]), bool(ok[i])) for i, j in zip(starts, starts[1:] + [len(ok)])]
+
+
 def _health_panel(ax: Axes, t: Timeline) -> None:
     """/health's answers as coloured stretches, how long each poll took as a line over them, and the canaries'
     time to their token."""
     latencies = np.concatenate([t.health_latency_s, t.canary_ttft_s[~np.isnan(t.canary_ttft_s)]])
     top = max(0.05, float(latencies.max()) * 1.1) if len(latencies) else 1.0
     if len(t.health_t):
-        edges = np.append(t.health_t, max(t.duration_s, t.health_t[-1]))
-        starts = [i for i in range(len(t.health_ok)) if i == 0 or t.health_ok[i] != t.health_ok[i - 1]]
-        for i, j in zip(starts, starts[1:] + [len(t.health_ok)]):  # one span per stretch, not per poll
-            ax.axvspan(edges[i], edges[j], color="#66bb6a" if t.health_ok[i] else "#ef5350", alpha=0.45, linewidth=0)
+        for start, end, ok in _stretches(t.health_t, t.health_ok, t.duration_s):
+            ax.axvspan(start, end, color=HEALTHY if ok else UNHEALTHY, alpha=0.45, linewidth=0)
         changes = [i for i in range(len(t.health_status)) if i == 0 or t.health_status[i] != t.health_status[i - 1]]
         for i in changes:
             ax.text(max(t.health_t[i], 0.0), top * 1.4, f" {t.health_status[i]}", va="center", fontsize=9,
@@ -190,10 +201,35 @@ def _endpoints_panel(ax: Axes, t: Timeline) -> None:
     ax.set_ylabel("watched KV %")
     ax.set_ylim(0, 105)
     twin.set_ylabel("waiting")
-    ax.legend(loc="upper left", frameon=False, fontsize=8)
-    twin.legend(loc="upper right", frameon=False, fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # none when the endpoints publish no metrics
+        ax.legend(loc="upper left", frameon=False, fontsize=8)
+    if twin.get_legend_handles_labels()[0]:
+        twin.legend(loc="upper right", frameon=False, fontsize=8)
     ax.set_title("watched endpoints and replicas: KV usage, waiting; red where /health was not 200", loc="left",
                  fontsize=9)
+
+
+def _replicas_panel(ax: Axes, t: Timeline) -> None:
+    """One lane per replica: its /health as stretches (green 200, red not), and the end of each of its requests
+    kept in memory as a tick coloured by outcome."""
+    health = {e.name: (e.health_t, e.health_ok) for e in t.endpoints}
+    health[replica_name(0)] = (t.health_t, t.health_ok)
+    for i in range(t.replicas):
+        times, ok = health.get(replica_name(i), (np.array([]), np.array([])))
+        spans = _stretches(times, ok, t.duration_s)
+        ax.broken_barh([(a, b - a) for a, b, _ in spans], (i - 0.4, 0.8), alpha=0.3, linewidth=0,
+                       facecolors=[HEALTHY if good else UNHEALTHY for _, _, good in spans])
+        by_outcome: dict[str, list[float]] = {}
+        for lane in t.lanes:
+            if lane.replica == i:
+                by_outcome.setdefault(lane.outcome, []).append(lane.end_s)
+        for outcome, ends in sorted(by_outcome.items()):
+            shown = _thin(np.sort(ends), MAX_MARKS)
+            ax.plot(shown, np.full(len(shown), i), "|", markersize=8, color=COLOURS.get(outcome, "gray"))
+    ax.set_yticks(range(t.replicas), [replica_name(i) for i in range(t.replicas)])
+    ax.set_ylim(t.replicas - 0.5, -0.5)
+    ax.set_title("replicas: each one's requests as they ended (coloured by outcome) over its /health (green 200, "
+                 "red not)", loc="left", fontsize=9)
 
 
 def timeline_figure(timelines: list[Timeline]) -> Figure:
@@ -201,10 +237,12 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
     latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
     Dashed red: first failure; dotted black: first fatal log line; dash-dotted orange: the first wrong answer (when
     it ended under load); densely dotted purple: a fault on purpose, shaded until the engine recovered; thin grey:
-    the edges of a long run's windows."""
+    the edges of a long run's windows. With replicas, a lane each: its requests' ends over its /health."""
     windowed = any(t.windows for t in timelines)
     watched = any(t.endpoints for t in timelines)
-    ratios = [3, 1.2, 2] + ([2] if windowed else []) + ([2] if watched else [])
+    replicas = max(t.replicas for t in timelines)
+    ratios = ([3, 1.2, 2] + ([2] if windowed else []) + ([2] if watched else [])
+              + ([0.8 + 0.3 * replicas] if replicas > 1 else []))
     fig = _figure(figsize=(11, 2.1 * len(timelines) * len(ratios)))
     # One subfigure a run: its title and legend above its first panel, its own margins; one time axis for all.
     parts: list[Figure | SubFigure] = [fig]
@@ -227,7 +265,9 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
         if windowed:
             _windows_panel(panels[3], t)
         if watched:
-            _endpoints_panel(panels[-1], t)
+            _endpoints_panel(panels[3 + windowed], t)
+        if replicas > 1:
+            _replicas_panel(panels[-1], t)
         for ax in panels:
             _marks(ax, t)
             for w in t.windows[1:]:

@@ -43,6 +43,7 @@ class Lane:
     start_s: float
     end_s: float
     outcome: str
+    replica: int = 0  # the replica it went to (0: the target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class Timeline:
     e2e_weight: float = 1.0
     chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
     endpoints: tuple[EndpointSeries, ...] = ()  # the other processes watched ([[watch.endpoints]], replicas)
+    replicas: int = 1  # how many replicas the load was spread over ([target] replicas; 1: the target alone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +161,7 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     running_t, running = _series(metrics, start_ns, RUNNING)
     failures = [s(r.end_ns) for r in records if r.outcome in FAILED]
     fatal = [m for m in matches if m.klass == "F"]
-    lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value)
+    lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value, r.replica)
                   for r in sent if (at := r.sent_ns) is not None)
     ttft, ttft_weight = _from_sketch(totals.ttft_ms) if totals else \
         (np.array([r.ttft_ms for r in sent if r.ttft_ms is not None]), 1.0)
@@ -195,7 +197,7 @@ def timeline_of(result: RunResult) -> Timeline:
     wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
-                               endpoints=endpoints)
+                               endpoints=endpoints, replicas=1 + len(result.replicas))
 
 
 def _endpoint(w: Watched, start_ns: int) -> EndpointSeries:
@@ -210,7 +212,8 @@ def for_report(timeline: Timeline, report: RunReport) -> Timeline:
     purpose (each shaded until it recovered, or for all of recover_within_s when it did not)."""
     chaos = tuple((c.at_s, c.done_s + (c.recovery_s if c.recovered and c.recovery_s else c.recover_within_s),
                    c.action) for c in report.chaos if c.recovered is not None)
-    return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path, chaos=chaos)
+    return dataclasses.replace(timeline, windows=tuple(report.windows), health_path=report.health.path, chaos=chaos,
+                               replicas=max(1, len(report.endpoints)))
 
 
 def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
