@@ -23,7 +23,7 @@ from loadrepro.drive.limits import discover, from_profile, longest_sequence
 from loadrepro.drive.live_metrics import LiveMetrics
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.references import verify_answers
-from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.drive.runner import Runner, RunTarget, StartedReplica
 from loadrepro.drive.target import check_reachable, discover_model
 from loadrepro.drive.transport import Transport
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
@@ -114,7 +114,7 @@ class _Target:
     url: str
     counter_is_local: bool  # the simulated engine's tokenizer runs in process
     engine: ManagedEngine | None
-    replicas: tuple[str, ...] = ()  # --replicas N: the other copies loadrepro started, beside the profile's
+    replicas: tuple[ManagedEngine, ...] = ()  # --replicas N: the other copies loadrepro started
 
 
 @contextlib.asynccontextmanager
@@ -139,7 +139,7 @@ async def _target(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator
                 f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
             role = "target" if not i else replica_name(i)
             say(f"{role}: the {what} at {urls[-1]} (pid {engine.pid}); its log is {engine.log}")
-        yield _Target(urls[0], options.engine_cmd is None, engines[0], tuple(urls[1:]))
+        yield _Target(urls[0], options.engine_cmd is None, engines[0], tuple(engines[1:]))
     finally:
         await _stop_all(engines, say)
 
@@ -274,14 +274,17 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)),
             compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
-            replicas=(*profile.target.replicas, *target.replicas), routing=profile.target.routing)
+            replicas=(*profile.target.replicas, *(e.url for e in target.replicas)), routing=profile.target.routing)
         engine = target.engine
         shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
                                engine_exit=engine.exit_code if engine else None,
                                engine_log=engine.log if engine else None, engine=engine,
                                oversize=beyond,
-                               health_owner=gateway.owns(profile.watch.health_path) if gateway else None)
+                               health_owner=gateway.owns(profile.watch.health_path) if gateway else None,
+                               started_replicas=tuple(
+                                   StartedReplica(i, e.log, e.exit_code)
+                                   for i, e in enumerate(target.replicas, len(profile.target.replicas) + 1)))
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)

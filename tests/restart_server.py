@@ -5,6 +5,8 @@ process to stop. It counts its starts in `--state`; from its second start on it 
 - "zombies": /metrics reports 6 more requests running than it serves (requests it never freed);
 - "dead": /health 503 and every request a 500 (up, but never back in service).
 From its second start it listens only after `--slow-start` seconds (an engine slow to load again).
+The process of start `--crash-start` (a replica of `--replicas N`: the target is start 1) logs vLLM's fatal line
+and is killed by SIGSEGV once it has streamed `--crash-after` answers (a replica that crashes while others serve).
 Streams of `--tokens` tokens every `--delay` seconds, the first after `--ttft` seconds; /metrics in vLLM's names.
 
     python -m tests.restart_server --port 8000 --state /tmp/starts --after slow
@@ -15,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -29,12 +33,19 @@ def _starts(state: Path) -> int:
     return count
 
 
-def app(after: str, restarted: bool, tokens: int, delay_s: float, ttft_s: float) -> web.Application:
+def _crash() -> None:
+    print("ERROR 12-03 10:00:00 [core.py:123] EngineCore encountered an issue. See stack trace (above) for the root "
+          "cause.", flush=True)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def app(after: str, restarted: bool, tokens: int, delay_s: float, ttft_s: float,
+        crash_after: int | None = None) -> web.Application:
     mode = after if restarted else "healthy"
-    running = 0
+    running = answered = 0
 
     async def chat(request: web.Request) -> web.StreamResponse:
-        nonlocal running
+        nonlocal running, answered
         if mode == "dead":
             return web.json_response({"error": {"message": "engine dead", "type": "InternalServerError"}}, status=500)
         await request.json()
@@ -54,6 +65,9 @@ def app(after: str, restarted: bool, tokens: int, delay_s: float, ttft_s: float)
             await response.write(b"data: [DONE]\n\n")
         finally:
             running -= 1
+        answered += 1
+        if crash_after is not None and answered >= crash_after:
+            _crash()
         return response
 
     async def metrics(_: web.Request) -> web.Response:
@@ -76,13 +90,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.02)
     parser.add_argument("--ttft", type=float, default=0.05)
+    parser.add_argument("--crash-start", type=int, default=0)
+    parser.add_argument("--crash-after", type=int, default=5)
     args = parser.parse_args()
     start = _starts(args.state)
     print(json.dumps({"start": start, "after": args.after}), flush=True)
     if start > 1:
         time.sleep(args.slow_start)
-    web.run_app(app(args.after, start > 1, args.tokens, args.delay, args.ttft), host="127.0.0.1", port=args.port,
-                access_log=None, print=None)
+    crash_after = args.crash_after if start == args.crash_start else None
+    web.run_app(app(args.after, start > 1, args.tokens, args.delay, args.ttft, crash_after), host="127.0.0.1",
+                port=args.port, access_log=None, print=None)
 
 
 if __name__ == "__main__":

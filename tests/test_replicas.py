@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import defaultdict
 
 import pytest
@@ -226,3 +227,28 @@ def test_ab_replicas_n_starts_each_sides_engine_n_times(tmp_path, tokenizer_dir)
         first, second = report.endpoints
         assert first.url != second.url and first.requests + second.requests == 12, report.endpoints
         assert (tmp_path / "ab" / side / "engine-replica-1.log").exists()
+
+
+def test_a_started_replica_that_crashes_is_named_with_its_exit_and_its_log(tmp_path, tokenizer_dir):
+    """--replicas 2 of an engine of our own whose second start (replica-1) logs vLLM's fatal line and is killed
+    by SIGSEGV after 5 answers: replica_death names its exit and quotes its log, the target serves on and is not
+    dead, and the fatal line is said as replica-1's. The same engine without the crash: no death at all."""
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=40, turns=1))
+    engine = f"{sys.executable} -m tests.restart_server --port {{port}} --tokens 8 --delay 0.01"
+    report = loadrepro.run(path, engine_cmd=f"{engine} --state {tmp_path / 'starts'} --crash-start 2", replicas=2,
+                           tokenizer=tokenizer_dir, out=tmp_path / "run")
+    found = rule(report, "replica_death")
+    assert found.fired and found.detail.startswith("replica-1 (http://127.0.0.1:"), found.detail
+    assert "its process killed by SIGSEGV (seen at " in found.detail, found.detail
+    assert "its log, line " in found.detail and "EngineCore encountered an issue" in found.detail, found.detail
+    assert not rule(report, "engine_death").fired, rule(report, "engine_death")
+    fatal = rule(report, "fatal_signature").detail
+    assert fatal.count("replica-1's engine log line ") == 1 and "replica-0" not in fatal, fatal
+    first = report.endpoints[0]
+    assert first.died_at_s is None and first.by_outcome.get("ok", 0) >= 20, first  # half the load at least
+    assert "EngineCore encountered an issue" in report.log_excerpt[-1]
+    calm = loadrepro.run(path, engine_cmd=f"{engine} --state {tmp_path / 'calm-starts'}", replicas=2,
+                         tokenizer=tokenizer_dir, out=tmp_path / "calm")
+    assert calm.passed, calm.reasons
+    assert all(e.died_at_s is None for e in calm.endpoints) and not rule(calm, "replica_death").fired

@@ -53,6 +53,7 @@ from loadrepro.records import (
     Note,
     NoteSource,
     Outcome,
+    ProcessExit,
     RequestRecord,
     RunResult,
     Sample,
@@ -68,6 +69,15 @@ ENGINE_POLL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
+class StartedReplica:
+    """A replica loadrepro started (--replicas N): its log is followed and its exit seen, as the target's are."""
+
+    index: int  # its replica number: 1 the first beside the target
+    log: Path
+    exit_code: Callable[[], int | None]  # None while it runs
+
+
+@dataclass(frozen=True, slots=True)
 class RunTarget:
     base_url: str
     model: str
@@ -78,6 +88,7 @@ class RunTarget:
     engine: EngineControl | None = None  # an engine loadrepro started, for faults on purpose
     oversize: Oversize | None = None  # a request just beyond what the engine can ever hold (from its limits)
     health_owner: str | None = None  # when the health path is not the engine's (a gateway's), in words
+    started_replicas: tuple[StartedReplica, ...] = ()
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
@@ -118,6 +129,9 @@ class Runner:
         self._upstream = {s.name for s in client.config.signatures if s.upstream}
         self._started_at = ""
         self._logs: LogWatcher | None = None
+        self._replica_logs = [LogWatcher(r.log, self._on_sample, True, client.config.signatures, clock, r.index)
+                              for r in target.started_replicas]
+        self._replica_exits: dict[int, ProcessExit] = {}
         self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
@@ -385,7 +399,24 @@ class Runner:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
         table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
                   for endpoint in (*watch.endpoints, *self._replicas)]
+        table += [(NoteSource.ENGINE_LOG, replica_log.run(stop)) for replica_log in self._replica_logs]
+        if self.target.started_replicas:
+            table.append((NoteSource.ENGINE, self._watch_replica_exits(stop)))
         return table
+
+    def _replicas_exited(self) -> None:
+        """Note when each replica loadrepro started exits by itself (once); the load ends when the last serving
+        one went and the target is dead."""
+        for replica in self.target.started_replicas:
+            if replica.index not in self._replica_exits and (code := replica.exit_code()) is not None:
+                self._replica_exits[replica.index] = ProcessExit(self._clock(), code, describe_exit(code))
+                if self._target_dead and not self._replicas_serve():
+                    self._stop(StopReason.ENGINE_DEATH, GRACE_S)
+
+    async def _watch_replica_exits(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and len(self._replica_exits) < len(self.target.started_replicas):
+            self._replicas_exited()
+            await pause(stop, ENGINE_POLL_S)
 
     def _on_endpoint_sample(self, sample: EndpointSample) -> None:
         self._recorder.endpoint_sample(sample)
@@ -397,10 +428,10 @@ class Runner:
     def _replicas_serve(self) -> bool:
         """Whether a replica beside the target answered its last /health poll 200 (one not polled yet counts as
         serving): while one does, the target's death does not end the load ([load] stop_on_death)."""
-        def serves(name: str) -> bool:
+        def serves(index: int, name: str) -> bool:
             health = self._recorder.watched.get(name, ([], []))[0]
-            return not health or health[-1].healthy
-        return any(serves(r.name) for r in self._replicas)
+            return index not in self._replica_exits and (not health or health[-1].healthy)
+        return any(serves(i, r.name) for i, r in enumerate(self._replicas, 1))
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
@@ -416,13 +447,13 @@ class Runner:
         return self._result(self._clock(), None, StopReason.RUNNING)
 
     def _result(self, end_ns: int, post: HealthSample | None, reason: StopReason) -> RunResult:
-        recorded, logs = self._recorder, self._logs
+        recorded = self._recorder
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,
             engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=self._started_at,
             start_ns=self.live.started_ns, end_ns=end_ns, records=tuple(recorded.records),
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
-            log_matches=tuple(recorded.matches), log_context=logs.context if logs else (),
+            log_matches=tuple(recorded.matches), log_context=self._log_context(),
             notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
@@ -431,8 +462,15 @@ class Runner:
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
             watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
-            replicas=tuple(dataclasses.replace(self._watched(e), url=url)
-                           for e, url in zip(self._replicas, self.client.config.replicas, strict=True)))
+            replicas=tuple(dataclasses.replace(self._watched(e), url=url, exit=self._replica_exits.get(i))
+                           for i, (e, url) in enumerate(zip(self._replicas, self.client.config.replicas,
+                                                            strict=True), 1)))
+
+    def _log_context(self) -> tuple[str, ...]:
+        """The lines before the first fatal line of the first log that had one, the target's before the
+        replicas' (report.json log_excerpt quotes that log's first fatal line after them)."""
+        logs = [w for w in (self._logs, *self._replica_logs) if w is not None]
+        return next((w.context for w in logs if w.fatal_seen), logs[0].context if logs else ())
 
     def _watched(self, endpoint: WatchedEndpoint) -> Watched:
         health, metrics = self._recorder.watched.get(endpoint.name, ([], []))

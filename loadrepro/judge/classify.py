@@ -10,7 +10,7 @@ from __future__ import annotations
 from loadrepro.capacity import Fit
 from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.endpoints import ENDPOINT_RULES
-from loadrepro.judge.findings import FAILED, Finding, Rule, Severity
+from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import HEALTH_RULES
 from loadrepro.judge.polls import left_service, usable_health
 from loadrepro.judge.replicas import REPLICA_RULES, replica_health, sent_to
@@ -27,6 +27,7 @@ from loadrepro.records import (
     RequestRecord,
     RunResult,
     StopReason,
+    replica_name,
 )
 from loadrepro.signatures import CATALOG, SignatureClass
 
@@ -38,13 +39,14 @@ def _failed(result: RunResult) -> list[RequestRecord]:
     return sorted((r for r in result.records if r.outcome in FAILED), key=lambda r: r.end_ns)
 
 
-def _first_fatal(result: RunResult) -> tuple[float, str] | None:
-    """When and what the first fatal text was, from the engine log or from a response."""
+def _first_fatal(result: RunResult, replica: int | None = None) -> tuple[float, str] | None:
+    """When and what the first fatal text was, from an engine log or from a response (of that replica's alone
+    when `replica` is given: 0 the target)."""
     # At equal times the log's earlier line wins, and the log wins over a response that quotes it.
     seen = [(m.t_ns, 0, m.line_number, _from_signature(m.line)) for m in result.log_matches
-            if m.klass == SignatureClass.FATAL.value]
+            if m.klass == SignatureClass.FATAL.value and replica in (None, m.replica)]
     seen += [(r.end_ns, 1, r.id, r.detail) for r in result.records
-             if r.signature_class == SignatureClass.FATAL.value]
+             if r.signature_class == SignatureClass.FATAL.value and replica in (None, r.replica)]
     if not seen:
         return None
     t_ns, _, _, text = min(seen)
@@ -58,11 +60,6 @@ def _from_signature(line: str) -> str:
         if found:
             return line[found.start():]
     return line
-
-
-def _quote(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return f"`{text[:limit]}{'...' if len(text) > limit else ''}`"
 
 
 def _health_after(result: RunResult, t_ns: int) -> str:
@@ -86,11 +83,11 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if left is None:
         return None
     t_ns, said = left
-    fatal = _first_fatal(result)
+    fatal = _first_fatal(result, replica=0)  # a replica's last words are not the target's
     t_s = min(result.seconds(t_ns), fatal[0]) if fatal else result.seconds(t_ns)
     words = f"engine died at {t_s:.1f} s"
     if fatal is not None:
-        words += f" with {_quote(fatal[1])}"
+        words += f" with {quote(fatal[1])}"
     if said is not None:
         words += f" ({said.text})"
     failed, later, complete = result.totals(spec.window_s).recent_ends.since(result.start_ns + round(t_s * 1e9))
@@ -117,7 +114,7 @@ def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | No
     return Finding("failures_while_healthy", Severity.FAIL,
                    f"{len(hidden)} request{'' if len(hidden) == 1 else 's'} failed while /health answered 200 "
                    f"(first: request {first.id}, "
-                   f"{first.outcome}, {_quote(first.detail)})")
+                   f"{first.outcome}, {quote(first.detail)})")
 
 
 def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -132,12 +129,13 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
                     if r.signature_class == SignatureClass.FATAL.value and r.outcome in FAILED]
     where = []
     if log is not None:
-        where.append(f"engine log line {log.line_number}")
+        whose = f"{replica_name(log.replica)}'s " if result.replicas else ""
+        where.append(f"{whose}engine log line {log.line_number}")
         text = _from_signature(log.line)
     if in_responses:
         where.append(f"{len(in_responses)} responses{sent_to(result, in_responses)}")
     return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
-                   f"{_quote(text)}")
+                   f"{quote(text)}")
 
 
 def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False) -> Rule:
@@ -214,7 +212,7 @@ def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if not hits:
         return None
     severity = Severity.INFO if spec.allow_rejected else Severity.FAIL
-    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {_quote(hits[0].detail)}")
+    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {quote(hits[0].detail)}")
 
 
 def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:

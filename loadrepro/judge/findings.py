@@ -20,3 +20,9 @@ class Finding:
 
 
 Rule = Callable[[RunResult, VerdictSpec], Finding | None]
+
+
+def quote(text: str, limit: int = 160) -> str:
+    """An engine's words in a finding: on one line, in backticks, cut at `limit` characters."""
+    text = " ".join(text.split())
+    return f"`{text[:limit]}{'...' if len(text) > limit else ''}`"

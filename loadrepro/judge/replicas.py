@@ -8,11 +8,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from loadrepro.judge.endpoints import endpoint_health
-from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.findings import Finding, Severity, quote
 from loadrepro.judge.polls import left_service
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult, Watched, replica_name
 from loadrepro.records.tally import ReplicaTally
+from loadrepro.signatures import SignatureClass
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +64,36 @@ def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
                             result.health[0].status if result.health else None, post,
                             sum(h.latency_ns > slow_ns for h in result.health), died_s, why)]
     for i, w in enumerate(result.replicas, 1):
-        polls, e, tally = sorted(w.health, key=lambda s: s.t_ns), endpoint_health(result, w), replicas.get(i)
-        tally = tally or ReplicaTally()
-        # A replica that completed a request after its /health went quiet was busy, not dead (a starved /health
-        # that gives no answer near the end of the load is not a death)
-        served_later = e.died_s is not None and tally.last_ok_ns is not None and \
-            result.seconds(tally.last_ok_ns) > e.died_s
+        polls, tally = sorted(w.health, key=lambda s: s.t_ns), replicas.get(i) or ReplicaTally()
+        died_s, why = _replica_died(result, i, w, tally)
         found.append(ReplicaFigures(i, w.name, w.url, tally,
                                     polls[0].status if polls else None, polls[-1].status if polls else None,
-                                    sum(h.latency_ns > slow_ns for h in polls), None if served_later else e.died_s,
-                                    f"its /health got {e.first_bad} and no 200 after it to the end of the run, and "
-                                    "it completed no request after it"))
+                                    sum(h.latency_ns > slow_ns for h in polls), died_s, why))
     return found
+
+
+def _replica_died(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> tuple[float | None, str]:
+    """When a replica beside the target left service and what said so: its process exited (one loadrepro
+    started), or its /health went not 200 to the end of the run while it completed no request after it (a
+    starved /health near the end of the load is busy, not dead); with its log's first fatal line when it had one."""
+    e = endpoint_health(result, w)
+    served_later = e.died_s is not None and tally.last_ok_ns is not None and \
+        result.seconds(tally.last_ok_ns) > e.died_s
+    said, times = [], []
+    if w.exit is not None:
+        times.append(result.seconds(w.exit.t_ns))
+        said.append(f"its process {w.exit.how} (seen at {times[-1]:.1f} s)")
+    if e.died_s is not None and not served_later:
+        times.append(e.died_s)
+        said.append(f"its /health got {e.first_bad} and no 200 after it to the end of the run, and it completed no "
+                    "request after it")
+    if not times:
+        return None, ""
+    fatal = next((m for m in result.log_matches if m.replica == index and m.klass == SignatureClass.FATAL.value),
+                 None)
+    if fatal is not None:
+        said.append(f"its log, line {fatal.line_number}: {quote(fatal.line)}")
+    return min(times), "; ".join(said)
 
 
 def _served_after(result: RunResult, replica: int, t_s: float) -> int:

@@ -35,6 +35,7 @@ from loadrepro.records.vocabulary import (
     Note,
     NoteSource,
     Outcome,
+    ProcessExit,
     RequestRecord,
     Sample,
     StopReason,
@@ -47,6 +48,6 @@ __all__ = [
     "ANSWER_CHARS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS", "REUSE_SCALE",
     "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
-    "NoteSource", "Outcome", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched", "WindowTally",
-    "add_all", "quiet", "replica_name", "read_jsonl", "sample_from_json",
+    "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched",
+    "WindowTally", "add_all", "quiet", "replica_name", "read_jsonl", "sample_from_json",
 ]

@@ -39,7 +39,7 @@ class RunResult:
     post_health: HealthSample | None
     metrics: tuple[MetricsSample, ...]
     log_matches: tuple[LogMatch, ...]
-    log_context: tuple[str, ...]  # the lines before the first fatal log match
+    log_context: tuple[str, ...]  # the lines before the first fatal log match (the target's log first)
     notes: tuple[Note, ...]
     stop_reason: StopReason
     interrupted: bool

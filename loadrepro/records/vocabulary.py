@@ -194,6 +194,7 @@ class Watched:
     health: tuple[HealthSample, ...] = ()
     metrics: tuple[MetricsSample, ...] = ()
     url: str = ""  # a replica's base URL ([target] replicas)
+    exit: ProcessExit | None = None  # a replica loadrepro started (--replicas) that exited by itself during the run
 
 
 # Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).
@@ -216,6 +217,16 @@ class LogMatch:
     signature: str
     klass: str
     line: str
+    replica: int = 0  # whose log: 0 the target's, i the ith replica's (one loadrepro started, --replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExit:
+    """A process loadrepro started that exited by itself during the run."""
+
+    t_ns: int  # when loadrepro saw it gone (within a poll of the exit)
+    code: int  # its exit status; negative: the signal that ended it
+    how: str  # in words: "killed by SIGKILL", "exited with code 1"
 
 
 @dataclass(frozen=True, slots=True)

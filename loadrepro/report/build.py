@@ -57,6 +57,7 @@ from loadrepro.run_report import (
     WorstLength,
     WrongAnswer,
 )
+from loadrepro.signatures import SignatureClass
 from loadrepro.version import __version__
 from loadrepro.workload.summary import WorkloadSummary
 
@@ -183,6 +184,14 @@ def _first_failure(result: RunResult) -> FirstFailure | None:
     r = min(failed, key=lambda r: r.end_ns)
     return FirstFailure(t_s=round(result.seconds(r.end_ns), 3), request=r.id, outcome=r.outcome.value,
                         detail=r.detail, conversation=r.conversation, turn=r.turn, status=r.status)
+
+
+def _first_fatal_line(result: RunResult) -> list[str]:
+    """The first fatal line of the log the run's log context came from: the target's, else the first replica's
+    that had one (the runner's choice)."""
+    fatal = [m for m in result.log_matches if m.klass == SignatureClass.FATAL.value]
+    first = min((m.replica for m in fatal), default=0)
+    return [m.line for m in fatal if m.replica == first][:1]
 
 
 def _signatures(result: RunResult) -> list[SignatureCount]:
@@ -345,8 +354,7 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result, profile.verdict),
         canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
         chaos=_chaos(result, profile.verdict),
-        log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + [
-            m.line for m in result.log_matches if m.klass == "F"][:1],
+        log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + _first_fatal_line(result),
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
                                   *_kept_note(result), *_workers_note(result))],
         environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),

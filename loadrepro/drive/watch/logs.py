@@ -30,8 +30,8 @@ def _count_lines(path: Path) -> tuple[int, int]:
 class LogWatcher:
     def __init__(self, path: Path, on_match: Callable[[LogMatch], None], from_start: bool = False,
                  signatures: tuple[Signature, ...] = CATALOG,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
-        self.path = path
+                 clock: Callable[[], int] = time.perf_counter_ns, replica: int = 0) -> None:
+        self.path, self.replica = path, replica
         self._on_match, self._signatures, self._clock = on_match, signatures, clock
         # The clock's reading at one wall-clock instant, to place a line's own timestamp on the run's time axis.
         self._wall_ref, self._clock_ref = time.time(), clock()
@@ -69,7 +69,7 @@ class LogWatcher:
                 self.fatal_seen = True
                 self.context = tuple(self._recent)
             self._on_match(LogMatch(self._when(line), self._line_number, signature.name, signature.klass.value,
-                                    line[:1000]))
+                                    line[:1000], self.replica))
         self._recent.append(line)
 
     def _when(self, line: str) -> int:
