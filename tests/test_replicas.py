@@ -252,3 +252,26 @@ def test_a_started_replica_that_crashes_is_named_with_its_exit_and_its_log(tmp_p
                          tokenizer=tokenizer_dir, out=tmp_path / "calm")
     assert calm.passed, calm.reasons
     assert all(e.died_at_s is None for e in calm.endpoints) and not rule(calm, "replica_death").fired
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_targets_running_count_is_read_against_its_own_requests_in_flight(tmp_path, tokenizer_dir, workers):
+    """The target's metrics are judged (waits, recoveries) against loadrepro's requests in flight to the target,
+    not to every replica: two replicas at concurrency 4, round robin, each runs about 2 while 4 are in flight in
+    all; read against 4, requests the target kept running for nobody could never show. Sent from one process
+    or two (their counts shared with the driver)."""
+    a = StubServer(tokens=8, token_delay_s=0.05, kv_leak_per_request=0.0)  # /metrics: its own running count
+    b = StubServer(tokens=8, token_delay_s=0.05)
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=24, turns=1).replace(
+        'metrics_path = ""', 'metrics_path = "/metrics"\nmetrics_interval_s = 0.1'))
+    with a.running(), b.running():
+        report = loadrepro.run(path, base_url=[a.url, b.url], tokenizer=tokenizer_dir, out=tmp_path / "run",
+                               workers=workers)
+    assert report.passed, report.reasons
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    pairs = [(s["in_flight"], s["values"]["running"]) for s in samples
+             if s.get("in_flight") is not None and s.get("values", {}).get("running")]
+    assert len(pairs) >= 5, pairs
+    seen, ran = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    assert 0.7 * ran <= seen <= 1.3 * ran, pairs  # all four in flight against it would be twice what it runs

@@ -100,6 +100,8 @@ class Arrivals:
                 raise
         self._live.queued -= 1
         self._live.in_flight += 1
+        at_target = self._client.config.replica_of(request_id, planned.conversation) == 0
+        self._live.at_target += at_target
         ended: list[RequestRecord] = []
 
         def on_record(record: RequestRecord) -> None:
@@ -127,6 +129,7 @@ class Arrivals:
         finally:
             self._sending.pop(send, None)
             self._live.in_flight -= 1
+            self._live.at_target -= at_target
             self._slots.release()
 
     @property

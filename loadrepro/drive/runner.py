@@ -166,8 +166,8 @@ class Runner:
                 self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
-        if isinstance(sample, MetricsSample):  # what the engine's running count is judged against
-            sample = dataclasses.replace(sample, in_flight=self.live.in_flight)
+        if isinstance(sample, MetricsSample):  # what the engine's running count is judged against: its own requests
+            sample = dataclasses.replace(sample, in_flight=self.live.at_target)
         previous = self._recorder.metrics[-1] if self._recorder.metrics else None  # the last is never merged
         self._recorder.sample(sample)
         if self._live_metrics is not None:

@@ -114,6 +114,7 @@ class Shared:
     activity: c_int64  # the engine's last progress (SharedActivity)
     in_flight: Any  # ctypes array of c_int, one per worker
     queued: Any  # likewise: requests due and waiting in the worker for a concurrency slot
+    at_target: Any  # likewise: of those in flight, the ones sent to the target (LiveState.at_target)
     next_start: c_int64  # the earliest time the next request may start, under max_rps
     starts: Lock | None  # over next_start (only with max_rps: a lock brings multiprocessing's resource tracker)
     start_every_ns: int  # 1 / max_rps, 0 without it
@@ -121,8 +122,8 @@ class Shared:
     @classmethod
     def create(cls, context: Any, workers: int, max_rps: float | None) -> Shared:
         return cls(context.RawValue(c_int, GO), context.RawValue(c_int64, 0), context.RawArray(c_int, workers),
-                   context.RawArray(c_int, workers), context.RawValue(c_int64, 0), context.Lock() if max_rps else None,
-                   int(1e9 / max_rps) if max_rps else 0)
+                   context.RawArray(c_int, workers), context.RawArray(c_int, workers), context.RawValue(c_int64, 0),
+                   context.Lock() if max_rps else None, int(1e9 / max_rps) if max_rps else 0)
 
 
 class SharedStarts:
@@ -185,8 +186,9 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
             if level >= CANCEL or os.getppid() != parent:
                 task.cancel()
             shared.in_flight[share.index], shared.queued[share.index] = live.in_flight, live.queued
+            shared.at_target[share.index] = live.at_target
             await asyncio.wait({task}, timeout=POLL_S)
-        shared.in_flight[share.index] = shared.queued[share.index] = 0
+        shared.in_flight[share.index] = shared.queued[share.index] = shared.at_target[share.index] = 0
         if not task.cancelled():
             task.result()
 
@@ -271,8 +273,9 @@ class WorkerArrivals:
             if any(f.done() and f.result() is not None for f in finished):
                 self._shared.stop.value = CANCEL
             live.in_flight, live.queued = sum(self._shared.in_flight), sum(self._shared.queued)
+            live.at_target = sum(self._shared.at_target)
             await asyncio.wait(finished, timeout=POLL_S)
-        live.in_flight = live.queued = 0
+        live.in_flight = live.queued = live.at_target = 0
 
     def _read(self, receive: Connection, loop: asyncio.AbstractEventLoop, done: asyncio.Future[str | None]) -> None:
         """On its own thread: a worker's records into the driver's loop, in the order they were sent; `done` gets

@@ -51,6 +51,7 @@ class Batch:
     records: list[RequestRecord]  # since the last pull, on the actor's clock
     in_flight: int
     queued: int  # due and waiting in the actor for a concurrency slot
+    at_target: int  # of those in flight, the ones sent to the target (LiveState.at_target)
     activity_ns: int  # the engine's last progress the actor saw, on its clock
     done: bool  # its share is over: no record comes after this batch
     error: str | None  # what its share raised, if it did
@@ -113,7 +114,8 @@ class RayWorker:
         error = None
         if done and not self._task.cancelled() and self._task.exception() is not None:
             error = f"{type(self._task.exception()).__name__}: {self._task.exception()}"
-        return Batch(records, self._live.in_flight, self._live.queued, self._activity.last_ns, done, error)
+        return Batch(records, self._live.in_flight, self._live.queued, self._live.at_target, self._activity.last_ns,
+                     done, error)
 
 
 def _shifted(record: RequestRecord, offset_ns: int) -> RequestRecord:
@@ -261,7 +263,7 @@ class RayArrivals:
         """Pull from every actor until all are done; each pull passes the stop level and the progress on. An actor
         that died or failed cancels the others, whose last records are still pulled."""
         running = dict(enumerate(actors))
-        in_flight, queued = [0] * len(actors), [0] * len(actors)
+        in_flight, queued, at_target = [0] * len(actors), [0] * len(actors), [0] * len(actors)
         crashed: list[str] = []
         while running:
             if self._stopped.is_set() and self._level < NO_NEW:
@@ -278,7 +280,7 @@ class RayArrivals:
                     continue
                 for record in batch.records:
                     self._on_record(_shifted(record, offsets[i]))
-                in_flight[i], queued[i] = batch.in_flight, batch.queued
+                in_flight[i], queued[i], at_target[i] = batch.in_flight, batch.queued, batch.at_target
                 self._client.activity.last_ns = max(self._client.activity.last_ns, batch.activity_ns - offsets[i])
                 if batch.error:
                     crashed.append(f"Ray actor {i} raised {batch.error}")
@@ -288,6 +290,7 @@ class RayArrivals:
                 self._level = CANCEL
             self._live.in_flight = sum(in_flight[i] for i in running)
             self._live.queued = sum(queued[i] for i in running)
-        self._live.in_flight = self._live.queued = 0
+            self._live.at_target = sum(at_target[i] for i in running)
+        self._live.in_flight = self._live.queued = self._live.at_target = 0
         if crashed:
             raise WorkerCrashed(CRASHED + "; ".join(crashed))
