@@ -4,6 +4,10 @@ While a load runs, a signal asks the runner to stop (it cancels what is in fligh
 at any other moment (an engine starting, planning, writing reports) it raises KeyboardInterrupt where the program
 is, so that every `finally` runs and every engine loadrepro started is stopped; the CLI then exits 130. A signal
 that comes while loadrepro is already winding down is not raised again, so that stopping the engines finishes.
+
+Python drops an exception raised while it runs a weakref callback or a `__del__` ("Exception ignored in ..."), and
+a signal handler can run there: that KeyboardInterrupt is lost. So a signal is also kept (`received`): a run that
+begins after one stops at once (`routed_to`), and `check` raises it again before the next run starts.
 """
 
 from __future__ import annotations
@@ -42,9 +46,15 @@ class Interrupts:
         elif first:
             raise KeyboardInterrupt
 
+    def check(self) -> None:
+        """Raise KeyboardInterrupt for a signal already received (its first raise may have been lost)."""
+        if self.received is not None and self._route is None:
+            raise KeyboardInterrupt
+
     @contextlib.contextmanager
     def routed_to(self, stop: Callable[[], None]) -> Iterator[None]:
-        """While inside, a signal calls `stop` on the running event loop instead of raising."""
+        """While inside, a signal calls `stop` on the running event loop instead of raising; one received before
+        (whose raise was lost) calls it at once."""
         loop = asyncio.get_running_loop()
         previous = self._route
 
@@ -52,6 +62,8 @@ class Interrupts:
             loop.call_soon_threadsafe(stop)
 
         self._route = route
+        if self.received is not None:
+            route()
         try:
             yield
         finally:

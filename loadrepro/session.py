@@ -214,6 +214,7 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: 
 async def run_session(options: RunOptions, say: Say = print) -> Session:
     """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
     traceback is kept in the run directory."""
+    INTERRUPTS.check()  # a signal whose KeyboardInterrupt was lost: no new run starts after it
     if options.began_ns is None:
         options = dataclasses.replace(options, began_ns=time.perf_counter_ns())
     run_dir = run_directory(options)

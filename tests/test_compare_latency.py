@@ -71,8 +71,9 @@ def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
     assert 0.15 < slowed[itl].difference / slowed[itl].stock < 0.5
 
 
-def _side(tokens: list[int], verdict: str):
-    """A report whose requests all completed, each of `tokens` tokens in the same time (its decode rate)."""
+def _side(tokens: list[int], verdict: str, died: bool = False):
+    """A report whose requests all completed, each of `tokens` tokens in the same time (its decode rate); its
+    engine died (engine_death fired) or not."""
     from loadrepro.records import Outcome
     from tests.builders import record
     from tests.test_reports import fixed_report
@@ -84,7 +85,9 @@ def _side(tokens: list[int], verdict: str):
         table.append(rows.model_copy(update={"conversation": i, "turn": 1, "outcome": "ok", "output_tokens": n,
                                              "ttft_ms": (r.first_token_ns - r.sent_ns) / 1e6,
                                              "e2e_ms": (r.end_ns - r.sent_ns) / 1e6}))
-    return fixed_report().model_copy(update={"request_table": table, "verdict": verdict})
+    report = fixed_report()
+    rules = [r.model_copy(update={"fired": died}) if r.name == "engine_death" else r for r in report.rules]
+    return report.model_copy(update={"request_table": table, "verdict": verdict, "rules": rules})
 
 
 def test_a_decode_rate_drop_is_a_regression_only_when_it_is_not_noise():
@@ -94,6 +97,10 @@ def test_a_decode_rate_drop_is_a_regression_only_when_it_is_not_noise():
     stock = _side([16] * 12, "fail")
     slower = compare(stock, _side([10] * 12, "pass"), VerdictSpec())  # every request 37% slower to decode
     assert slower.conclusion is Conclusion.REGRESSES and slower.detail.startswith("decode "), slower.detail
+    # stock's engine died: the requests it completed are those it finished before, its quickest, no baseline
+    died = compare(_side([16] * 12, "fail", died=True), _side([10] * 12, "pass"), VerdictSpec())
+    assert died.conclusion is Conclusion.FIX_CONFIRMED, died.detail
+    assert "latency not judged against stock (decode 40 -> 25 tokens/s" in died.detail, died.detail
     mixed = compare(_side([16] * 7 + [8] * 5, "fail"), _side([16] * 5 + [8] * 7, "pass"), VerdictSpec())
     assert mixed.conclusion is Conclusion.FIX_CONFIRMED, mixed.detail  # medians apart, the interval holds none
 

@@ -119,3 +119,35 @@ def test_sigterm_while_ab_starts_the_patched_engine_stops_it_and_exits_130(tmp_p
     assert not alive(marker)
     assert (tmp_path / "stock" / "report.json").exists()  # what it had is written
     assert os.path.exists(tmp_path / "patched" / "engine.log") and not (tmp_path / "compare.md").exists()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop itself, on purpose
+def test_a_signal_whose_keyboardinterrupt_python_dropped_still_stops_the_next_run():
+    """A signal handled while Python runs a `__del__` (or a weakref callback) raises KeyboardInterrupt there, and
+    Python drops it ("Exception ignored in ..."): a sweep went on to its next level so. The signal is kept: no
+    later run starts (`check`), and one already beginning is stopped at once (`routed_to`)."""
+    import asyncio
+
+    from loadrepro.interrupts import Interrupts
+
+    interrupts = Interrupts()
+
+    class Dropper:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # its handler runs inside this __del__, whose exception is dropped
+
+    stopped: list[bool] = []
+
+    async def beginning_run() -> None:
+        with interrupts.routed_to(lambda: stopped.append(True)):
+            await asyncio.sleep(0)
+
+    with interrupts.installed():
+        Dropper()  # collected at once; no KeyboardInterrupt comes out of it
+        assert interrupts.received == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+        asyncio.run(beginning_run())
+    assert stopped == [True]
+    fresh = Interrupts()
+    fresh.check()  # nothing received: nothing raised

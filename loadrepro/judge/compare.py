@@ -285,16 +285,26 @@ def compare(stock: RunReport, patched: RunReport, spec: VerdictSpec,
         conclusion, detail = Conclusion.NOT_REPRODUCED, "the stock run passed, so this workload shows no defect"
     elif patched.verdict == VerdictStatus.FAIL:
         conclusion, detail = Conclusion.STILL_FAILS, "; ".join(patched.reasons[:2])
-    elif regression is not None:
+    elif regression is not None and not _left_service(stock):
         conclusion, detail = Conclusion.REGRESSES, regression
     else:
         conclusion, detail = Conclusion.FIX_CONFIRMED, (
             f"stock failed ({stock.reasons[0] if stock.reasons else 'see its report'}); patched passed with "
             f"{_completed(patched)} completed")
+        if regression is not None:
+            detail += (f"; latency not judged against stock ({regression}): its engine died mid-run, so the requests "
+                       "both completed are those it finished before, its quickest")
     shown = [r for r in _rows(stock, patched) + regression_rows + _latency_rows(latency)
              if not (_empty(r.stock) and _empty(r.patched))]
     return Comparison(conclusion=conclusion, detail=detail, stock_label=stock.label, patched_label=patched.label,
                       rows=shown, latency=latency)
+
+
+def _left_service(r: RunReport) -> bool:
+    """The engine (or a replica) died in the run: the requests it completed are those it finished before it died,
+    its quickest (the slower ones were still running, and failed), so the same requests on the other side, served
+    to the end, would look slower whatever the patch did."""
+    return any(x.fired for x in r.rules if x.name in ("engine_death", "replica_death"))
 
 
 def _empty(cell: str) -> bool:
