@@ -3,9 +3,10 @@
 Written on asyncio streams rather than a web framework, so that every detail of the connection is the test's:
 - `close_after_stream`: closes the connection after each streamed answer, although its headers said keep-alive
   (what llama.cpp's cpp-httplib was seen doing);
-- `idle_close`: a connection idle for `idle_s` is closed without a word; a request that arrives on it then meets
-  the close (the instant a client picks a pooled connection the server is closing), and idle connections are
-  also closed by a timer;
+- `idle_close`: a connection idle for `idle_s` after an answer is closed without a word; a request that arrives on
+  it then meets the close (the instant a client picks a pooled connection the server is closing), and idle
+  connections are also closed by a timer. As a real keep-alive timeout, it runs between requests: a new connection
+  waits for its first (a busy client may take longer than `idle_s` to write it);
 - `connection_close`: every answer says `Connection: close`, and the connection is closed;
 - `max_requests`: closes a connection after `max_requests` answers without announcing it (nginx
   `keepalive_requests`, cpp-httplib's keep-alive count).
@@ -71,11 +72,11 @@ class RawServer:
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._idle_limit())
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._idle_limit(served))
                 except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-                    self.counters.closed_by_policy += self.policy == "idle_close"
+                    self.counters.closed_by_policy += self.policy == "idle_close" and served > 0
                     return
-                if self.policy == "idle_close" and time.monotonic() - idle_since >= self.idle_s:
+                if self.policy == "idle_close" and served and time.monotonic() - idle_since >= self.idle_s:
                     # The server closed this connection at idle_s; the request crossed the close on the wire.
                     self.counters.closed_by_policy += 1
                     return
@@ -95,8 +96,8 @@ class RawServer:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _idle_limit(self) -> float | None:
-        return self.idle_s * 4 if self.policy == "idle_close" else None
+    def _idle_limit(self, served: int) -> float | None:
+        return self.idle_s * 4 if self.policy == "idle_close" and served else None
 
     async def _answer(self, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes, served: int) -> bool:
         """Writes the answer; False when the connection is to be closed after it."""
