@@ -119,7 +119,10 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
                                  "under review.")
         body = framing.first(f"{head}{document}\n{QUESTION}")
         expected = float(prefix)
-        shared = framing.base + c.estimate(SYSTEM_PROMPT) + head_tokens if head else 0.0
+        # What an earlier request holds of turn 1: the system prompt (every conversation's, from the second on),
+        # then its group's document (from the group's second conversation on).
+        earlier_in_group = group is not None and i >= spec.groups
+        shared = (framing.base + c.estimate(SYSTEM_PROMPT) + (head_tokens if earlier_in_group else 0.0)) if i else 0.0
         turns = [_request(i, 1, body, spec, framing.chat, expected, shared)]
         for turn in range(2, spec.turns + 1):
             reply = _reply(i, turn - 1)

@@ -145,3 +145,16 @@ def test_conversations_built_alone_come_out_as_in_the_whole_workload():
     for c in alone.conversations:
         assert c == whole.conversations[c.index] != plain.conversations[c.index]
     assert all(whole.conversations[i] == plain.conversations[i] for i in range(12) if i not in corrections)
+
+
+def test_turn_one_counts_as_shared_what_an_earlier_conversation_holds(plan_local):
+    """Turn 1's shared prefix (workload.prefix_reuse's possible tokens) is what an earlier request holds of it: none
+    for the first conversation, the system prompt for the others, and the group's document too from each group's
+    second conversation on (counting none, an engine caching the system prompt read above 100%)."""
+    for groups in (0, 3):
+        workload = plan_local("quickstart", f"workload.groups={groups}", "workload.group_prefix_tokens=1500").workload
+        prompts = [rendered(c.turns[0]) for c in workload.conversations]
+        for i, conversation in enumerate(workload.conversations):
+            held = max((len(tokenize(common_prefix(prompts[i], p))) for p in prompts[:i]), default=0)
+            first = conversation.turns[0]
+            assert abs(first.shared_prefix_tokens - held) <= 8, (groups, i, first.shared_prefix_tokens, held)
