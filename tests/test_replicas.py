@@ -100,7 +100,7 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
     assert report.requests.total == 60 and report.stop_reason == "done"  # every request sent: the run went on
     assert not rule(report, "engine_death").fired  # the target did not die
     fatal = rule(report, "fatal_signature").detail  # the dying replica's last words, said as whose they were
-    assert " responses (replica-1 " in fatal and "replica-0" not in fatal, fatal
+    assert " responses (replica-1: " in fatal and "replica-0" not in fatal, fatal
     # the dead replica's 500s are not told as the target failing while its own /health said 200
     assert not rule(report, "failures_while_healthy").fired, rule(report, "failures_while_healthy")
     assert (tmp_path / "run" / "timeline.png").stat().st_size > 0  # its /health drawn in the endpoints' panel

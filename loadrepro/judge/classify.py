@@ -133,7 +133,8 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
         where.append(f"{whose}engine log line {log.line_number}")
         text = _from_signature(log.line)
     if in_responses:
-        where.append(f"{len(in_responses)} responses{sent_to(result, in_responses)}")
+        whose = sent_to(result, in_responses)
+        where.append(f"{len(in_responses)} responses" + (f" ({whose})" if whose else ""))
     return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
                    f"{quote(text)}")
 
@@ -146,7 +147,8 @@ def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False
             return None
         first = min(hits, key=lambda r: r.end_ns)
         why = behind(result, hits) if explained else None
-        return Finding(name, Severity.FAIL, f"{len(hits)} {words}{sent_to(result, hits)} (first: request "
+        whose = sent_to(result, hits)
+        return Finding(name, Severity.FAIL, f"{len(hits)} {words} ({f'{whose}; ' if whose else ''}first: request "
                        f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why}" if why else ""))
 
     rule.__name__ = name

@@ -30,12 +30,11 @@ class ReplicaFigures:
 
 
 def sent_to(result: RunResult, records: list[RequestRecord]) -> str:
-    """Which replicas `records` went to, most first, as words to put after a count (" (replica-1 16, replica-0
-    3)"); nothing when the run had no replicas."""
+    """Which replicas `records` went to, most first ("replica-1: 16, replica-0: 3"); nothing when the run had no
+    replicas."""
     if not result.replicas:
         return ""
-    counts = Counter(r.replica for r in records)
-    return " (" + ", ".join(f"{replica_name(i)} {n}" for i, n in counts.most_common()) + ")"
+    return ", ".join(f"{replica_name(i)}: {n}" for i, n in Counter(r.replica for r in records).most_common())
 
 
 def replica_health(w: Watched) -> list[HealthSample]:
