@@ -274,4 +274,5 @@ def test_the_targets_running_count_is_read_against_its_own_requests_in_flight(tm
              if s.get("in_flight") is not None and s.get("values", {}).get("running")]
     assert len(pairs) >= 5, pairs
     seen, ran = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    print(f"workers {workers}: in flight to the target {seen} vs its running {ran} over {len(pairs)} scrapes")
     assert 0.7 * ran <= seen <= 1.3 * ran, pairs  # all four in flight against it would be twice what it runs
