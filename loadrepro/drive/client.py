@@ -350,7 +350,8 @@ class Client:
 
     def unsent(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float) -> RequestRecord:
         """The record of a request cancelled while it waited for a free slot."""
-        return self._record(request_id, planned, queued_ns, wall_time, Attempt(), Outcome.CANCELLED,
+        replica = self.config.replica_of(request_id, planned.conversation)
+        return self._record(request_id, planned, queued_ns, wall_time, Attempt(replica=replica), Outcome.CANCELLED,
                             "cancelled by loadrepro before it was sent", 0)
 
     def _record(self, request_id: int, planned: PlannedRequest, queued_ns: int, wall_time: float, a: Attempt,
@@ -376,7 +377,7 @@ class Client:
             signature_class=signature.klass.value if signature else None, reconnects=reconnects,
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
             else None, streamed=planned.stream if streamed is None else streamed,
-            replica=self.config.replica_of(request_id, planned.conversation))
+            replica=a.replica)
 
 
 

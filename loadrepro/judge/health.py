@@ -12,7 +12,7 @@ from __future__ import annotations
 from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.measurements import measure
-from loadrepro.judge.polls import outside_outages, polls_outside_faults, sent, usable_health
+from loadrepro.judge.polls import outside_outages, polls_outside_faults, sent, slow_polls, usable_health
 from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
 
@@ -55,7 +55,7 @@ def health_latency(result: RunResult, spec: VerdictSpec) -> Finding | None:
                        f"/health answered slower than max_health_latency_s ({limit:g} s) {len(over)} times (slowest "
                        f"{worst.latency_ns / 1e9:.2f} s at {result.seconds(worst.t_ns):.1f} s)")
     timeout = result.watch.health_timeout_s
-    slow = [h for h in polls if h.latency_ns > timeout * 1e9]
+    slow = slow_polls(polls, result.watch)
     if not slow:
         return None
     worst = _slowest(slow)

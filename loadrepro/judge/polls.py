@@ -3,6 +3,7 @@ a probe with the deployment's timeout, period and failure threshold would have r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from loadrepro.profile import WatchSpec
@@ -63,6 +64,11 @@ class Restart:
 
 def sent(poll: HealthSample) -> int:
     return poll.t_ns - poll.latency_ns
+
+
+def slow_polls(polls: Iterable[HealthSample], watch: WatchSpec) -> list[HealthSample]:
+    """The polls that took longer than [watch] health_timeout_s to answer (or to be given up)."""
+    return [h for h in polls if h.latency_ns > watch.health_timeout_s * 1e9]
 
 
 def failed(sample: HealthSample, timeout_ns: float) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import Finding, Severity, quote
-from loadrepro.judge.polls import left_service
+from loadrepro.judge.polls import left_service, slow_polls
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult, Watched, replica_name
 from loadrepro.records.tally import ReplicaTally
@@ -56,18 +56,17 @@ def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
     if not result.replicas:
         return []
     replicas = result.totals(window_s).replicas
-    slow_ns = result.watch.health_timeout_s * 1e9
     died_s, why = _target_died(result)
     post = result.post_health.status if result.post_health else None
     found = [ReplicaFigures(0, replica_name(0), result.base_url, replicas.get(0, ReplicaTally()),
                             result.health[0].status if result.health else None, post,
-                            sum(h.latency_ns > slow_ns for h in result.health), died_s, why)]
+                            len(slow_polls(result.health, result.watch)), died_s, why)]
     for i, w in enumerate(result.replicas, 1):
         polls, tally = sorted(w.health, key=lambda s: s.t_ns), replicas.get(i) or ReplicaTally()
         died_s, why = _replica_died(result, i, w, tally)
         found.append(ReplicaFigures(i, w.name, w.url, tally,
                                     polls[0].status if polls else None, polls[-1].status if polls else None,
-                                    sum(h.latency_ns > slow_ns for h in polls), died_s, why))
+                                    len(slow_polls(polls, result.watch)), died_s, why))
     return found
 
 

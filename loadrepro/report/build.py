@@ -13,6 +13,7 @@ from loadrepro.judge.classify import preemptions, series
 from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.measurements import measure
+from loadrepro.judge.polls import slow_polls
 from loadrepro.judge.replicas import ReplicaFigures, replica_figures
 from loadrepro.judge.verdict import Verdict
 from loadrepro.profile import Profile, StructuredFormat, VerdictSpec
@@ -131,7 +132,7 @@ def _health(result: RunResult, window_s: float) -> Health:
         if not transitions or transitions[-1].status != sample.status:
             transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
     # Every slow poll is kept in memory (drive/recorder.py), so counting them there is counting all of them.
-    slow = sum(1 for h in result.health if h.latency_ns > result.watch.health_timeout_s * 1e9)
+    slow = len(slow_polls(result.health, result.watch))
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
                   path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow,
