@@ -2,7 +2,7 @@
 Asserts nothing.
 
     .venv/bin/python benchmarks/client_overhead.py [--requests 2000] [--concurrency 64 256] [--rounds 3]
-        [--skip-zero] [--skip-sleeping]
+        [--skip-zero] [--skip-sleeping] [--before 'env PYTHONPATH=OLD_TREE PYTHON -m loadrepro']
 
 Both clients run as their own processes against one stub (benchmarks/stub_engine.py, its own process) and send
 the same number of streamed chat requests of ~1000 prompt tokens and 128 output tokens:
@@ -22,7 +22,8 @@ Printed per client:
 
 The zero-delay stub runs twice: offering vLLM's /tokenize, and offering none (loadrepro then calibrates with
 probe requests). The sleeping stub offers /tokenize. Each pair runs --rounds times, alternating, and the last line
-of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy).
+of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy). With
+--before, another loadrepro (an older tree) runs in each round too, between the two, for a before/after.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def show(o: Outcome, n: int, concurrency: int, sleeping: bool) -> None:
               + ", ".join(f"{k} {v:+6.1f}" for k, v in errors.items()))
 
 
-def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool) -> None:
+def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool, name: str = "loadrepro") -> None:
     ratios = {"whole run": [ours.whole_cpu_s / base.whole_cpu_s for base, ours in pairs],
               "load window": [ours.window_cpu_s / base.window_cpu_s for base, ours in pairs]}
     line = ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
@@ -177,7 +178,7 @@ def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bo
             base = statistics.median(b[key] for b, _ in errors)
             ours = statistics.median(o[key] for _, o in errors)
             line += f"; TTFT error {key} {ours:+.1f} against {base:+.1f} ms"
-    print(f"  median of {len(pairs)} rounds, loadrepro / bare: {line}")
+    print(f"  median of {len(pairs)} rounds, {name} / bare: {line}")
 
 
 def start_stub(ttft_ms: float, itl_ms: float, tokenize: bool) -> tuple[subprocess.Popen, str]:
@@ -194,6 +195,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--loadrepro", default=str(Path(sys.executable).with_name("loadrepro")),
                         help="the command that runs loadrepro (another checkout: 'PYTHON -m loadrepro')")
+    parser.add_argument("--before", default=None,
+                        help="also run this loadrepro (e.g. 'env PYTHONPATH=OLD_TREE PYTHON -m loadrepro') in each "
+                             "round, for a before/after in one run")
     parser.add_argument("--skip-sleeping", action="store_true")
     parser.add_argument("--skip-zero", action="store_true")
     args = parser.parse_args()
@@ -207,13 +211,20 @@ def main() -> None:
                 print(f"\nstub: 128 tokens, TTFT {ttft_ms:.0f} ms, ITL {itl_ms:.0f} ms, "
                       f"{'/tokenize' if tokenize else 'no tokenize endpoint'}; {n} requests")
                 for concurrency in args.concurrency:
-                    pairs = []
+                    pairs, before_pairs = [], []
                     for _ in range(args.rounds):
                         base = bare(url, n, concurrency)
                         show(base, n, concurrency, bool(ttft_ms))
+                        if args.before:
+                            before, _ = run_loadrepro(url, n, concurrency, Path(work), shlex.split(args.before),
+                                                      name="loadrepro before")
+                            show(before, n, concurrency, bool(ttft_ms))
+                            before_pairs.append((base, before))
                         ours, _ = run_loadrepro(url, n, concurrency, Path(work), shlex.split(args.loadrepro))
                         show(ours, n, concurrency, bool(ttft_ms))
                         pairs.append((base, ours))
+                    if before_pairs:
+                        summary(before_pairs, concurrency, bool(ttft_ms), "loadrepro before")
                     summary(pairs, concurrency, bool(ttft_ms))
             finally:
                 process.terminate()

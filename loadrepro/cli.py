@@ -94,6 +94,8 @@ def run(
         trial_set = asyncio.run(run_trials(options, say=_say))
         for path in trial_set.written:
             _echo(f"report: {path}")
+        if trial_set.interrupted:
+            raise typer.Exit(130)
         raise typer.Exit(0 if trial_set.report.passed else 1)
     session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
     for path in session.written:
@@ -330,6 +332,8 @@ def shrink_command(given: dict[str, Any] | None = None) -> None:
         _echo(f"confirmed: {result.confirmed} of {options.confirm} more runs failed")
     for path in result.written:
         _echo(f"written: {path}")
+    if result.shrunk.interrupted:
+        raise typer.Exit(130)
 
 
 trace_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,

@@ -8,6 +8,10 @@ that comes while loadrepro is already winding down is not raised again, so that 
 Python drops an exception raised while it runs a weakref callback or a `__del__` ("Exception ignored in ..."), and
 a signal handler can run there: that KeyboardInterrupt is lost. So a signal is also kept (`received`): a run that
 begins after one stops at once (`routed_to`), and `check` raises it again before the next run starts.
+
+A KeyboardInterrupt raised while the event loop waits (a run planning, an engine starting) would leave the loop
+itself, past every coroutine that could keep what ran before (a sweep's levels, the trials so far). So a run is
+`stoppable`: in a task of its own, which a signal cancels, and the KeyboardInterrupt is raised in its caller.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -68,6 +74,24 @@ class Interrupts:
             yield
         finally:
             self._route = previous
+
+    async def stoppable(self, work: Coroutine[Any, Any, T]) -> T:
+        """`work`'s result, `work` run as a task that a signal cancels wherever it is, so that its `finally`s run
+        (the engines it started are stopped) and KeyboardInterrupt is then raised here, in the caller's task. What
+        `work` routes the signal to itself (a run's load, which stops and writes its report) takes it instead."""
+        task = asyncio.ensure_future(work)
+
+        def cancel() -> None:
+            task.cancel()
+
+        with self.routed_to(cancel):
+            try:
+                return await task
+            except asyncio.CancelledError:
+                caller = asyncio.current_task()
+                if self.received is None or (caller is not None and caller.cancelling()):
+                    raise  # cancelled by its caller, not by a signal
+                raise KeyboardInterrupt from None
 
 
 INTERRUPTS = Interrupts()

@@ -459,6 +459,10 @@ class WindowRow(_Model):
     failed: int = Field(description="Those that failed.")
     ttft_p50_ms: float | None = Field(description="Median TTFT of its requests.")
     ttft_p95_ms: float | None = Field(description="95th percentile TTFT.")
+    ttft_p95_bounds_ms: tuple[float, float] | None = Field(
+        None, description="The interval its TTFT p95 lies in with 95% confidence, whatever the distribution (the "
+        "values at the ranks a binomial count bounds): what the degradation rule compares. Wide on a few dozen "
+        "requests; with fewer than 72, its upper end is their slowest (a p95 cannot be bounded from above).")
     itl_p50_ms: float | None = Field(description="Median gap between token chunks.")
     itl_p95_ms: float | None = Field(description="95th percentile gap.")
     kv_usage_max: float | None = Field(description="The highest KV usage scraped in it.")

@@ -21,7 +21,7 @@ from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.gateway import find_gateway, health_path_for
 from loadrepro.drive.limits import discover, from_profile, longest_sequence
 from loadrepro.drive.live_metrics import LiveMetrics
-from loadrepro.drive.planning import plan_on_target
+from loadrepro.drive.planning import PlanMemo, plan_on_target
 from loadrepro.drive.references import verify_answers
 from loadrepro.drive.runner import Runner, RunTarget, StartedReplica
 from loadrepro.drive.target import check_reachable, discover_model
@@ -75,6 +75,7 @@ class RunOptions:
     alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
     serve_metrics: int | None = None  # serve loadrepro's own metrics on 127.0.0.1:PORT while it runs (0: any port)
     replicas: int = 1  # start the engine this many times, each a replica (the first the target)
+    plans: PlanMemo | None = None  # the runs of one command (trials, sweep levels) plan a workload once per engine
     # When the command began (perf_counter_ns), for report.json's timing: the command line's process start (so the
     # cost of its imports is in it); None: when this run's session began (an API call, a trial, a shrink's run, an
     # A/B's patched side): a process that runs many must not count the ones before.
@@ -213,8 +214,13 @@ def _overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: 
 
 async def run_session(options: RunOptions, say: Say = print) -> Session:
     """One run; a failure of loadrepro's own (not the target's, not bad input) is an InternalError whose
-    traceback is kept in the run directory."""
+    traceback is kept in the run directory. A signal before its load (an engine starting, planning) raises
+    KeyboardInterrupt here, in the caller, once the engines it started are stopped."""
     INTERRUPTS.check()  # a signal whose KeyboardInterrupt was lost: no new run starts after it
+    return await INTERRUPTS.stoppable(_session(options, say))
+
+
+async def _session(options: RunOptions, say: Say) -> Session:
     if options.began_ns is None:
         options = dataclasses.replace(options, began_ns=time.perf_counter_ns())
     run_dir = run_directory(options)
@@ -265,7 +271,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             beyond = await _oversize(profile, limits, http)
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
-                                               options.tokenizer, say)
+                                               options.tokenizer, say, options.plans, options.engine_cmd)
             notes += [gateway_note] if gateway_note is not None else []
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(

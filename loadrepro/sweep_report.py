@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.run_report import Latency, SloInfo, Throughput
+from loadrepro.run_report import Latency, SloInfo, Throughput, VerdictStatus
 
 SCHEMA = "loadrepro.sweep/1"
 
@@ -16,7 +16,8 @@ class _Model(BaseModel):
 
 class SweepLevel(_Model):
     value: float = Field(description="The level: requests in flight at most, or arrivals per second.")
-    verdict: str = Field(description="Its run's verdict: pass or fail (with trials, fail when any trial failed).")
+    verdict: VerdictStatus = Field(
+        description="Its run's verdict: pass or fail (with trials, fail when any trial failed).")
     rules_fired: list[str] = Field(description="The rules whose failures failed it.")
     reasons: list[str] = Field(description="Its run's reasons, in words.")
     throughput: Throughput = Field(description="Completed requests and output tokens per second.")
@@ -30,7 +31,8 @@ class SweepLevel(_Model):
     def broke(self) -> bool:
         """The engine failed at this level: a rule other than `slo` failed it (missing the SLO is the SLO
         capacity's to say, not a breaking point)."""
-        return any(rule != "slo" for rule in self.rules_fired) or (self.verdict != "pass" and not self.rules_fired)
+        failed = self.verdict is not VerdictStatus.PASS
+        return any(rule != "slo" for rule in self.rules_fired) or (failed and not self.rules_fired)
 
     def met_slo(self, required: float) -> bool:
         """Its requests met [slo] min_attainment (`required` > 0) and it did not break."""

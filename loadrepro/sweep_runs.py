@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
 from loadrepro.profile import Profile
 from loadrepro.progress import Say
@@ -97,7 +98,7 @@ def _client_bound(over: str, report: RunReport) -> str | None:
 
 def _level(over: str, value: float, report: RunReport, run_dir: Path, bisected: bool) -> SweepLevel:
     failing = [r for r in report.rules if r.fired and r.severity == Severity.FAIL]
-    return SweepLevel(value=value, verdict=str(report.verdict), rules_fired=[r.name for r in failing],
+    return SweepLevel(value=value, verdict=report.verdict, rules_fired=[r.name for r in failing],
                       reasons=list(report.reasons), throughput=report.throughput, latency=report.latency,
                       slo=report.slo, client_bound=_client_bound(over, report), bisected=bisected,
                       run_dir=str(run_dir))
@@ -208,6 +209,7 @@ async def run_sweep(options: RunOptions, over: str, levels: list[float], stop_at
                     sides: tuple[Side, Side] | None, say: Say) -> SweepSession:
     """A sweep of one engine (`options`' target) or, with `sides`, of a stock and a patched engine alike; sweep.json,
     sweep.md and sweep.html in the sweep directory."""
+    options = dataclasses.replace(options, plans=options.plans or PlanMemo())
     root = run_directory(dataclasses.replace(options, label="sweep"))
     notes = [] if options.base_url is None else [
         f"every level ran against the same target at {options.base_url}, so what one level left in it the next met "

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison, compare, compare_trials
 from loadrepro.judge.gate import Gate, gate
@@ -35,6 +36,7 @@ class TrialsSession:
     report: RunReport  # the summary: a representative trial's report with `trials` filled in
     sessions: list[Session]
     written: list[Path]
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the trials completed before it are summarised
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +60,18 @@ def _trial_profile(profile: Profile, index: int, vary_seed: bool) -> Profile:
     return profile.model_copy(update=update)
 
 
-async def _trial(options: RunOptions, root: Path, index: int) -> tuple[Session, Trial]:
+async def _trial(options: RunOptions, root: Path, index: int) -> tuple[Session, Trial] | None:
+    """The trial's run, or None when a signal stopped it (before its load, or during it: its report is kept on
+    disk, but a trial cut short proves nothing)."""
     profile = _trial_profile(options.profile, index, options.vary_seed)
     run_dir = root / f"trial-{index:02d}"
-    session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
-                                                    on_verdict=None, quiet=True, began_ns=None), lambda _: None)
+    try:
+        session = await run_session(dataclasses.replace(options, profile=profile, out=run_dir, pictures=False,
+                                                        on_verdict=None, quiet=True, began_ns=None), lambda _: None)
+    except KeyboardInterrupt:
+        return None
+    if session.result.interrupted:
+        return None
     report = session.report
     failing = tuple(r.name for r in report.rules if r.fired and r.severity == Severity.FAIL)
     first = report.first_failure.t_s if report.first_failure else None
@@ -101,24 +110,34 @@ def summarized(sessions: list[Session], trials: list[Trial], planned: int, optio
 
 
 async def run_trials(options: RunOptions, say: Say = print) -> TrialsSession:
+    options = dataclasses.replace(options, plans=options.plans or PlanMemo())
     root = run_directory(options)
     sessions, trials = [], []
+    interrupted = False
     for i in range(1, options.trials + 1):
-        session, trial = await _trial(options, root, i)
+        trial_run = await _trial(options, root, i)
+        if trial_run is None:
+            interrupted = True
+            break
+        session, trial = trial_run
         sessions.append(session)
         trials.append(trial)
         say(f"trial {i}/{options.trials}: {'pass' if trial.passed else 'FAIL'}; {rate_of(trials).failed} failed so "
             "far")
-        if session.result.interrupted:
-            break
+    if not sessions:
+        raise KeyboardInterrupt  # interrupted in the first trial: nothing to summarise
     report = summarized(sessions, trials, options.trials, options)
+    if interrupted:
+        report = report.model_copy(update={"notes": [*report.notes, f"trials: interrupted after {len(trials)} of "
+                                                     f"{options.trials}; those completed before it are summarised"]})
     if options.on_verdict is not None:
         options.on_verdict(report)
-    return TrialsSession(root, report, sessions, write_reports(report, root))
+    return TrialsSession(root, report, sessions, write_reports(report, root), interrupted)
 
 
 async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Say = print) -> AbTrialsSession:
     """Stock and patched trials, alternately, until `options.trials` each or the answer is decided."""
+    options = dataclasses.replace(options, plans=options.plans or PlanMemo())
     root = run_directory(dataclasses.replace(options, label="ab"))
     sides = {"stock": ab_side(options, "stock", stock, root / "stock"),
              "patched": ab_side(options, "patched", patched, root / "patched")}
@@ -127,10 +146,11 @@ async def run_ab_trials(options: RunOptions, stock: Side, patched: Side, say: Sa
     interrupted = False
     for i in range(1, options.trials + 1):
         for label, side in sides.items():
-            session, trial = await _trial(side, root / label, i)
-            if session.result.interrupted:  # it proves nothing: kept on disk, left out with its pair
+            trial_run = await _trial(side, root / label, i)
+            if trial_run is None:  # left out with its pair
                 interrupted = True
                 break
+            session, trial = trial_run
             done[label][0].append(session)
             done[label][1].append(trial)
         if interrupted:

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from loadrepro.sim.tokenizer import render_chat, tokenize
+from tests.stub_server import close_loop
 
 POLICIES = ("keep_alive", "close_after_stream", "idle_close", "connection_close", "max_requests")
 
@@ -171,8 +172,11 @@ class RawServer:
         def run() -> None:
             asyncio.set_event_loop(loop)
             task.append(loop.create_task(self.serve(sock, started)))
-            with contextlib.suppress(asyncio.CancelledError):
-                loop.run_until_complete(task[0])
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(task[0])
+            finally:
+                close_loop(loop)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

@@ -61,9 +61,12 @@ class StubServer:
                  kv_leak_per_request: float | None = None, reasoning_field: str = "reasoning_content",
                  reasoning_s: float = 1.0, error_code: object = "429", health_delay_s: float = 0.0,
                  busy_health_delay_s: float | None = None, die_after: int | None = None,
-                 wedge_after: int | None = None, max_model_len: int | None = None) -> None:
+                 wedge_after: int | None = None, max_model_len: int | None = None,
+                 slow: tuple[float, int, float] | None = None) -> None:
         """`ttft_growth_per_s`: a streamed request waits this much longer for its first token per second since the
         first streamed request (token-count probes are not streamed).
+        `slow` (after_s, count, by_s): the first `count` streams started `after_s` or more after the first stream wait
+        `by_s` longer for their first token (a hiccup: a few slow requests, then on as before).
         `kv_leak_per_request`: serve vLLM-style /metrics whose KV usage keeps this share per finished request,
         freed never (a leak), besides 5% per running request."""
         assert behaviour in BEHAVIOURS, behaviour
@@ -82,6 +85,7 @@ class StubServer:
         self.last_token_sent_ns = 0
         self.ttft_growth_per_s, self.kv_leak_per_request = ttft_growth_per_s, kv_leak_per_request
         self._first_stream_at: float | None = None
+        self.slow, self.slowed = slow, 0
         self.finished = 0
         self.token_delay_s, self.first_token_delay_s = token_delay_s, first_token_delay_s
         self.flip_after_polls = flip_after_polls
@@ -193,7 +197,10 @@ class StubServer:
     async def _tokens(self, request: web.Request, response: web.StreamResponse, b: str) -> web.StreamResponse:
         now = asyncio.get_running_loop().time()
         self._first_stream_at = self._first_stream_at or now
-        await asyncio.sleep(self.first_token_delay_s + self.ttft_growth_per_s * (now - self._first_stream_at))
+        since = now - self._first_stream_at
+        hiccup = self.slow is not None and since >= self.slow[0] and self.slowed < self.slow[1]
+        self.slowed += hiccup
+        await asyncio.sleep(self.first_token_delay_s + self.ttft_growth_per_s * since + (self.slow[2] if hiccup else 0))
         for i in range(self.tokens):
             if i:
                 await asyncio.sleep(self.token_delay_s)
@@ -266,19 +273,19 @@ class StubServer:
             yield self
 
 
-def chat_app(model: str, chat, *extra: web.RouteDef, health=None, **options) -> web.Application:
-    """A test server's OpenAI-shaped surface: /health (200, or what `health` answers), /v1/models listing `model`,
-    POST /v1/chat/completions answered by `chat`, and the `extra` routes of its own."""
+def chat_app(model: str, chat, *extra: web.RouteDef, health=None, models=None, **options) -> web.Application:
+    """A test server's OpenAI-shaped surface: /health (200, or what `health` answers), /v1/models listing `model`
+    (or what `models` answers), POST /v1/chat/completions answered by `chat`, and the `extra` routes of its own."""
     async def always_200(_: web.Request) -> web.Response:
         return web.Response()
 
     health = health or always_200
 
-    async def models(_: web.Request) -> web.Response:
+    async def listed(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
 
     app = web.Application(**options)
-    app.add_routes([web.get("/health", health), web.get("/v1/models", models),
+    app.add_routes([web.get("/health", health), web.get("/v1/models", models or listed),
                     web.post("/v1/chat/completions", chat), *extra])
     return app
 
@@ -287,6 +294,17 @@ def chunk_event(payload: dict, model: str = "stub") -> bytes:
     """One chat-completions chunk event carrying `payload` (choices, usage)."""
     body = {"id": "x", "object": "chat.completion.chunk", "model": model, **payload}
     return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a test server's own event loop once it has stopped, its leftover handlers cancelled first: a loop left
+    open is a ResourceWarning (its self-pipe sockets) whenever the collector meets it, in whichever test runs then."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 @contextlib.contextmanager
@@ -305,7 +323,10 @@ def serving(app: web.Application) -> Iterator[str]:
         loop.run_until_complete(web.SockSite(runner, sock).start())
         started.set()
         loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
+        try:
+            loop.run_until_complete(runner.cleanup())
+        finally:
+            close_loop(loop)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

@@ -7,9 +7,12 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from loadrepro.profile import load_profile
 from loadrepro.shrink.search import Shrinker, Trial
 from loadrepro.shrink.trials import engine_of
+from tests.interrupting import interrupted_when
 from tests.stub_server import StubServer
 
 BASE = load_profile("quickstart", ["workload.conversations=8", "workload.turns=3", "workload.prefix_tokens=4000",
@@ -60,6 +63,47 @@ def test_the_budgets_stop_the_search_and_a_passing_workload_is_said_so():
     never, _ = fake(lambda p, longest: False)
     assert asyncio.run(Shrinker(never, 500, 60).shrink(BASE)).stopped == \
         "the original workload did not fail the same way"
+
+
+def test_a_signal_ends_the_search_with_the_smallest_failing_workload_found_before_it():
+    """KeyboardInterrupt in the fourth trial (its run cut short, or its engine starting): the search stops, the
+    best so far is the result and the cut trial is not counted; in the first trial there is no result to keep."""
+    failing, _ = fake(lambda p, longest: longest >= 100)
+    calls = 0
+
+    async def cut_at(n: int, profile) -> Trial:
+        nonlocal calls
+        calls += 1
+        if calls == n:
+            raise KeyboardInterrupt
+        return await failing(profile)
+
+    shrunk = asyncio.run(Shrinker(lambda p: cut_at(4, p), 500, 60).shrink(BASE))
+    assert shrunk.interrupted and shrunk.stopped == "interrupted" and shrunk.trials == 3, shrunk.stopped
+    assert shrunk.best.failed and len(shrunk.steps) == 3 and shrunk.best is shrunk.steps[-1].trial
+    assert shrunk.profile.workload.turns == 1  # the second trial (turns folded) failed and was kept
+    calls = 0
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(Shrinker(lambda p: cut_at(1, p), 500, 60).shrink(BASE))
+    calls = 0
+    uninterrupted = asyncio.run(Shrinker(lambda p: cut_at(0, p), 500, 60).shrink(BASE))
+    assert not uninterrupted.interrupted and uninterrupted.stopped == "no pass made progress"
+
+
+def test_ctrl_c_during_a_shrink_writes_the_smallest_failing_workload_found_and_exits_130(tmp_path):
+    """SIGINT once the third trial has begun: profile.toml, run/, bundle.zip and shrink.md are those of the best
+    failing candidate before it (shrink.md says the search was interrupted), no trial folder is left, and the exit
+    is 130."""
+    out = tmp_path / "shrink"
+    code, output = interrupted_when(["shrink", "--profile", "page-index", "--out", str(out), "--max-trials", "40",
+                                     "--time-budget", "300"], (out / "trials" / "trial-003").exists)
+    assert code == 130, output
+    assert "(interrupted)" in output and "still failing with fatal signature" in output, output
+    assert "stopped: interrupted" in (out / "shrink.md").read_text()
+    report = json.loads((out / "run" / "report.json").read_text())
+    assert report["verdict"] == "fail" and report["signatures"][0]["name"] == "trtllm-page-indices-too-short"
+    assert tomllib.loads((out / "profile.toml").read_text())["workload"]
+    assert (out / "bundle.zip").stat().st_size > 0 and not (out / "trials").exists()
 
 
 def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tmp_path):

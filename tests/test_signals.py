@@ -151,3 +151,54 @@ def test_a_signal_whose_keyboardinterrupt_python_dropped_still_stops_the_next_ru
     assert stopped == [True]
     fresh = Interrupts()
     fresh.check()  # nothing received: nothing raised
+
+
+def test_a_signal_while_the_event_loop_waits_is_raised_in_the_caller_of_a_stoppable_run():
+    """A signal handled while the loop waits on a socket raises KeyboardInterrupt out of the loop itself, past the
+    sweep that would keep its levels. Inside `stoppable` it cancels the work instead (whose `finally` runs), and
+    KeyboardInterrupt is raised in the caller's task, where it can be caught; a cancel by the caller stays a cancel,
+    and a signal to a load inside (routed to its own stop) is that load's."""
+    import asyncio
+
+    from loadrepro.interrupts import Interrupts
+
+    interrupts = Interrupts()
+    unwound: list[str] = []
+
+    async def planning() -> None:
+        try:
+            asyncio.get_running_loop().call_soon(signal.raise_signal, signal.SIGINT)  # while it waits below
+            await asyncio.Event().wait()
+        finally:
+            unwound.append("engines stopped")
+
+    async def sweep() -> str:
+        try:
+            await interrupts.stoppable(planning())
+        except KeyboardInterrupt:
+            return "levels kept"
+        return "went on"
+
+    async def cancelled_by_caller() -> bool:
+        task = asyncio.ensure_future(interrupts.stoppable(asyncio.Event().wait()))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    async def load() -> str:
+        stopped = asyncio.Event()
+        with interrupts.routed_to(stopped.set):
+            signal.raise_signal(signal.SIGINT)
+            await stopped.wait()
+        return "report written"
+
+    with interrupts.installed():
+        assert asyncio.run(sweep()) == "levels kept" and unwound == ["engines stopped"]
+    with interrupts.installed():
+        assert asyncio.run(cancelled_by_caller())
+    with interrupts.installed():
+        assert asyncio.run(interrupts.stoppable(load())) == "report written"

@@ -12,6 +12,7 @@ import pytest
 
 from loadrepro.errors import UsageError
 from loadrepro.sweep_runs import _between, ladder
+from tests.interrupting import interrupted_when
 from tests.sweep_server import OverloadServer
 
 PROFILE = """
@@ -141,26 +142,30 @@ def test_the_most_load_that_met_the_slo_is_bisected_to(tmp_path, tokenizer_dir):
 def test_ctrl_c_keeps_the_levels_that_ran(tmp_path, tokenizer_dir):
     """SIGINT while the third level runs: sweep.json and sweep.md list the levels before it (and the one it
     stopped), say it was interrupted, and the command exits 130."""
-    import signal
-    import time
-
-    path = tmp_path / "sweep.toml"
-    path.write_text(PROFILE.format(ttft_ms=5000.0))
-    server = OverloadServer(limit=None, think_s=0.3)
-    with server.running():
-        sweep = subprocess.Popen([sys.executable, "-m", "loadrepro", "sweep", "--profile", str(path), "--values",
-                                  "1,2,4,8", "--base-url", server.url, "--tokenizer", str(tokenizer_dir), "--out",
-                                  str(tmp_path / "sweep"), "--quiet"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-        third = tmp_path / "sweep" / "level-4"
-        deadline = time.monotonic() + 240
-        while not third.exists() and sweep.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)  # waiting for the third level's run directory to appear
-        assert third.exists(), sweep.communicate(timeout=60)
-        sweep.send_signal(signal.SIGINT)
-        out, err = sweep.communicate(timeout=120)
-    assert sweep.returncode == 130, out + err
+    _interrupted_sweep(tmp_path, tokenizer_dir, OverloadServer(limit=None, think_s=0.3),
+                       lambda: (tmp_path / "sweep" / "level-4").exists())  # the third level's run directory
     report = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
     assert report["interrupted"] and [lv["value"] for lv in report["levels"]][:2] == [1, 2]
     assert 8 not in [lv["value"] for lv in report["levels"]]
     assert "interrupted" in (tmp_path / "sweep" / "sweep.md").read_text()
+
+
+def test_ctrl_c_between_runs_keeps_the_levels_that_ran(tmp_path, tokenizer_dir):
+    """SIGINT while the third level plans (the server holds its question for the model's name), outside any load:
+    sweep.json and sweep.md still list the two levels that ran and say it was interrupted; the command exits 130."""
+    server = OverloadServer(limit=None, think_s=0.05, hold_models_after=48)  # two levels of 24 requests
+    _interrupted_sweep(tmp_path, tokenizer_dir, server, server.held.is_set)
+    report = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert report["interrupted"] and [lv["value"] for lv in report["levels"]] == [1, 2], report["levels"]
+    assert "interrupted" in (tmp_path / "sweep" / "sweep.md").read_text()
+
+
+def _interrupted_sweep(tmp_path, tokenizer_dir, server: OverloadServer, ready) -> None:
+    """A sweep of levels 1, 2, 4, 8 against `server`, sent SIGINT once `ready()`: it must exit 130."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(PROFILE.format(ttft_ms=5000.0))
+    with server.running():
+        code, output = interrupted_when(["sweep", "--profile", str(path), "--values", "1,2,4,8", "--base-url",
+                                         server.url, "--tokenizer", str(tokenizer_dir), "--out",
+                                         str(tmp_path / "sweep"), "--quiet"], ready)
+    assert code == 130, output

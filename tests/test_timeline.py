@@ -80,7 +80,7 @@ def test_a_run_that_kept_few_records_draws_its_latency_from_the_sketches_of_ever
     import numpy as np
 
     from loadrepro.drive.recorder import Recorder
-    from loadrepro.report.plots import close, latency_figure
+    from loadrepro.report.plots import latency_figure
     from loadrepro.report.timeline import build_timeline
     from tests.builders import START, record
 
@@ -96,5 +96,4 @@ def test_a_run_that_kept_few_records_draws_its_latency_from_the_sketches_of_ever
     assert abs(float(np.median(t.e2e_ms)) - true_median) <= 0.02 * true_median
     figure = latency_figure(t)
     titles = [ax.get_title(loc="left") for ax in figure.axes]
-    close(figure)
     assert all("1,000 requests (drawn from the run's sketches" in title for title in titles), titles

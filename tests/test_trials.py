@@ -4,7 +4,6 @@ stopping once decided, and the simulated engine's seeded race as the flaky twin 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -17,6 +16,7 @@ from loadrepro.judge.compare import Conclusion
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, trials_needed
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.scheduler import RACE_AT, race_point
+from tests.interrupting import interrupted_when
 
 
 def trials(outcomes: str) -> list[Trial]:
@@ -139,28 +139,12 @@ def test_shrink_keeps_a_candidate_only_when_k_of_n_runs_fail(tmp_path):
 def test_ab_trials_interrupted_summarise_and_compare_the_trials_completed_and_exit_130(tmp_path):
     """Ctrl-C during the third trial pair: the two pairs completed are summarised on each side and compared
     (compare.md says it was interrupted), the interrupted trial's own report is kept, and the exit is 130."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     out = tmp_path / "ab"
-    process = subprocess.Popen([sys.executable, "-m", "loadrepro", "ab", "--profile", "flaky-race", "--trials", "6",
-                                "--set", "sim.race_probability=0", "--out", str(out), "--quiet"],
-                               cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    try:
-        third = out / "stock" / "trial-03" / "requests.jsonl"
-        deadline = time.monotonic() + 240
-        while not (third.exists() and third.read_text().strip()):  # the third stock trial is under way
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, output
+    third = out / "stock" / "trial-03" / "requests.jsonl"
+    code, output = interrupted_when(["ab", "--profile", "flaky-race", "--trials", "6", "--set",
+                                     "sim.race_probability=0", "--out", str(out), "--quiet"],
+                                    lambda: third.exists() and bool(third.read_text().strip()))  # under way
+    assert code == 130, output
     compared = json.loads((out / "compare.json").read_text())
     assert compared["stock_trials"]["n"] == compared["patched_trials"]["n"] == 2, compared
     assert "(stopped after 2 of 6 trials a side: interrupted)" in compared["detail"], compared["detail"]
@@ -168,3 +152,26 @@ def test_ab_trials_interrupted_summarise_and_compare_the_trials_completed_and_ex
         summary = json.loads((out / side / "report.json").read_text())["trials"]
         assert summary["n"] == 2 and summary["planned"] == 6, summary
     assert (out / "stock" / "trial-03" / "report.json").exists()  # the interrupted trial's own report
+
+
+def test_run_trials_interrupted_between_trials_summarise_those_completed_and_exit_130(tmp_path, tokenizer_dir):
+    """SIGINT while the third trial plans (the server holds its question for the model's name): no load of it ran,
+    so the signal is not the runner's to take; the two trials completed are still summarised, and the exit is
+    130."""
+    from tests.sweep_server import OverloadServer
+    from tests.test_sweep import PROFILE
+
+    profile = tmp_path / "trials.toml"
+    profile.write_text(PROFILE.format(ttft_ms=5000.0))
+    server = OverloadServer(limit=None, think_s=0.05, hold_models_after=48)  # two trials of 24 requests
+    out = tmp_path / "trials"
+    with server.running():
+        code, output = interrupted_when(["run", "--profile", str(profile), "--trials", "4", "--base-url", server.url,
+                                         "--tokenizer", str(tokenizer_dir), "--out", str(out), "--quiet"],
+                                        server.held.is_set)
+    assert code == 130, output
+    report = json.loads((out / "report.json").read_text())
+    summary = report["trials"]
+    assert summary["n"] == 2 and summary["planned"] == 4, summary
+    assert "trials: interrupted after 2 of 4; those completed before it are summarised" in report["notes"]
+    assert [t["index"] for t in summary["trials"]] == [1, 2]

@@ -74,10 +74,12 @@ def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
-    than TTFT_FLOOR_MS), or the error rate up by more than `max_error_growth`. Needs three windows. TTFT grown by
-    saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is a fault on
-    purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither compared
-    nor compared with (the engine's way back is no_recovery's to judge)."""
+    than TTFT_FLOOR_MS) beyond doubt, or the error rate up by more than `max_error_growth`. Needs three windows.
+    Beyond doubt: the lowest the last window's p95 may be (windows.quantile_bounds) against the highest the first's
+    may be, so a few slow requests in a window of a few dozen (its p95 their slowest) are not degradation.
+    TTFT grown by saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is
+    a fault on purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither
+    compared nor compared with (the engine's way back is no_recovery's to judge)."""
     found = measure(result, spec).windows
     if len(found) < 3:
         return None
@@ -89,12 +91,12 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     first, last = calm[0], calm[-1]
     parts = []
     queued = measure(result, spec).saturation is not None  # a queue under a steady service
-    if not queued and _enough(first) and _enough(last) and first.ttft_p95_ms is not None and \
-            last.ttft_p95_ms is not None:
-        grown = last.ttft_p95_ms - first.ttft_p95_ms
-        if grown > TTFT_FLOOR_MS and last.ttft_p95_ms > first.ttft_p95_ms * (1 + spec.max_ttft_growth):
+    if not queued and _enough(first) and _enough(last) and first.ttft_p95_bounds_ms and last.ttft_p95_bounds_ms:
+        (_, high), (low, _) = first.ttft_p95_bounds_ms, last.ttft_p95_bounds_ms
+        if low - high > TTFT_FLOOR_MS and low > high * (1 + spec.max_ttft_growth):
             parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
-                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed)")
+                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed; "
+                         f"its p95 at least {low:,.0f} ms now against at most {high:,.0f} ms then)")
     if first.requests and last.requests and last.error_rate - first.error_rate > spec.max_error_growth:
         parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
                      f"{last.span} (at most +{spec.max_error_growth:.0%} allowed)")

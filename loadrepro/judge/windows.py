@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import numpy as np
 from ddsketch import DDSketch
 
 from loadrepro.judge.findings import FAILED
@@ -22,6 +23,7 @@ from loadrepro.records import (
 REFERENCE_WINDOW = 1  # the degradation rule's reference: the first steady window (the first holds the ramp-up)
 TTFT_FLOOR_MS = 50.0  # TTFT growth below this is noise on a busy machine, whatever the ratio
 MIN_SAMPLES = 5  # a window with fewer first tokens says nothing about its TTFT
+CONFIDENCE = 0.95  # of a window's TTFT p95 interval, which the degradation rule compares
 SATURATED_WINDOWS = 3  # the queue grew through this many windows in a row, to the last
 STEADY_SERVICE = 0.8  # saturation, not degradation: completions per window keep at least this share of their best
 
@@ -36,6 +38,7 @@ class Window:
     failed: int = 0
     ttft_p50_ms: float | None = None
     ttft_p95_ms: float | None = None
+    ttft_p95_bounds_ms: tuple[float, float] | None = None  # where its TTFT p95 lies, with CONFIDENCE
     itl_p50_ms: float | None = None
     itl_p95_ms: float | None = None
     kv_usage_max: float | None = None
@@ -90,13 +93,41 @@ def _quantile(sketch: DDSketch, q: float) -> float | None:
     return round(float(value), 3) if value is not None else None
 
 
+def quantile_bounds(sketch: DDSketch, q: float) -> tuple[float, float] | None:
+    """The interval in which the q-th quantile of what the sketch's samples were drawn from lies with CONFIDENCE,
+    whatever their distribution: how many samples fall below that quantile is binomial (n, q), so the values at
+    the ranks that count's tails bound are the interval's ends. Fewer than 72 samples cannot bound a p95 from
+    above (their largest is below it more than 2.5% of the time): the upper end is then their largest, a bound
+    that holds less often. On a few dozen samples one window's p95 is a noisy figure."""
+    from scipy import special  # here, not at import (0.2 s): only runs of several windows need it
+
+    n = int(sketch.count)
+    if n == 0:
+        return None
+    tail = (1 - CONFIDENCE) / 2
+    below = special.bdtr(np.arange(n + 1), n, q)  # P(at most k samples below the quantile), k = 0..n
+    low = max(int(np.searchsorted(below, tail)), 1)  # 1-based ranks
+    high = min(int(np.searchsorted(below, 1 - tail)) + 1, n)
+    return _at_rank(sketch, low), _at_rank(sketch, high)
+
+
+def _at_rank(sketch: DDSketch, rank: int) -> float:
+    """The sketch's k-th smallest value (1-based): the sketch reads a rank r as the first bucket holding more than
+    r samples, so half a rank more keeps a rounding error from reading the one before."""
+    count = sketch.count
+    value = _quantile(sketch, min((rank - 0.5) / (count - 1), 1.0) if count > 1 else 0.0)
+    assert value is not None  # a rank of a sketch that holds it
+    return value
+
+
 def _window(i: int, window_s: float, t: WindowTally) -> Window:
     failed = sum(n for outcome, n in t.outcomes.items() if Outcome(outcome) in FAILED)
     preempted = t.preemptions_high - t.preemptions_low if t.preemptions_high is not None and \
         t.preemptions_low is not None else None
     return Window(index=i + 1, start_s=i * window_s, end_s=(i + 1) * window_s, requests=t.requests,
                   outcomes=dict(t.outcomes), failed=failed, ttft_p50_ms=_quantile(t.ttft_ms, 0.5),
-                  ttft_p95_ms=_quantile(t.ttft_ms, 0.95), itl_p50_ms=_quantile(t.itl_ms, 0.5),
+                  ttft_p95_ms=_quantile(t.ttft_ms, 0.95), ttft_p95_bounds_ms=quantile_bounds(t.ttft_ms, 0.95),
+                  itl_p50_ms=_quantile(t.itl_ms, 0.5),
                   itl_p95_ms=_quantile(t.itl_ms, 0.95), kv_usage_max=t.kv_usage_max,
                   kv_usage_quiet=t.kv_usage_quiet, waiting_max=t.waiting_max, preemptions=preempted)
 

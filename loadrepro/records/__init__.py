@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from loadrepro.records.jsonl import JsonlWriter, read_jsonl
 from loadrepro.records.result import RunResult
-from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, add_all, quiet
+from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
 from loadrepro.records.vocabulary import (
     ANSWER_CHARS,
     CACHE_HITS,
@@ -49,5 +49,5 @@ __all__ = [
     "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched",
-    "WindowTally", "add_all", "quiet", "replica_name", "read_jsonl", "sample_from_json",
+    "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json",
 ]

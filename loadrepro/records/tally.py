@@ -37,22 +37,51 @@ def _sketch() -> DDSketch:
     return DDSketch(SKETCH_ACCURACY)
 
 
-def add_all(sketch: DDSketch, values: np.ndarray) -> None:
-    """Adds every value. A few are added one by one; more, one `add` per bucket they fall in, with their count, of
-    the value DDSketch reads that bucket back as: the sketch answers as if each had been added (up to a value on a
-    bucket's very edge), at a fraction of the cost for a long stream, whose gaps fall in a few dozen buckets."""
-    if len(values) <= _ONE_BY_ONE:
-        for value in values.tolist():
-            sketch.add(max(value, 1e-6))
+def _keys(values: np.ndarray) -> np.ndarray:
+    keys: np.ndarray = np.ceil(np.log(np.maximum(values, 1e-6)) / _LOG_GAMMA).astype(np.int64)
+    return keys
+
+
+def _add_keys(sketch: DDSketch, keys: np.ndarray) -> None:
+    """One `add` per bucket the keys fall in, with their count, of the value DDSketch reads that bucket back as: the
+    sketch answers as if each value had been added (up to a value on a bucket's very edge)."""
+    if not len(keys):
         return
-    keys = np.ceil(np.log(np.maximum(values, 1e-6)) / _LOG_GAMMA).astype(np.int64)
     low = int(keys.min())
     counts = np.bincount(keys - low)
     for offset in np.flatnonzero(counts).tolist():
         sketch.add(_MAPPING.value(low + offset), int(counts[offset]))
 
 
-_ONE_BY_ONE = 24  # below this many values, adding each is cheaper than bucketing them with numpy (measured)
+_KEYS_WAITING = 1 << 16  # bucket keys a BulkSketch holds before it adds them (0.5 MB)
+
+
+@dataclass(slots=True)
+class BulkSketch:
+    """A DDSketch fed a stream's gaps at a time. Their bucket keys wait, and go into the sketch one `add` per bucket
+    when it is read or when _KEYS_WAITING are waiting: a stream's gaps fall in up to a hundred buckets, and adding
+    them bucket by bucket per stream was a tenth of a fast stream's CPU (benchmarks/client_overhead.py)."""
+
+    _sketch: DDSketch = dataclasses.field(default_factory=_sketch)
+    _waiting: list[np.ndarray] = dataclasses.field(default_factory=list)
+    _count: int = 0
+
+    def add_all(self, values: np.ndarray) -> None:
+        self._waiting.append(_keys(values))
+        self._count += len(values)
+        if self._count >= _KEYS_WAITING:
+            self._flush()
+
+    @property
+    def sketch(self) -> DDSketch:
+        """The sketch of every value added so far."""
+        self._flush()
+        return self._sketch
+
+    def _flush(self) -> None:
+        if self._waiting:
+            _add_keys(self._sketch, np.concatenate(self._waiting))
+            self._waiting, self._count = [], 0
 
 
 @dataclass(slots=True)
@@ -67,12 +96,16 @@ class WindowTally:
     due: int = 0  # requests loadrepro wanted to send in this window (sent then or later, or never)
     dropped: int = 0  # requests never sent (cancelled while they waited in loadrepro) that ended in this window
     ttft_ms: DDSketch = dataclasses.field(default_factory=_sketch)
-    itl_ms: DDSketch = dataclasses.field(default_factory=_sketch)
+    itl: BulkSketch = dataclasses.field(default_factory=BulkSketch)  # read as itl_ms
     kv_usage_max: float | None = None
     kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
     waiting_max: float | None = None
     preemptions_low: float | None = None  # the engine's preemption counter, lowest and highest seen
     preemptions_high: float | None = None
+
+    @property
+    def itl_ms(self) -> DDSketch:
+        return self.itl.sketch
 
     def scraped(self, values: dict[str, float]) -> None:
         """One scrape of the engine's canonical metrics."""
@@ -189,7 +222,7 @@ class Tally:
         zero), a /health poll's latency, a canary's outcome and time to its token."""
         match sample:
             case MetricsSample() if sample.t_ns >= self.start_ns:
-                self.windows.setdefault(self.window_of(sample.t_ns), WindowTally()).scraped(sample.values)
+                self._window(sample.t_ns).scraped(sample.values)
             case HealthSample():
                 self.health_ms.add(max(sample.latency_ns / 1e6, 1e-6))
             case CanarySample():
@@ -208,6 +241,15 @@ class Tally:
     def itl_ms(self) -> DDSketch:
         return _merged(w.itl_ms for w in self.windows.values())
 
+    def _window(self, t_ns: int) -> WindowTally:
+        """The window a time falls in, made when first needed (not made to be thrown away, as setdefault's default
+        is: its sketches were a fifth of adding a record)."""
+        i = self.window_of(t_ns)
+        window = self.windows.get(i)
+        if window is None:
+            window = self.windows[i] = WindowTally()
+        return window
+
     def window_of(self, t_ns: int) -> int:
         """The 0-based window a time falls in."""
         return int((t_ns - self.start_ns) / 1e9 // self.window_s)
@@ -217,7 +259,10 @@ class Tally:
         self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
-        self.replicas.setdefault(r.replica, ReplicaTally()).add(r)
+        replica = self.replicas.get(r.replica)
+        if replica is None:
+            replica = self.replicas[r.replica] = ReplicaTally()
+        replica.add(r)
         self.retries, self.reconnects = self.retries + r.retries, self.reconnects + r.reconnects
         self.prompt_tokens += r.prompt_tokens or 0
         if r.cached_tokens is not None:
@@ -235,10 +280,10 @@ class Tally:
             self.recent_ends.add(r.end_ns, r.outcome in FAILED)
         self.per_second.add(None if r.sent_ns is None else (r.sent_ns - self.start_ns) / 1e9,
                             (r.end_ns - self.start_ns) / 1e9)
-        window = self.windows.setdefault(self.window_of(r.sent_or_queued_ns), WindowTally())
+        window = self._window(r.sent_or_queued_ns)
         window.requests += 1
-        self.windows.setdefault(self.window_of(r.queued_ns), WindowTally()).due += 1
-        ending = self.windows.setdefault(self.window_of(r.end_ns), WindowTally())
+        self._window(r.queued_ns).due += 1
+        ending = self._window(r.end_ns)
         if r.sent_ns is not None:
             window.sent += 1
             ending.ended += 1
@@ -250,7 +295,7 @@ class Tally:
             if value is not None:
                 sketch.add(max(value, 1e-6))
         if len(r.chunk_ns) > 1:
-            add_all(window.itl_ms, r.itl_ms())
+            window.itl.add_all(r.itl_ms())
         if r.structured is not None and r.outcome is Outcome.REJECTED:
             self.structured_refused += 1
             if self.first_refused is None or r.id < self.first_refused[0]:

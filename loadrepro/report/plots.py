@@ -316,7 +316,7 @@ def latency_figure(t: Timeline) -> Figure:
         requests = round(len(values) * weight)
         if len(values):
             ax.hist(values, bins=min(50, max(5, requests // 4)), weights=np.full(len(values), weight),
-                    color="#1565c0")
+                    color="#1565c0", histtype="stepfilled")  # one polygon: fifty bars cost 0.1 s to make
         kept = " (drawn from the run's sketches: not every record was kept in memory)" if t.dropped else ""
         ax.set_title(f"{t.label}: {name} (ms), {requests:,} requests{kept}", loc="left")
         ax.set_xlabel("ms")
@@ -370,11 +370,8 @@ def sweep_figure(curves: list[SweepCurve], over: str) -> Figure:
 
 
 def png(fig: Figure, dpi: int = 100) -> bytes:
+    """The figure as PNG. Nothing else holds a figure made without pyplot, so it goes with its last reference
+    (clearing it first, as pyplot's users must, cost a tenth of a second a run)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return buffer.getvalue()
-
-
-def close(fig: Figure) -> None:
-    """Its artists let go at once (nothing else holds a figure made without pyplot)."""
-    fig.clear()

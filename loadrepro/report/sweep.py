@@ -71,11 +71,7 @@ def write_sweep(r: SweepReport, out: Path) -> list[Path]:
     """sweep.json, sweep.md, sweep.png and sweep.html in `out`."""
     from loadrepro.report import plots  # matplotlib, for the one picture
 
-    figure = plots.sweep_figure(r.curves(), r.over)
-    try:
-        png = plots.png(figure)
-    finally:
-        plots.close(figure)
+    png = plots.png(plots.sweep_figure(r.curves(), r.over))
     return [write_text(out / "sweep.json", r.model_dump_json(indent=2, by_alias=True) + "\n"),
             write_text(out / "sweep.md", render_sweep(r)), write_text(out / "sweep.png", png),
             write_text(out / "sweep.html", render_sweep_html(r, img(png, "sweep")))]

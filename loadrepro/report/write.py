@@ -41,13 +41,9 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
     from loadrepro.report import plots  # matplotlib: imported by the runs that draw (a shrink's trials do not)
 
     timeline = for_report(timeline, report)
-    figures = {"timeline": plots.timeline_figure([timeline]), "lanes": plots.lanes_figure(timeline),
-               "latency": plots.latency_figure(timeline)}
-    try:  # each picture drawn once: the PNG file for report.md is the picture inside report.html
-        pngs = {name: plots.png(fig) for name, fig in figures.items()}
-    finally:
-        for fig in figures.values():
-            plots.close(fig)
+    # Each picture drawn once: the PNG file for report.md is the picture inside report.html.
+    pngs = {"timeline": plots.png(plots.timeline_figure([timeline])), "lanes": plots.png(plots.lanes_figure(timeline)),
+            "latency": plots.png(plots.latency_figure(timeline))}
     written = [write_text(run_dir / TIMELINE_PNG, pngs["timeline"]), write_text(run_dir / LATENCY_PNG, pngs["latency"])]
     written.append(write_text(run_dir / "report.html", render_html(
         report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
@@ -72,11 +68,7 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     if timelines:
         from loadrepro.report import plots
 
-        figure = plots.timeline_figure(timelines)
-        try:
-            page = render_comparison_html(comparison, img(plots.png(figure), "timelines"))
-        finally:
-            plots.close(figure)
+        page = render_comparison_html(comparison, img(plots.png(plots.timeline_figure(timelines)), "timelines"))
         html_path = out / "compare.html"
         write_text(html_path, page)
         written.append(html_path)

@@ -55,7 +55,12 @@ async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkRe
         wanted = "" if options.predicate is None else f" with {options.predicate}"
         raise UsageError(f"the workload does not fail{wanted}"
                          f" ({shrunk.best.how}): there is nothing to shrink")
-    confirmed = await _confirm(options, shrunk.profile, trials.wanted, say) if options.confirm else None
+    confirmed = None
+    if options.confirm and not shrunk.interrupted:
+        try:
+            confirmed = await _confirm(options, shrunk.profile, trials.wanted, say)
+        except KeyboardInterrupt:  # the minimal workload is written, unconfirmed
+            shrunk.stopped, shrunk.interrupted = f"{shrunk.stopped}; its confirmation interrupted", True
     return ShrinkResult(shrunk, trials.wanted, confirmed, _write(options, shrunk, trials.wanted, confirmed))
 
 
@@ -68,10 +73,12 @@ async def _confirm(options: ShrinkOptions, profile: Profile, wanted: Failure, sa
     """Run the minimal workload `confirm` more times: a flaky failure shows as fewer than all."""
     again = Trials(options.out / "confirm", options.engine_cmd, options.model, wanted)
     failed = 0
-    for i in range(options.confirm):
-        failed += (await again(profile)).failed
-        say(f"confirm {i + 1}/{options.confirm}: {failed} failed so far")
-    shutil.rmtree(options.out / "confirm", ignore_errors=True)
+    try:
+        for i in range(options.confirm):
+            failed += (await again(profile)).failed
+            say(f"confirm {i + 1}/{options.confirm}: {failed} failed so far")
+    finally:
+        shutil.rmtree(options.out / "confirm", ignore_errors=True)
     return failed
 
 

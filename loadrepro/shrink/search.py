@@ -69,6 +69,7 @@ class Shrunk:
     failures: int = 0
     seconds: float = 0.0
     stopped: str = "no pass made progress"
+    interrupted: bool = False  # Ctrl-C or SIGTERM: the best is the smallest failing workload found before it
 
 
 RunTrial = Callable[[Profile], Awaitable[Trial]]
@@ -101,15 +102,20 @@ class Shrinker:
         if not first.failed:
             state.stopped = "the original workload did not fail the same way"
             return self._done(state)
+        try:
+            await self._rounds(state, profile.workload.kind == "trace")
+        except KeyboardInterrupt:  # a signal ends the search, not the result: the best so far still fails
+            state.stopped, state.interrupted = "interrupted", True
+        return self._done(state)
+
+    async def _rounds(self, state: Shrunk, trace: bool) -> None:
         progress = True
-        trace = profile.workload.kind == "trace"
         while progress and not self._spent(state):
             progress = False if trace else await self._fold_turns(state)
             for section, key, floor in TRACE_KNOBS if trace else KNOBS:
                 progress |= await self._knob(state, section, key, floor)
                 if self._spent(state):
                     break
-        return self._done(state)
 
     async def _fold_turns(self, state: Shrunk) -> bool:
         """One turn whose prompt is as long as the longest request's: a multi-turn failure is often a length

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
 from loadrepro.profile import Profile
 from loadrepro.run_report import RunReport, Severity
@@ -101,6 +102,7 @@ class Trials:
         self._confirm = confirm
         self._count = 0
         self._kept: Path | None = None
+        self._plans = PlanMemo()  # a candidate run again (--confirm) is not planned again
 
     async def __call__(self, profile: Profile) -> Trial:
         """The candidate run until --confirm K/N decides it (once, by default): failing when K runs failed."""
@@ -126,11 +128,13 @@ class Trials:
         try:
             session = await run_session(RunOptions(profile, None, self._model, "shrink", run_dir, quiet=True,
                                                    command=self._command, engine_cmd=self._engine_cmd,
-                                                   pictures=False),
+                                                   pictures=False, plans=self._plans),
                                         say=lambda _: None)
         except UsageError as exc:  # a workload too small to plan (a prefix with no room for records): not a failure
             shutil.rmtree(run_dir, ignore_errors=True)
             return Trial(False, 0, 0, time.monotonic() - started, f"cannot be planned: {exc}")
+        if session.result.interrupted:
+            raise KeyboardInterrupt  # a run cut short proves nothing about its candidate (its report stays)
         if self.wanted is None:  # the first trial names the failure to keep
             self.wanted = failure_of(session.report)
         failed = self.wanted is not None and same_way(session.report, self.wanted)

@@ -25,6 +25,7 @@ from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.lengths import prefix_lengths
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+from loadrepro.workload.tokens import Calibration
 
 SYSTEM_PROMPT = ("You are an operations analyst for an online retailer. You read customer records, orders, "
                  "support tickets, service logs and tool results, keep all of them in mind, and answer precisely, "
@@ -69,12 +70,16 @@ class _Framing:
         return {"prompt": f"{body['prompt']}{reply}\n\n### User\n{user}\n\n### Assistant\n"}
 
 
-def _framing(api: str, assembler: Assembler) -> _Framing:
-    c = assembler.calibration
+def _framing(api: str, c: Calibration) -> _Framing:
     if chat_form(api):
         return _Framing(True, c.chat_base, 2 * c.chat_per_message)
     return _Framing(False, c.text_base + c.estimate("### System\n\n\n### User\n\n\n### Assistant\n"),
                     c.estimate("\n\n### User\n\n\n### Assistant\n"))
+
+
+def _whole(tokens: float) -> int:
+    """Planned tokens as a request carries them."""
+    return int(round(tokens))
 
 
 def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadSpec, chat: bool,
@@ -83,8 +88,79 @@ def _request(conversation: int, turn: int, body: dict[str, Any], spec: WorkloadS
     max_tokens = spec.warm_max_tokens if turn == 1 and spec.turns > 1 else spec.max_tokens
     stream = streams(spec.stream, spec.seed, (conversation, turn))
     body = {**body, **generation(spec, max_tokens, chat, (conversation, turn))}
-    return PlannedRequest(conversation, turn, body, max_tokens, int(round(expected)), int(round(shared)),
+    return PlannedRequest(conversation, turn, body, max_tokens, _whole(expected), _whole(shared),
                           stream=stream)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sizes:
+    """One conversation's planned token counts: what its texts are assembled to."""
+
+    index: int
+    group: int | None
+    own: float  # its own document's tokens
+    expected: tuple[float, ...]  # each turn's prompt
+    shared: tuple[float, ...]  # of each turn's prompt, what an earlier request holds
+
+    @property
+    def planned(self) -> tuple[int, ...]:
+        """Each turn's prompt tokens as its request is planned at (PlannedRequest.expected_prompt_tokens)."""
+        return tuple(_whole(e) for e in self.expected)
+
+
+def _sizes(spec: WorkloadSpec, api: str, calibration: Calibration,
+           corrections: dict[int, float] | None = None, only: set[int] | None = None) -> list[_Sizes]:
+    c = calibration
+    framing = _framing(api, c)
+    lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
+                             np.random.default_rng([spec.seed, _LENGTHS]))
+    fixed = framing.base + c.estimate(SYSTEM_PROMPT) + c.estimate(QUESTION) + c.join_tokens
+    head_tokens = _group_tokens(spec) + c.join_tokens if spec.groups else 0.0
+    sizes = []
+    for i, prefix in enumerate(lengths.tolist()):
+        if only is not None and i not in only:
+            continue
+        group = i % spec.groups if spec.groups else None
+        if spec.prefix_tokens_p95:  # a drawn length below what a prompt needs is the tail of the draw: lift it
+            prefix = max(prefix, int(fixed + head_tokens + _MIN_OWN_TOKENS + 1))
+        own = prefix - fixed - head_tokens
+        if own < _MIN_OWN_TOKENS:
+            raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves "
+                               f"{own:.0f} "
+                               f"for its own records after the system prompt, group prefix and template "
+                               f"(at least {_MIN_OWN_TOKENS} needed)")
+        # The target counted it longer than planned: its records shortened, down to the least a prompt holds (the
+        # profile asked for nothing wrong; the prompt then runs a little long, which the run's length check says).
+        own = max(own + (corrections or {}).get(i, 0.0), _MIN_OWN_TOKENS)
+        expected = [float(prefix)]
+        # What an earlier request holds of turn 1: the system prompt (every conversation's, from the second on),
+        # then its group's document (from the group's second conversation on).
+        earlier_in_group = group is not None and i >= spec.groups
+        shared = [(framing.base + c.estimate(SYSTEM_PROMPT) + (head_tokens if earlier_in_group else 0.0)) if i
+                  else 0.0]
+        for turn in range(2, spec.turns + 1):
+            shared.append(expected[-1])
+            expected.append(expected[-1] + framing.per_turn + c.estimate(_reply(i, turn - 1)) + spec.turn_tokens)
+        sizes.append(_Sizes(i, group, own, tuple(expected), tuple(shared)))
+    return sizes
+
+
+def _group_tokens(spec: WorkloadSpec) -> int:
+    return (spec.group_prefix_tokens or spec.prefix_tokens // 2) if spec.groups else 0
+
+
+def planned_prompt_tokens(spec: WorkloadSpec, api: str, calibration: Calibration) -> int:
+    """The prompt tokens the workload's requests are planned at, in all (as build_conversations plans them), without
+    assembling a text."""
+    return sum(sum(size.planned) for size in _sizes(spec, api, calibration))
+
+
+def sampled_conversations(spec: WorkloadSpec, api: str, calibration: Calibration) -> set[int]:
+    """The conversations holding the workload's first request, its last and its longest prompt (the first of the
+    longest), found without assembling a text: what a check of the plan counts on the target."""
+    sizes = _sizes(spec, api, calibration)
+    longest = max(range(len(sizes)), key=lambda i: max(sizes[i].planned))
+    return {0, len(sizes) - 1, longest}
 
 
 def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
@@ -92,44 +168,22 @@ def build_conversations(spec: WorkloadSpec, api: str, assembler: Assembler,
     """`corrections` adds tokens to a conversation's own document: what the target counted short of the plan.
     `only`: those conversations alone (each is drawn from its own streams, so it comes out as in the whole)."""
     c = assembler.calibration
-    framing = _framing(api, assembler)
-    lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
-                             np.random.default_rng([spec.seed, _LENGTHS]))
-    group_tokens = (spec.group_prefix_tokens or spec.prefix_tokens // 2) if spec.groups else 0
-    groups = [assembler.text(np.random.default_rng([spec.seed, _GROUP, g]), group_tokens,
+    framing = _framing(api, c)
+    groups = [assembler.text(np.random.default_rng([spec.seed, _GROUP, g]), _group_tokens(spec),
                              lead=f"Shared reference {g} for every case in this group:") for g in range(spec.groups)]
-    fixed = framing.base + c.estimate(SYSTEM_PROMPT) + c.estimate(QUESTION) + c.join_tokens
     conversations = []
-    for i, prefix in enumerate(lengths.tolist()):
-        if only is not None and i not in only:
-            continue
-        group = i % spec.groups if spec.groups else None
-        head = groups[group] + "\n" if group is not None else ""
-        head_tokens = group_tokens + c.join_tokens if head else 0.0
-        if spec.prefix_tokens_p95:  # a drawn length below what a prompt needs is the tail of the draw: lift it
-            prefix = max(prefix, int(fixed + head_tokens + _MIN_OWN_TOKENS + 1))
-        own = prefix - fixed - head_tokens + (corrections or {}).get(i, 0.0)
-        if own < _MIN_OWN_TOKENS:
-            raise ProfileError(f"workload.prefix_tokens: conversation {i} wants {prefix} tokens, which leaves "
-                               f"{own:.0f} "
-                               f"for its own records after the system prompt, group prefix and template "
-                               f"(at least {_MIN_OWN_TOKENS} needed)")
+    for size in _sizes(spec, api, c, corrections, only):
+        i = size.index
+        head = groups[size.group] + "\n" if size.group is not None else ""
         rng = np.random.default_rng([spec.seed, _CONVERSATION, i])
-        document = assembler.text(rng, own, lead=f"Case file {spec.seed}-{i} (tag {marker(spec.seed, i)}): the records "
-                                 "under review.")
+        document = assembler.text(rng, size.own, lead=f"Case file {spec.seed}-{i} (tag {marker(spec.seed, i)}): the "
+                                  "records under review.")
         body = framing.first(f"{head}{document}\n{QUESTION}")
-        expected = float(prefix)
-        # What an earlier request holds of turn 1: the system prompt (every conversation's, from the second on),
-        # then its group's document (from the group's second conversation on).
-        earlier_in_group = group is not None and i >= spec.groups
-        shared = (framing.base + c.estimate(SYSTEM_PROMPT) + (head_tokens if earlier_in_group else 0.0)) if i else 0.0
-        turns = [_request(i, 1, body, spec, framing.chat, expected, shared)]
+        turns = [_request(i, 1, body, spec, framing.chat, size.expected[0], size.shared[0])]
         for turn in range(2, spec.turns + 1):
-            reply = _reply(i, turn - 1)
             result = assembler.text(rng, spec.turn_tokens, lead=f"Tool result for step {turn}:")
-            body = framing.extend(body, reply, result)
-            shared = expected
-            expected += framing.per_turn + c.estimate(reply) + spec.turn_tokens
-            turns.append(_request(i, turn, body, spec, framing.chat, expected, shared))
-        conversations.append(Conversation(i, group, tuple(turns)))
+            body = framing.extend(body, _reply(i, turn - 1), result)
+            turns.append(_request(i, turn, body, spec, framing.chat, size.expected[turn - 1],
+                                  size.shared[turn - 1]))
+        conversations.append(Conversation(i, size.group, tuple(turns)))
     return Workload("conversations", api, spec.seed, FAKER_VERSION, c.source, tuple(conversations))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 
 from loadrepro.workload.export import bodies_written
 from loadrepro.workload.plan import Plan
@@ -47,7 +47,7 @@ def summarize(plan: Plan) -> WorkloadSummary:
         prompt_tokens_max=int(prompts.max()), prompt_tokens_total=int(prompts.sum()),
         shared_prefix_tokens_total=sum(r.shared_prefix_tokens for r in requests),
         max_output_tokens_total=sum(r.max_tokens for r in requests),
-        payload_bytes=sum(len(json.dumps(r.payload()).encode()) for r in requests)
+        payload_bytes=sum(len(orjson.dumps(r.payload())) for r in requests)
         if bodies_written(workload) == len(requests) else None,
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
         probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens, origin=workload.origin,

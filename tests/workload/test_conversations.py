@@ -147,6 +147,70 @@ def test_conversations_built_alone_come_out_as_in_the_whole_workload():
     assert all(whole.conversations[i] == plain.conversations[i] for i in range(12) if i not in corrections)
 
 
+def test_planned_prompt_tokens_are_the_built_workloads_without_building_it():
+    """The probe budget is drawn from the planned prompt tokens: counted without assembling a text, they must be
+    what the built workload plans, turn by turn summed, for every shape of conversation."""
+    from loadrepro.profile import load_profile
+    from loadrepro.workload.conversations import planned_prompt_tokens
+    from loadrepro.workload.corpus import record_pool
+    from loadrepro.workload.plan import build_workload
+    from loadrepro.workload.tokens import SimTokenCounter, calibrate
+
+    shapes = ([], ["workload.groups=3", "workload.turns=4", "workload.prefix_tokens_p95=20000"],
+              ["api='completions'", "workload.turns=3"])
+    for overrides in shapes:
+        profile = load_profile("quickstart", ["workload.conversations=30", *overrides])
+        pool = record_pool(profile.workload.seed)
+        calibration = asyncio.run(calibrate(SimTokenCounter(), pool)).scaled(1.07)  # not the exact counter's
+        built = build_workload(profile, pool, calibration).requests
+        assert planned_prompt_tokens(profile.workload, profile.api, calibration) == \
+            sum(r.expected_prompt_tokens for r in built), overrides
+
+
+def test_the_checked_part_holds_the_requests_a_check_of_the_whole_would_count():
+    """The plan's check counts the first request, the last and the (first) longest: built alone, the conversations
+    holding them must give those very requests, byte for byte."""
+    from loadrepro.profile import load_profile
+    from loadrepro.workload.corpus import record_pool
+    from loadrepro.workload.plan import _checked_part, _sample, build_workload
+    from loadrepro.workload.tokens import SimTokenCounter, calibrate
+
+    shapes = ([], ["workload.groups=3", "workload.turns=3", "workload.prefix_tokens_p95=20000"],
+              ["api='completions'", "workload.turns=2"], ["workload.turns=1"])
+    for overrides in shapes:
+        profile = load_profile("quickstart", ["workload.conversations=25", *overrides])
+        pool = record_pool(profile.workload.seed)
+        calibration = asyncio.run(calibrate(SimTokenCounter(), pool)).scaled(0.93)
+        part = _checked_part(profile, pool, calibration, None)
+        assert len(part.conversations) <= 3
+        assert _sample(part) == _sample(build_workload(profile, pool, calibration)), overrides
+
+
+def test_a_correction_below_the_least_a_prompt_holds_shortens_it_to_that_least_and_a_profile_below_it_is_refused():
+    """A target that counts a conversation much longer than planned shortens its records to the least a prompt
+    holds, not refuses a profile that asked for nothing wrong; a profile whose prompts cannot hold it is refused."""
+    import pytest
+
+    from loadrepro.errors import ProfileError
+    from loadrepro.profile import load_profile
+    from loadrepro.workload import conversations
+    from loadrepro.workload.corpus import record_pool
+    from loadrepro.workload.plan import build_workload
+    from loadrepro.workload.tokens import SimTokenCounter, calibrate
+
+    profile = load_profile("quickstart", ["workload.conversations=3"])
+    pool = record_pool(profile.workload.seed)
+    calibration = asyncio.run(calibrate(SimTokenCounter(), pool))
+    own = conversations._sizes(profile.workload, profile.api, calibration)[1].own
+    far = build_workload(profile, pool, calibration, None, {1: -100_000.0})
+    least = build_workload(profile, pool, calibration, None, {1: conversations._MIN_OWN_TOKENS - own})
+    assert far.conversations[1] == least.conversations[1]
+    assert far.conversations[1].turns[0].expected_prompt_tokens == profile.workload.prefix_tokens
+    with pytest.raises(ProfileError, match="at least 32 needed"):
+        build_workload(load_profile("quickstart", ["workload.prefix_tokens=100", "workload.groups=2"]), pool,
+                       calibration)
+
+
 def test_turn_one_counts_as_shared_what_an_earlier_conversation_holds(plan_local):
     """Turn 1's shared prefix (workload.prefix_reuse's possible tokens) is what an earlier request holds of it: none
     for the first conversation, the system prompt for the others, and the group's document too from each group's
