@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.checkpoints import Checkpoints
-from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp
+from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
 from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
@@ -111,11 +111,29 @@ def run_directory(options: RunOptions) -> Path:
 
 
 @dataclass(frozen=True, slots=True)
+class _Started:
+    """An engine loadrepro started, as the run follows it: where it serves, its log, its exit."""
+
+    url: str
+    log: Path
+    exit_code: Callable[[], int | None]  # None while it runs
+
+
+@dataclass(frozen=True, slots=True)
 class _Target:
     url: str
     counter_is_local: bool  # the simulated engine's tokenizer runs in process
-    engine: ManagedEngine | None
-    replicas: tuple[ManagedEngine, ...] = ()  # --replicas N: the other copies loadrepro started
+    engine: ManagedEngine | None = None  # the target's process, when loadrepro started one: for faults on purpose
+    started: tuple[_Started, ...] = ()  # the engines loadrepro started, the target first, then --replicas N's
+    command: str | None = None  # how the engine loadrepro started was started, as the report shows it
+
+
+def _log_of(run_dir: Path, replica: int) -> Path:
+    return run_dir / (f"engine-{replica_name(replica)}.log" if replica else "engine.log")
+
+
+def _role(replica: int) -> str:
+    return "target" if not replica else replica_name(replica)
 
 
 @contextlib.asynccontextmanager
@@ -126,11 +144,16 @@ async def _target(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator
             raise UsageError(f"[[chaos.events]] {', '.join(stopping)} stop and start the engine, which needs an "
                              f"engine loadrepro starts (--engine-cmd, or the simulated engine), not a URL "
                              f"({options.base_url})")
-        yield _Target(options.base_url, False, None)
+        yield _Target(options.base_url, False)
+        return
+    if options.engine_cmd is None and sim_in_process() and not any(
+            e.action in OUTAGES for e in options.profile.chaos.events):
+        async with _sims_in_threads(options, run_dir, say) as target:
+            yield target
         return
     command = options.engine_cmd or sim_engine_command(options.profile.sim)
-    engines = [ManagedEngine(command, run_dir / (f"engine-{replica_name(i)}.log" if i else "engine.log"),
-                             health_path=options.profile.watch.health_path or "/health", api_key=options.api_key)
+    engines = [ManagedEngine(command, _log_of(run_dir, i), health_path=options.profile.watch.health_path or "/health",
+                             api_key=options.api_key)
                for i in range(options.replicas)]
     try:
         urls = []
@@ -138,11 +161,34 @@ async def _target(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator
             urls.append(await engine.astart(options.engine_start_timeout_s))
             what = "engine" if options.engine_cmd else (
                 f"embedded simulated engine ({options.profile.sim.scenario}, {options.profile.sim.policy} policy)")
-            role = "target" if not i else replica_name(i)
-            say(f"{role}: the {what} at {urls[-1]} (pid {engine.pid}); its log is {engine.log}")
-        yield _Target(urls[0], options.engine_cmd is None, engines[0], tuple(engines[1:]))
+            say(f"{_role(i)}: the {what} at {urls[-1]} (pid {engine.pid}); its log is {engine.log}")
+        first = engines[0]
+        yield _Target(urls[0], options.engine_cmd is None, first,
+                      tuple(_Started(e.url, e.log, e.exit_code) for e in engines),
+                      first.command if options.engine_cmd else as_typed(first.command))
     finally:
         await _stop_all(engines, say)
+
+
+@contextlib.asynccontextmanager
+async def _sims_in_threads(options: RunOptions, run_dir: Path, say: Say) -> AsyncIterator[_Target]:
+    """The embedded simulated engine (and its --replicas) served on threads of this process (SIM_IN_PROCESS_ENV)."""
+    from loadrepro.sim.config import resolve as resolve_sim  # the server's stack, imported only by who serves here
+    from loadrepro.sim.serve import SimThread
+
+    spec = options.profile.sim
+    sims = [SimThread(resolve_sim(spec), _log_of(run_dir, i)) for i in range(options.replicas)]
+    try:
+        for i, sim in enumerate(sims):
+            await asyncio.to_thread(sim.start)
+            say(f"{_role(i)}: the embedded simulated engine ({spec.scenario}, {spec.policy} policy) at {sim.url} "
+                f"(on a thread of this process); its log is {sim.log_path}")
+        host, port = sims[0].url.removeprefix("http://").rsplit(":", 1)
+        yield _Target(sims[0].url, True, None, tuple(_Started(s.url, _log_of(run_dir, i), s.exit_code)
+                                                      for i, s in enumerate(sims)),
+                      as_typed(sim_engine_command(spec)).replace("{host}", host).replace("{port}", port))
+    finally:
+        await asyncio.gather(*(asyncio.to_thread(sim.stop) for sim in sims))
 
 
 async def _stop_all(engines: list[ManagedEngine], say: Say) -> None:
@@ -281,17 +327,16 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=compile_catalog(_extra(profile)),
             compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
-            replicas=(*profile.target.replicas, *(e.url for e in target.replicas)), routing=profile.target.routing)
-        engine = target.engine
-        shown = (engine.command if options.engine_cmd else as_typed(engine.command)) if engine else None
-        run_target = RunTarget(target.url, model, options.label, engine_cmd=shown,
-                               engine_exit=engine.exit_code if engine else None,
-                               engine_log=engine.log if engine else None, engine=engine,
+            replicas=(*profile.target.replicas, *(e.url for e in target.started[1:])), routing=profile.target.routing)
+        first = target.started[0] if target.started else None
+        run_target = RunTarget(target.url, model, options.label, engine_cmd=target.command,
+                               engine_exit=first.exit_code if first else None,
+                               engine_log=first.log if first else None, engine=target.engine,
                                oversize=beyond,
                                health_owner=gateway.owns(profile.watch.health_path) if gateway else None,
                                started_replicas=tuple(
                                    StartedReplica(i, e.log, e.exit_code)
-                                   for i, e in enumerate(target.replicas, len(profile.target.replicas) + 1)))
+                                   for i, e in enumerate(target.started[1:], len(profile.target.replicas) + 1)))
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)

@@ -1,6 +1,7 @@
 """Managed engines: started on a free port with their log kept, stopped afterwards, never left behind."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from loadrepro.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
+from tests.helpers import cli, report
 
 PY = sys.executable
 
@@ -122,7 +125,8 @@ def test_an_engine_loadrepro_started_ends_when_loadrepro_is_killed(tmp_path):
     """SIGKILL leaves loadrepro no moment to stop its engine: the engine was started asking Linux for SIGTERM when
     loadrepro dies, and ends by itself."""
     process = subprocess.Popen([PY, "-m", "loadrepro", "run", "--profile", "soak", "--set", "load.duration_s=60",
-                                "--out", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                "--out", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, SIM_IN_PROCESS_ENV: "0"})  # the engine as a process of its own
     try:
         pid = None
         while pid is None:
@@ -140,3 +144,31 @@ def test_an_engine_loadrepro_started_ends_when_loadrepro_is_killed(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _listening(url: str) -> bool:
+    import socket
+
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.socket() as sock:
+        return sock.connect_ex((host, int(port))) == 0
+
+
+def test_the_simulated_engine_served_in_process_is_judged_as_the_process_is_and_stopped_after(tmp_path, monkeypatch):
+    """SIM_IN_PROCESS_ENV: the engine on a thread of loadrepro's process, its log and its command as the process's
+    would be; a fault that stops the engine still starts it as a process (a thread cannot be killed)."""
+    monkeypatch.setenv(SIM_IN_PROCESS_ENV, "1")
+    done = cli("run", "--profile", "draft-pool", "--quiet", "--out", str(tmp_path / "thread"))
+    assert done.returncode == 1, done.stderr
+    data = report(tmp_path / "thread")
+    assert "on a thread of this process" in done.stderr
+    assert data["target"]["engine_cmd"].startswith("loadrepro sim --scenario draft-pool --policy stock")
+    assert data["target"]["engine_cmd"].endswith(f"--port {port_of(tmp_path / 'thread')}")
+    assert data["signatures"][0]["name"].startswith("trtllm-draft-")
+    assert "Draft KV cache context resize failed" in (tmp_path / "thread" / "engine.log").read_text()
+    assert not _listening(data["target"]["base_url"])  # stopped with the run
+    killed = cli("run", "--profile", "healthy", "--quiet", "--set", "workload.conversations=2", "--set",
+                 "workload.prefix_tokens=300", "--set", "load.duration_s=3", "--set",
+                 'chaos.events=[{at_s=1.0, action="kill", duration_s=0.5}]', "--out", str(tmp_path / "kill"))
+    assert "(pid " in killed.stderr and "on a thread" not in killed.stderr, killed.stderr
+    assert report(tmp_path / "kill")["chaos"][0]["action"] == "kill"

@@ -32,6 +32,9 @@ class _DropConnectionCuts(logging.Filter):
         return not isinstance(exc, ConnectionCut)
 
 
+_DROP_CUTS = _DropConnectionCuts()  # one filter, however many engines this process serves (a filter is kept once)
+
+
 def sim_logger(sink: Path | TextIO | None) -> logging.Logger:
     """A private logger writing timestamped engine lines to a file or stream (default: stderr)."""
     log = logging.getLogger(f"loadrepro.sim.{next(_instances)}")
@@ -63,7 +66,7 @@ def _url(sock: socket.socket) -> str:
 
 
 def _server(config: SimConfig, log: logging.Logger) -> uvicorn.Server:
-    logging.getLogger("uvicorn.error").addFilter(_DropConnectionCuts())
+    logging.getLogger("uvicorn.error").addFilter(_DROP_CUTS)
     app = create_app(SimRuntime(config, log))
     return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                          timeout_keep_alive=30, timeout_graceful_shutdown=2))
@@ -98,29 +101,59 @@ class RunningSim:
     log_path: Path | None
 
 
+class SimThread:
+    """The simulated engine served on a thread of this process, on an ephemeral loopback port: what `loadrepro sim`
+    serves as a process of its own, up in milliseconds (no interpreter to start, nothing imported again), but
+    sharing this interpreter, and so its CPU, with whatever else runs here."""
+
+    def __init__(self, config: SimConfig, log_path: Path | None = None, host: str = "127.0.0.1") -> None:
+        self.config, self.log_path = config, log_path
+        self._sock = _bind(host, 0)
+        self.url = _url(self._sock)
+        self._log = sim_logger(log_path)
+        self._server = _server(config, self._log)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
+                                        name="loadrepro-sim", daemon=True)
+        self._stopped = False
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        """Serve; the URL once it answers, TargetError when it did not start within `timeout_s`."""
+        _log_start(self._log, self.config, self.url)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise TargetError("the simulated engine did not start")
+            time.sleep(0.005)  # uvicorn says it has started by a flag only; it takes a few ms
+        return self.url
+
+    def exit_code(self) -> int | None:
+        """None while it serves; 1 when its server ended by itself (it never does unless it failed)."""
+        return None if self._stopped or self._thread.is_alive() or not self._thread.ident else 1
+
+    def stop(self) -> None:
+        """Stop serving (open streams get up to uvicorn's graceful shutdown) and close its log. Safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._server.should_exit = True
+        if self._thread.ident is not None:
+            self._thread.join(timeout=10)
+        self._sock.close()
+        self._log.info("Simulated engine stopped")
+        for handler in list(self._log.handlers):
+            handler.close()
+            self._log.removeHandler(handler)
+
+
 @contextlib.contextmanager
 def sim_in_thread(config: SimConfig, log_path: Path | None = None, host: str = "127.0.0.1",
                   start_timeout_s: float = 10.0) -> Iterator[RunningSim]:
     """Serve on an ephemeral loopback port on a background thread for the duration of the block."""
-    sock = _bind(host, 0)
-    log = sim_logger(log_path if log_path is not None else None)
-    server = _server(config, log)
-    url = _url(sock)
-    _log_start(log, config, url)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="loadrepro-sim", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            sock.close()
-            raise TargetError("the simulated engine did not start")
-        time.sleep(0.01)
+    sim = SimThread(config, log_path, host)
+    sim.start(start_timeout_s)
     try:
-        yield RunningSim(url, config, log_path)
+        yield RunningSim(sim.url, config, log_path)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-        for handler in list(log.handlers):
-            handler.close()
-            log.removeHandler(handler)
+        sim.stop()
