@@ -2,19 +2,19 @@
 than the stall timeout while others stream, which is waiting, not stalling."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(900)
 def test_dsa_prefix_shared_at_full_scale_confirms_the_fix(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--profile", "dsa-prefix-shared", "--out",
-                           str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=850, cwd=ROOT)
+    done = cli("ab", "--profile", "dsa-prefix-shared", "--out",
+                           str(tmp_path), "--quiet")
     assert done.returncode == 0 and "fix confirmed" in done.stdout, done.stdout + done.stderr[-2000:]
     stock = json.loads((tmp_path / "stock" / "report.json").read_text())
     patched = json.loads((tmp_path / "patched" / "report.json").read_text())

@@ -10,6 +10,7 @@ import pytest
 import loadrepro
 import loadrepro.api
 from loadrepro.errors import ProfileError, UsageError
+from tests.helpers import cli
 
 
 def test_every_docstring_example_runs():
@@ -64,6 +65,5 @@ def test_bad_tokenizers_and_shrinks_are_usage_errors_before_anything_starts(tmp_
 def test_the_command_line_and_the_api_refuse_bad_input_in_the_same_words(tmp_path):
     with pytest.raises(UsageError) as raised:
         loadrepro.ab("quickstart", stock_url="http://127.0.0.1:9", out=tmp_path)
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--stock-url", "http://127.0.0.1:9"],
-                          capture_output=True, text=True, timeout=60)
+    done = cli("ab", "--stock-url", "http://127.0.0.1:9")
     assert done.returncode == 2 and done.stderr.strip() == f"loadrepro: {raised.value}"

@@ -12,6 +12,7 @@ from loadrepro.drive.engine import ManagedEngine
 from loadrepro.profile import load_profile
 from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.sim.process import sim_engine_command
+from tests.helpers import cli
 
 KEY = "sk-planted-bundle-0123456789"
 
@@ -19,9 +20,8 @@ KEY = "sk-planted-bundle-0123456789"
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path, api):
     run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(run_dir),
-                           "--quiet", "--set", f"api={api!r}"], capture_output=True, text=True, timeout=180,
-                          env={"OPENAI_API_KEY": KEY, "PATH": "/usr/bin:/bin"})
+    done = cli("run", "--profile", "quickstart", "--out", str(run_dir), "--quiet", "--set", f"api={api!r}",
+               env={"OPENAI_API_KEY": KEY})
     assert done.returncode == 1, done.stderr
     zip_path = make_bundle(run_dir, tmp_path / "bundle.zip")
     assert zip_path.stat().st_size < 5_000_000
@@ -99,8 +99,7 @@ def test_a_trace_bundle_replays_its_sessions_in_order_and_fails_on_stock_only(tm
     """The trace-draft-pool run's bundle: replay.py sends each session's continuing turn only after the turn before
     it answered, so the warm-ups fill the cache first, and stock dies as the run did; patched passes."""
     run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-draft-pool", "--out",
-                           str(run_dir), "--quiet"], capture_output=True, text=True, timeout=180)
+    done = cli("run", "--profile", "trace-draft-pool", "--out", str(run_dir), "--quiet")
     assert done.returncode == 1, done.stderr
     with zipfile.ZipFile(make_bundle(run_dir, tmp_path / "bundle.zip")) as bundle:
         bundle.extractall(tmp_path / "unpacked")

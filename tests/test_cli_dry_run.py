@@ -1,11 +1,7 @@
 import gzip
 import json
-import subprocess
-import sys
 
-
-def loadrepro(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True, timeout=120)
+from tests.helpers import cli as loadrepro
 
 
 def test_dry_run_describes_and_writes_the_exact_payloads(tmp_path):

@@ -7,6 +7,8 @@ import sys
 
 import httpx
 
+from tests.helpers import cli
+
 
 def test_sim_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
     log = tmp_path / "sim.log"
@@ -31,7 +33,6 @@ def test_sim_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
 
 
 def test_bad_sizing_is_a_usage_error():
-    result = subprocess.run([sys.executable, "-m", "loadrepro", "sim", "--primary-blocks", "0", "--port", "0"],
-                            capture_output=True, text=True, timeout=30)
+    result = cli("sim", "--primary-blocks", "0", "--port", "0")
     assert result.returncode == 2
     assert "'--primary-blocks'" in result.stderr and "greater than or equal to 1" in result.stderr

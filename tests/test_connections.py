@@ -14,6 +14,7 @@ import pytest
 
 from loadrepro.profile import load_profile
 from loadrepro.session import RunOptions, run_session
+from tests.helpers import cli
 from tests.netservers import RawServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,8 +123,8 @@ def test_probes_carry_no_conversations_opening_before_its_first_turn(tmp_path):
 
 def test_an_unreachable_target_exits_1_naming_the_url_and_what_was_tried():
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--base-url", "http://127.0.0.1:9",
-                           "--quiet"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    done = cli("run", "--base-url", "http://127.0.0.1:9",
+                           "--quiet")
     assert done.returncode == 1, done.stderr
     assert "http://127.0.0.1:9 could not be reached" in done.stderr and "GET /health" in done.stderr
     assert "GET /v1/models" in done.stderr and time.monotonic() - started < 30

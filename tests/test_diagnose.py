@@ -1,8 +1,6 @@
 """Engine-log diagnosis on multi-rank fixtures built from the seeds' lines with ordinary INFO noise."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from loadrepro.errors import UsageError
 from loadrepro.judge.diagnose import diagnose
 from loadrepro.report.diagnosis import to_markdown
+from tests.helpers import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RANK0, RANK3 = FIXTURES / "trtllm-rank0.log", FIXTURES / "trtllm-rank3.log"
@@ -44,23 +43,19 @@ def test_logged_capacity_figures_are_extracted_and_used():
 
 
 def test_pressure_only_logs_exit_0_and_say_pressure():
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(FIXTURES / "pressure-only.log")],
-                          capture_output=True, text=True, timeout=60)
+    done = cli("diagnose", str(FIXTURES / "pressure-only.log"))
     assert done.returncode == 0
     assert "pressure, not failure" in done.stdout and "Pressure, not failure" in done.stdout
 
 
 def test_cli_exit_codes_and_json(tmp_path):
-    fatal = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(RANK0), str(RANK3), "--json"],
-                           capture_output=True, text=True, timeout=60)
+    fatal = cli("diagnose", str(RANK0), str(RANK3), "--json")
     assert fatal.returncode == 1
     data = json.loads(fatal.stdout)
     assert data["fatal"] and data["initiating"]["process"] == "rank 0" and len(data["context"]) == 100
-    missing = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(tmp_path / "nope.log")],
-                             capture_output=True, text=True, timeout=60)
+    missing = cli("diagnose", str(tmp_path / "nope.log"))
     assert missing.returncode == 2 and "no such log" in missing.stderr
-    no_log = subprocess.run([sys.executable, "-m", "loadrepro", "diagnose", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
+    no_log = cli("diagnose", str(tmp_path))
     assert no_log.returncode == 2
 
 
@@ -70,8 +65,8 @@ def test_unreadable_files_are_usage_errors(tmp_path):
 
 
 def test_a_managed_stock_run_report_has_a_diagnosis_section(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "page-index", "--out",
-                           str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=120)
+    done = cli("run", "--profile", "page-index", "--out",
+                           str(tmp_path), "--quiet")
     assert done.returncode == 1
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["diagnosis"]["fatal"] and report["diagnosis"]["initiating"]["process"] == "rank 0"

@@ -1,29 +1,22 @@
-"""`loadrepro run`, `ab` and `compare` as users run them: real processes, real sockets, exit codes, reports."""
+"""`loadrepro run`, `ab` and `compare` as users run them, through the command line's entry point: real sockets,
+exit codes, reports (the entry point as a process of its own: test_exit_codes.py)."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import loadrepro as loadrepro_api
+from tests.helpers import cli, report, small
 from tests.stub_server import StubServer
 
-SMALL = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set",
-         "workload.max_tokens=8", "--set", "workload.conversations=3"]
+SMALL = small()
 
 
-def loadrepro(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def loadrepro(*args: str, env: dict | None = None):
     quiet = ["--quiet"] if args[0] in ("run", "ab") else []
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args, *quiet], capture_output=True, text=True,
-                          timeout=180, env={**os.environ, **(env or {})})
-
-
-def report(run_dir: Path) -> dict:
-    return json.loads((run_dir / "report.json").read_text())
+    return cli(*args, *quiet, env=env)
 
 
 def test_quickstart_on_stock_fails_with_the_draft_pool_signature_first(tmp_path):

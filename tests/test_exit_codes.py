@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from loadrepro import cli, profile
+from tests.helpers import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def loadrepro(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    return spawn(*args, timeout=timeout, cwd=ROOT)  # the entry point as a process: its exit code is what is tested
 
 
 def test_help_is_0_and_a_bad_flag_is_2():

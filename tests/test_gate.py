@@ -3,9 +3,6 @@ the tolerance, or a rule fails in RUN only; open (exit 0) for the same engine tw
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 import loadrepro
@@ -14,6 +11,7 @@ from loadrepro.judge.gate import gate
 from loadrepro.report.json import read_report
 from loadrepro.run_report import RuleResult, Severity, SloInfo, SloMissed
 from loadrepro.trial_runs import gate_runs
+from tests.helpers import cli
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -58,15 +56,15 @@ def test_the_same_engine_twice_and_a_near_tie_leave_the_gate_open(runs):
 
 
 def test_a_run_thirty_percent_slower_closes_it_naming_ttft(runs, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "compare", str(runs["baseline"]), str(runs["slow"]),
-                           "--gate", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    done = cli("compare", str(runs["baseline"]), str(runs["slow"]),
+                           "--gate", "--out", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "loadrepro gate: CLOSED" in done.stdout
     closed = [c for c in read_gate(tmp_path).checks if c.closed]
     assert closed and all(c.figure.startswith("TTFT") for c in closed), closed
     assert "closed by TTFT p50" in done.stdout
-    again = subprocess.run([sys.executable, "-m", "loadrepro", "compare", str(runs["baseline"]), str(runs["again"]),
-                            "--gate"], capture_output=True, text=True, timeout=120)
+    again = cli("compare", str(runs["baseline"]), str(runs["again"]),
+                            "--gate")
     assert again.returncode == 0, again.stdout + again.stderr
 
 

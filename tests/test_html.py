@@ -2,14 +2,13 @@
 
 import json
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 
 import pytest
 from PIL import Image
 
 from loadrepro.records import read_jsonl
+from tests.helpers import cli
 
 
 class Collect(HTMLParser):
@@ -25,8 +24,8 @@ class Collect(HTMLParser):
 @pytest.fixture(scope="module")
 def stock_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("html") / "run"
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(out),
-                           "--quiet"], capture_output=True, text=True, timeout=180)
+    done = cli("run", "--profile", "quickstart", "--out", str(out),
+                           "--quiet")
     assert done.returncode == 1, done.stderr
     return out
 

@@ -2,8 +2,6 @@
 generated from those models and the Python API's keywords must be the same names with the same defaults."""
 
 import inspect
-import subprocess
-import sys
 
 import pytest
 import typer.main
@@ -12,6 +10,7 @@ import loadrepro
 from loadrepro import api, cli
 from loadrepro.errors import UsageError
 from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
+from tests.helpers import cli as loadrepro_cli
 
 # Fields only the command line sets: a program chose its target deliberately and shows no progress display.
 COMMAND_LINE_ONLY = {"quiet", "target_is_isolated"}
@@ -65,11 +64,9 @@ def test_bad_arguments_are_usage_errors_naming_the_argument(call, words: str):
 
 
 def test_a_bad_flag_is_exit_2_naming_it():
-    result = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--trials", "0", "--quiet"],
-                            capture_output=True, text=True, timeout=60)
+    result = loadrepro_cli("run", "--trials", "0", "--quiet")
     assert result.returncode == 2, result.stderr
     assert "'--trials'" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--stock-url", "http://127.0.0.1:9"],
-                            capture_output=True, text=True, timeout=60)
+    result = loadrepro_cli("ab", "--stock-url", "http://127.0.0.1:9")
     assert result.returncode == 2, result.stderr
     assert "give both sides" in result.stderr

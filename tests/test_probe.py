@@ -2,8 +2,6 @@
 
 import asyncio
 import json
-import subprocess
-import sys
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,6 +11,7 @@ from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from loadrepro.summary_lines import describe_probe
 from tests.examples import save_example
+from tests.helpers import cli
 from tests.stub_server import StubServer
 
 
@@ -64,10 +63,8 @@ def test_an_engine_with_nothing_extra_is_unknown_and_the_plan_says_what_is_lost(
 
 def test_the_command_prints_json_and_a_table(tmp_path):
     with sim_in_thread(sim_config("draft-pool")) as sim:
-        as_json = subprocess.run([sys.executable, "-m", "loadrepro", "probe", "--base-url", sim.url, "--json"],
-                                 capture_output=True, text=True, timeout=60)
-        table = subprocess.run([sys.executable, "-m", "loadrepro", "probe", "--base-url", sim.url],
-                               capture_output=True, text=True, timeout=60)
+        as_json = cli("probe", "--base-url", sim.url, "--json")
+        table = cli("probe", "--base-url", sim.url)
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["schema_version"] == "loadrepro.probe/1"
     assert table.returncode == 0 and "simulated engine" in table.stdout
@@ -76,8 +73,7 @@ def test_the_command_prints_json_and_a_table(tmp_path):
 
 
 def test_an_unreachable_target_exits_1_naming_it():
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "probe", "--base-url", "http://127.0.0.1:9"],
-                          capture_output=True, text=True, timeout=60)
+    done = cli("probe", "--base-url", "http://127.0.0.1:9")
     assert done.returncode == 1 and "could not be reached" in done.stderr
 
 

@@ -1,10 +1,9 @@
-import subprocess
-import sys
 
 import pytest
 
 from loadrepro.errors import ProfileError
 from loadrepro.profile import builtin_profiles, load_profile, parse_override
+from tests.helpers import cli
 
 
 def test_every_builtin_profile_loads_and_describes_itself():
@@ -73,8 +72,7 @@ def test_a_folder_named_after_a_profile_does_not_shadow_it(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "soak").mkdir()
     assert load_profile("soak").name == "soak"
-    listed = subprocess.run([sys.executable, "-m", "loadrepro", "profiles"], capture_output=True, text=True,
-                            timeout=60, cwd=tmp_path)
+    listed = cli("profiles")
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.splitlines()) == len(builtin_profiles())
 

@@ -19,6 +19,7 @@ from loadrepro.records import Outcome, RequestRecord, read_jsonl
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
+from tests.helpers import cli
 from tests.stub_server import StubServer
 
 SMALL = ["workload.prefix_tokens=200", "workload.turn_tokens=20", "workload.max_tokens=8", "watch.metrics_path=''",
@@ -214,8 +215,8 @@ def test_a_dead_engines_metrics_are_scraped_once_after_the_load_not_waited_on(tm
     """The quick start's stock engine dies at once; its frozen metrics say requests run, which after a death is
     not a zombie: one scrape after the load, not 5 s of them."""
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--out", str(out),
-                           "--quiet"], capture_output=True, text=True, timeout=180)
+    done = cli("run", "--profile", "quickstart", "--out", str(out),
+                           "--quiet")
     assert done.returncode == 1, done.stderr
     report = json.loads((out / "report.json").read_text())
     assert next(r for r in report["rules"] if r["name"] == "engine_death")["fired"]

@@ -4,9 +4,7 @@ a comparison or a bundle, and nowhere in what loadrepro prints."""
 from __future__ import annotations
 
 import gzip
-import os
 import shlex
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -15,6 +13,7 @@ import pytest
 
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
+from tests.helpers import Done, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = {"command": "hf_PlantedInTheCommand0123456789", "password": "PlantedPassword77",
@@ -22,10 +21,8 @@ PLANTED = {"command": "hf_PlantedInTheCommand0123456789", "password": "PlantedPa
 SMALL = ["--set", "workload.conversations=3", "--set", "workload.prefix_tokens=2000", "--quiet"]
 
 
-def loadrepro(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OPENAI_API_KEY": PLANTED["api key"], "MY_SERVICE_TOKEN": PLANTED["env token"]}
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=env)
+def loadrepro(*args: str) -> Done:
+    return cli(*args, env={"OPENAI_API_KEY": PLANTED["api key"], "MY_SERVICE_TOKEN": PLANTED["env token"]})
 
 
 def contents(folder: Path) -> dict[str, bytes]:

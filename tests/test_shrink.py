@@ -3,8 +3,6 @@ simulated page-index failure, whose smallest failing request the KV arithmetic g
 
 import asyncio
 import json
-import subprocess
-import sys
 import tomllib
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from loadrepro.profile import load_profile
 from loadrepro.shrink.search import Shrinker, Trial
 from loadrepro.shrink.trials import engine_of
+from tests.helpers import cli
 from tests.interrupting import interrupted_when
 from tests.stub_server import StubServer
 
@@ -111,8 +110,8 @@ def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tm
     rounded up to 68 entries (/sim/config says page_index_entries 68), which span 68 x 32 = 2,176 tokens. The
     smallest request that must fail needs 69 blocks: prompt + max_tokens = 2,177."""
     out = tmp_path / "shrink"
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "shrink", "--profile", "page-index", "--out", str(out),
-                           "--max-trials", "40", "--time-budget", "300"], capture_output=True, text=True, timeout=600)
+    done = cli("shrink", "--profile", "page-index", "--out", str(out),
+                           "--max-trials", "40", "--time-budget", "300")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "still failing with fatal signature trtllm-page-indices-too-short" in done.stdout
     minimal = tomllib.loads((out / "profile.toml").read_text())["workload"]
@@ -126,23 +125,20 @@ def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tm
     assert 2177 <= needed <= 2177 * 1.1, needed
     assert "page-index table 68 entries" in shrink_md and (out / "bundle.zip").stat().st_size > 0
     assert (out / "run" / "timeline.png").exists() and not (out / "trials").exists()
-    patched = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", str(out / "profile.toml"),
-                              "--set", "sim.policy='patched'", "--out", str(tmp_path / "patched"), "--quiet"],
-                             capture_output=True, text=True, timeout=120)
+    patched = cli("run", "--profile", str(out / "profile.toml"),
+                              "--set", "sim.policy='patched'", "--out", str(tmp_path / "patched"), "--quiet")
     assert patched.returncode == 0, patched.stdout + patched.stderr
 
 
 def test_a_run_against_a_live_url_cannot_be_shrunk_and_says_why(tmp_path):
     with StubServer("fatal_400").running() as server:
-        subprocess.run([sys.executable, "-m", "loadrepro", "run", "--base-url", server.url, "--out", str(tmp_path),
-                        "--quiet", "--set", "workload.prefix_tokens=200", "--set", "workload.conversations=2"],
-                       capture_output=True, text=True, timeout=120)
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "shrink", str(tmp_path)], capture_output=True, text=True,
-                          timeout=60)
+        cli("run", "--base-url", server.url, "--out", str(tmp_path),
+                        "--quiet", "--set", "workload.prefix_tokens=200", "--set", "workload.conversations=2")
+    done = cli("shrink", str(tmp_path))
     assert done.returncode == 2 and "a live engine cannot be shrunk" in done.stderr and "--engine-cmd" in done.stderr
     given = engine_of(tmp_path, "my-engine --port {port}")  # the engine the hint asks for is taken
     assert given[1] == "my-engine --port {port}" and given[0].workload.prefix_tokens == 200
-    neither = subprocess.run([sys.executable, "-m", "loadrepro", "shrink"], capture_output=True, text=True, timeout=60)
+    neither = cli("shrink")
     assert neither.returncode == 2 and "give a failing run directory or a profile" in neither.stderr
 
 

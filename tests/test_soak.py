@@ -17,6 +17,7 @@ from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.run_report import RunReport
 from tests.builders import record, result
+from tests.helpers import cli
 from tests.stub_server import StubServer
 
 SOAK = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=4",
@@ -25,9 +26,8 @@ SOAK = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50
 
 
 def soak(url: str, out: Path, *extra: str, duration_s: float = 6.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadrepro", "run", "--base-url", url, "--out", str(out), "--quiet",
-                           *SOAK, "--set", f"load.duration_s={duration_s}", *extra],
-                          capture_output=True, text=True, timeout=120)
+    return cli("run", "--base-url", url, "--out", str(out), "--quiet",
+                           *SOAK, "--set", f"load.duration_s={duration_s}", *extra)
 
 
 def fired(run_dir: Path) -> dict[str, str]:

@@ -3,7 +3,6 @@ never moved back by a metrics scrape a busy engine answered late."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from loadrepro.drive.client import Client, ClientConfig
@@ -11,6 +10,7 @@ from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.profile import load_profile
 from loadrepro.records import MetricsSample
 from loadrepro.workload.model import Workload
+from tests.helpers import cli
 from tests.starved_server import StarvedServer, report_of
 
 LOAD = ["workload.conversations=4", "workload.turns=1", "workload.prefix_tokens=300", "workload.max_tokens=100",
@@ -20,8 +20,8 @@ LOAD = ["workload.conversations=4", "workload.turns=1", "workload.prefix_tokens=
 
 def _run(url, out):
     sets = [arg for key in LOAD for arg in ("--set", key)]
-    return subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--base-url", url,
-                           "--out", str(out), "--quiet", *sets], capture_output=True, text=True, timeout=180)
+    return cli("run", "--profile", "quickstart", "--base-url", url,
+                           "--out", str(out), "--quiet", *sets)
 
 
 def _rule(report, name):
@@ -75,9 +75,8 @@ MANAGED = ["load.duration_s=10", "load.concurrency=1", "workload.conversations=4
 def _managed(tmp_path, *options):
     engine = f"{sys.executable} -m tests.starved_server --port {{port}} {' '.join(options)}"
     sets = [arg for key in MANAGED for arg in ("--set", key)]
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--engine-cmd", engine,
-                           "--out", str(tmp_path / "run"), "--quiet", *sets], capture_output=True, text=True,
-                          timeout=180)
+    done = cli("run", "--profile", "quickstart", "--engine-cmd", engine,
+                           "--out", str(tmp_path / "run"), "--quiet", *sets)
     return done, report_of(tmp_path / "run")
 
 

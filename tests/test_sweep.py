@@ -12,6 +12,7 @@ import pytest
 
 from loadrepro.errors import UsageError
 from loadrepro.sweep_runs import _between, ladder
+from tests.helpers import cli
 from tests.interrupting import interrupted_when
 from tests.sweep_server import OverloadServer
 
@@ -55,10 +56,9 @@ def sweep(tmp_path, tokenizer_dir, server: OverloadServer, values: str, ttft_ms:
     path = tmp_path / "sweep.toml"
     path.write_text(PROFILE.format(ttft_ms=ttft_ms))
     with server.running():
-        done = subprocess.run([sys.executable, "-m", "loadrepro", "sweep", "--profile", str(path), "--values", values,
+        done = cli("sweep", "--profile", str(path), "--values", values,
                                "--base-url", server.url, "--tokenizer", str(tokenizer_dir), "--out",
-                               str(tmp_path / "sweep"), "--quiet", *extra], capture_output=True, text=True,
-                              timeout=600)
+                               str(tmp_path / "sweep"), "--quiet", *extra)
     assert (tmp_path / "sweep" / "sweep.json").exists(), done.stdout + done.stderr
     return done, json.loads((tmp_path / "sweep" / "sweep.json").read_text())
 
@@ -114,11 +114,10 @@ SIM = ("{python} -m loadrepro sim --scenario draft-pool --policy {policy} --bloc
 
 def test_stock_and_patched_simulated_engines_are_swept_alike(tmp_path):
     """quickstart's stock engine dies once 12 follow-ups decode at once; the patched one holds."""
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "sweep", "--profile", "quickstart", "--values", "4,12",
+    done = cli("sweep", "--profile", "quickstart", "--values", "4,12",
                            "--no-bisect", "--quiet", "--out", str(tmp_path / "ab"),
                            "--stock-cmd", SIM.format(python=sys.executable, policy="stock"),
-                           "--patched-cmd", SIM.format(python=sys.executable, policy="patched")],
-                          capture_output=True, text=True, timeout=600)
+                           "--patched-cmd", SIM.format(python=sys.executable, policy="patched"))
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "ab" / "sweep.json").read_text())
     assert report["stock"]["break"]["first_fail"] == 12 and report["stock"]["break"]["last_pass"] == 4

@@ -7,20 +7,14 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
+from tests.helpers import cli
 from tests.trace_files import NAMES, SYSTEM, make_turns, openai_log
 
 BLOCK = 16
-
-
-def _cli(*args, timeout=300):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True, timeout=timeout)
-    return done
 
 
 def _runs_of_four(texts):
@@ -67,18 +61,18 @@ def replays(tmp_path_factory):
     turns = make_turns(seed=11, sessions=6, block=BLOCK)
     log = openai_log(turns, tmp / "prod-log.jsonl")
     anon = tmp / "anon.jsonl"
-    done = _cli("trace", "anonymize", str(log), "-o", str(anon), "--block-tokens", str(BLOCK))
+    done = cli("trace", "anonymize", str(log), "-o", str(anon), "--block-tokens", str(BLOCK))
     assert done.returncode == 0, done.stderr
     runs = {}
     for name, trace in (("text", log), ("anon", anon)):
         out = tmp / f"run-{name}"
-        done = _cli("run", "--profile", "trace-example", "--set", f"workload.trace='{trace}'",
+        done = cli("run", "--profile", "trace-example", "--set", f"workload.trace='{trace}'",
                     "--set", f"workload.trace_block_tokens={BLOCK}", "--set", "sim.block_size=16",
                     "--out", str(out), "--quiet")
         assert done.returncode == 0, done.stderr
         runs[name] = out
     bundle = tmp / "bundle.zip"
-    assert _cli("bundle", str(runs["anon"]), "-o", str(bundle)).returncode == 0
+    assert cli("bundle", str(runs["anon"]), "-o", str(bundle)).returncode == 0
     return turns, log, anon, runs, bundle
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from loadrepro.profile import load_profile
 from loadrepro.sim.tokenizer import render_chat, tokenize
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
+from tests.helpers import cli
 from tests.trace_files import SUFFIX, WRITERS, make_turns
 from tests.trace_server import TraceServer
 
@@ -142,9 +141,9 @@ def test_sessions_stay_in_order_when_several_workers_send_them(tmp_path):
     trace = WRITERS["openai-log"](turns, tmp_path / "log.jsonl")
     server = TraceServer(answer_s=0.3)
     with server.running() as url:
-        done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-example", "--base-url",
+        done = cli("run", "--profile", "trace-example", "--base-url",
                                url, "--set", f"workload.trace='{trace}'", "--workers", "2", "--out",
-                               str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=180)
+                               str(tmp_path / "run"), "--quiet")
     assert done.returncode == 0, done.stderr
     assert len(server.received) == len(turns)
     by_text = {json.dumps(got.body["messages"]): got for got in server.received}
@@ -168,9 +167,9 @@ EXAMPLES = sorted((ROOT / "profiles" / "traces").glob("example-*"))
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_each_example_trace_is_found_and_replays_on_the_simulated_engine(tmp_path, path):
     fmt = path.stem.removeprefix("example-")
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "trace-example", "--set",
+    done = cli("run", "--profile", "trace-example", "--set",
                            f"workload.trace='{path}'", "--set", "workload.trace_block_tokens=0", "--out",
-                           str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=180)
+                           str(tmp_path / "run"), "--quiet")
     assert done.returncode == 0, done.stderr
     assert f": {fmt} (detected: " in done.stderr
     report = json.loads((tmp_path / "run" / "report.json").read_text())
@@ -200,8 +199,8 @@ def test_a_live_history_holds_the_engines_own_answers(tmp_path, history):
 
 
 def test_ab_on_a_trace_that_overruns_the_draft_pool_confirms_the_fix(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "ab", "--profile", "trace-draft-pool", "--out",
-                           str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=300)
+    done = cli("ab", "--profile", "trace-draft-pool", "--out",
+                           str(tmp_path), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fix confirmed" in done.stdout and "Draft KV cache context resize failed" in done.stdout
     stock = json.loads((tmp_path / "stock" / "report.json").read_text())

@@ -1,14 +1,14 @@
 """Planning offline in a Hugging Face tokenizer's tokens (`run --dry-run --tokenizer PATH`)."""
 
 import re
-import subprocess
-import sys
+
+from tests.helpers import cli
 
 
 def test_dry_run_plans_exactly_in_a_local_tokenizers_tokens(tokenizer_dir, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--profile", "quickstart", "--dry-run",
+    done = cli("run", "--profile", "quickstart", "--dry-run",
                            "--tokenizer", str(tokenizer_dir), "--set", "workload.conversations=3",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert f"counted with local tokenizer {tokenizer_dir / 'tokenizer.json'}" in done.stdout
     errors = [float(x) for x in re.findall(r"\(([+-]\d+\.\d+)%\)", done.stdout)]
@@ -16,9 +16,7 @@ def test_dry_run_plans_exactly_in_a_local_tokenizers_tokens(tokenizer_dir, tmp_p
 
 
 def test_bad_tokenizer_paths_and_misuse_are_usage_errors(tmp_path):
-    missing = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--dry-run", "--tokenizer", str(tmp_path)],
-                             capture_output=True, text=True, timeout=60)
+    missing = cli("run", "--dry-run", "--tokenizer", str(tmp_path))
     assert missing.returncode == 2 and "no tokenizer.json" in missing.stderr
-    live = subprocess.run([sys.executable, "-m", "loadrepro", "run", "--tokenizer", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    live = cli("run", "--tokenizer", str(tmp_path))
     assert live.returncode == 2 and "no tokenizer.json" in live.stderr and "target:" not in live.stderr

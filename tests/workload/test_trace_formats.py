@@ -4,8 +4,6 @@ input named by file, line (or row) and field, through the command line's exit 2.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +11,7 @@ from loadrepro.errors import TraceError
 from loadrepro.profile import load_profile
 from loadrepro.workload.trace import read_trace
 from loadrepro.workload.trace_formats import detect, read_rows
+from tests.helpers import cli
 from tests.trace_files import SUFFIX, WRITERS, make_turns
 
 
@@ -92,10 +91,6 @@ _FIRST = {"mooncake": '{"timestamp": 0, "input_length": 5, "output_length": 3, "
           "openai-log": '{"timestamp": 0, "body": {"messages": [{"role": "user", "content": "a"}], "max_tokens": 2}}'}
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("fmt,line,number,words", BAD)
 def test_bad_rows_name_the_file_line_and_field(tmp_path, fmt, line, number, words):
     path = tmp_path / "bad.jsonl"
@@ -112,21 +107,21 @@ def test_bad_input_is_exit_2_before_anything_is_sent(tmp_path):
     missing.write_text("Timestamp,Model,Request tokens\n1,ChatGPT,12\n")
     for path, words in ((bad_csv, "azure.csv:3: TIMESTAMP: not a timestamp"),
                         (missing, "burst.csv:1: Response tokens: missing column")):
-        done = _cli("trace", "inspect", str(path))
+        done = cli("trace", "inspect", str(path))
         assert done.returncode == 2 and words in done.stderr, done.stderr
         run_dir = tmp_path / f"run-{path.stem}"
-        done = _cli("run", "--profile", "trace-example", "--set", f"workload.trace='{path}'", "--out", str(run_dir),
+        done = cli("run", "--profile", "trace-example", "--set", f"workload.trace='{path}'", "--out", str(run_dir),
                     "--quiet")
         assert done.returncode == 2 and words in done.stderr, done.stderr
         assert not (run_dir / "requests.jsonl").exists()
 
 
 def test_a_missing_trace_and_an_unknown_format_are_exit_2(tmp_path):
-    done = _cli("trace", "inspect", str(tmp_path / "nope.jsonl"))
+    done = cli("trace", "inspect", str(tmp_path / "nope.jsonl"))
     assert done.returncode == 2 and "trace file not found" in done.stderr
     odd = tmp_path / "odd.jsonl"
     odd.write_text(json.dumps({"when": 1, "tokens": 3}) + "\n")
-    done = _cli("trace", "inspect", str(odd))
+    done = cli("trace", "inspect", str(odd))
     assert done.returncode == 2 and "odd.jsonl:1: not a trace format loadrepro knows" in done.stderr
 
 
@@ -149,7 +144,7 @@ def test_sessions_cap_and_lengths_percent(tmp_path):
 def test_inspect_counts_what_the_trace_holds(tmp_path):
     turns = make_turns(sessions=5, block=16)
     path = _write(tmp_path, "bailian", turns)
-    done = _cli("trace", "inspect", str(path), "--json")
+    done = cli("trace", "inspect", str(path), "--json")
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     inputs = sorted(t.input_tokens for t in turns)
@@ -167,7 +162,7 @@ def test_inspect_counts_what_the_trace_holds(tmp_path):
     assert stats["input_tokens"]["max"] == inputs[-1] and stats["input_tokens_total"] == sum(inputs)
     assert stats["input_tokens"]["p50"] == inputs[(len(inputs) - 1) // 2]
     assert stats["cacheable_tokens"] == cacheable > 0
-    text = _cli("trace", "inspect", str(path)).stdout
+    text = cli("trace", "inspect", str(path)).stdout
     assert f"requests   {len(turns)}," in text and "a perfect prefix cache could serve" in text
 
 

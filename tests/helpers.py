@@ -1,0 +1,93 @@
+"""What the tests share: running loadrepro's command line (in this process, or as a process of its own where the
+process boundary is what a test checks: exit codes of the entry point, signals, what outlives it), reading what a
+run wrote, and the small workloads most runs use."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A conversations workload of a few short requests, as profile overrides: most runs against a test server need no
+# more. `small()` gives them as --set flags.
+SMALL = ("workload.conversations=3", "workload.prefix_tokens=200", "workload.turn_tokens=50", "workload.max_tokens=8")
+
+
+def small(*extra: str) -> list[str]:
+    """SMALL and `extra` overrides as the command line's --set flags."""
+    return [flag for override in (*SMALL, *extra) for flag in ("--set", override)]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A command's end as a process's would read: its exit code and what it wrote to stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str] | None) -> Iterator[None]:
+    if not env:
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def cli(*args: str, env: Mapping[str, str] | None = None) -> Done:
+    """`loadrepro ARGS` through the entry point (loadrepro.cli.main: its signal handling, its exit codes) in this
+    process: what it prints and the code it exits with, without an interpreter to start and the package to import
+    again. `env` is set for the command's duration."""
+    from loadrepro.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = ["loadrepro", *args]
+    code: Any = 0
+    try:
+        with _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        sys.argv = argv
+    return Done(code if isinstance(code, int) else 0 if code is None else 1, out.getvalue(), err.getvalue())
+
+
+def spawn(*args: str, env: Mapping[str, str] | None = None, timeout: float = 180,
+          cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m loadrepro ARGS` as a process of its own, for what only a process shows (its exit on a signal,
+    the processes it leaves, an interpreter's start)."""
+    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def report(run_dir: Path) -> dict[str, Any]:
+    """A run directory's report.json."""
+    loaded: dict[str, Any] = json.loads((Path(run_dir) / "report.json").read_text())
+    return loaded
+
+
+def fired(report: Any) -> dict[str, str]:
+    """The rules that fired, by name, with their detail: of a RunReport, or of report.json as read."""
+    rules = report["rules"] if isinstance(report, dict) else [r.model_dump() for r in report.rules]
+    return {r["name"]: r["detail"] for r in rules if r["fired"]}
