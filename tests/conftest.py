@@ -32,6 +32,18 @@ def tokenizer_dir(tmp_path_factory):
     return folder
 
 
+# Fixtures that install or start a real engine, gateway or Prometheus (tests/engines/conftest.py): a test that uses
+# one is marked `engine`, so that the fast tier leaves it out rather than waiting for an install.
+ENGINE_FIXTURES = {"llama_server", "gguf_tiny", "gguf_26m", "litellm_proxy", "vllm_python", "vllm_model", "prometheus"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [item.nodeid for item in items if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))
+                and item.get_closest_marker("engine") is None]
+    if unmarked:
+        raise pytest.UsageError(f"these use a real engine but are not marked `engine`: {', '.join(unmarked)}")
+
+
 SHARED = {"engines": ("tests/engines/",), "ray": ("tests/test_workers.py", "tests/test_ray_nodes.py")}
 
 

@@ -12,6 +12,7 @@ from loadrepro.profile import VerifySpec
 from loadrepro.records import Answer, Outcome
 from tests.answer_server import AnswerServer
 from tests.builders import record
+from tests.helpers import fired
 
 SPEC = VerifySpec(outputs="all", compare_tokens=8, min_margin=1.0)
 TAG = re.compile(r"LR[A-Z2-7]{8}")
@@ -119,17 +120,13 @@ def run_against(mode: str, tmp_path, tokenizer_dir):
     return report
 
 
-def fired(report, rule: str) -> str | None:
-    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
-
-
 def test_answers_swapped_between_requests_in_flight_are_wrong_and_cross_talk(tmp_path, tokenizer_dir):
     report = run_against("swap", tmp_path, tokenizer_dir)
     assert not report.passed
     assert re.search(r"checked answers were wrong under load \(first: request \d+, conversation \d+ turn 1: at "
                      r"output position 0 it answered ' LR\w{8}' where alone it answers ' LR\w{8}', which led its "
-                     r"runner-up by 5.00 nats", fired(report, "wrong_output"))
-    assert "carried another conversation's tag" in fired(report, "cross_talk")
+                     r"runner-up by 5.00 nats", fired(report).get("wrong_output"))
+    assert "carried another conversation's tag" in fired(report).get("cross_talk")
     assert report.outputs.cross_talk >= 4 and report.outputs.checked == 8
 
 
@@ -139,7 +136,7 @@ def test_near_ties_flipped_under_load_pass_and_are_counted(tmp_path, tokenizer_d
     o = report.outputs
     assert o.near_tie >= 4 and o.diverged == 0 and o.identical + o.near_tie == 8
     assert o.near_tie_margin_max == pytest.approx(0.2)
-    assert not fired(report, "wrong_output")
+    assert not fired(report).get("wrong_output")
 
 
 def test_a_healthy_server_answers_the_same_under_load(tmp_path, tokenizer_dir):
@@ -152,7 +149,7 @@ def test_a_healthy_server_answers_the_same_under_load(tmp_path, tokenizer_dir):
                                              ("empty", "no text, with 24 completion tokens counted")])
 def test_garbled_answers_under_load_fail(mode, words, tmp_path, tokenizer_dir):
     report = run_against(mode, tmp_path, tokenizer_dir)
-    assert not report.passed and words in fired(report, "garbled_output")
+    assert not report.passed and words in fired(report).get("garbled_output")
     assert report.outputs.garbled >= 4
 
 

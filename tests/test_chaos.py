@@ -15,6 +15,7 @@ from aiohttp import web
 import loadrepro
 from loadrepro.errors import UsageError
 from loadrepro.options import RunArguments
+from tests.helpers import fired
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -127,15 +128,11 @@ def burst(mode: str, tmp_path, tokenizer_dir):
     return report, server
 
 
-def fired(report, rule: str) -> str | None:
-    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
-
-
 def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_requests(tmp_path, tokenizer_dir):
     report, server = burst("leaks", tmp_path, tokenizer_dir)
     assert server.disconnects >= 4 and server.zombies >= 4
     assert not report.passed
-    words = fired(report, "zombie_requests")
+    words = fired(report).get("zombie_requests")
     assert words and words.startswith(f"the engine still reported {server.zombies} requests running")
     assert "had been cancelled mid-stream" in words
     assert any(n.startswith("chaos: abort burst at 1 s: cancelled 4 of the requests in flight, 4 of them mid-answer "
@@ -152,7 +149,7 @@ def test_an_abort_burst_cancels_answers_under_way_not_requests_still_waiting(tmp
     with AbortServer("leaks_running", slow_every=2).running() as server:
         report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
     assert server.zombies == 4, server
-    assert fired(report, "zombie_requests")
+    assert fired(report).get("zombie_requests")
 
 
 def test_an_abort_burst_cancels_the_answers_that_began_last(tmp_path, tokenizer_dir):
@@ -177,7 +174,7 @@ def test_an_abort_burst_does_not_take_a_one_token_answer_for_one_under_way(tmp_p
     with AbortServer("leaks_running", last_token_s=2.0).running() as server:
         report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
     assert server.zombies == 4 and len(server.cancelled) == 4, server
-    assert fired(report, "zombie_requests")
+    assert fired(report).get("zombie_requests")
 
 
 @pytest.mark.parametrize("mode", ["frees", "lingers"])
@@ -193,10 +190,10 @@ def test_an_engine_that_frees_aborted_requests_at_once_or_a_moment_later_passes(
 def test_an_engine_that_frees_aborted_requests_but_not_their_blocks_fails_no_recovery(tmp_path, tokenizer_dir):
     report, server = burst("holds_kv", tmp_path, tokenizer_dir)
     assert server.disconnects >= 4 and server.held_kv >= 0.35
-    words = fired(report, "no_recovery")
+    words = fired(report).get("no_recovery")
     assert words and words.startswith("abort burst at 1.0 s its KV blocks not freed"), words
     assert "at the last quiet moment (0.0% before): blocks it never freed" in words
-    assert fired(report, "zombie_requests") is None  # its running count was freed: only the blocks tell
+    assert fired(report).get("zombie_requests") is None  # its running count was freed: only the blocks tell
     [row] = report.chaos
     assert not row.recovered and row.before_kv_usage == 0.0 and row.after_kv_usage >= 0.35
 

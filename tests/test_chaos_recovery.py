@@ -14,6 +14,7 @@ import pytest
 
 import loadrepro
 from loadrepro.errors import UsageError
+from tests.helpers import fired
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -55,10 +56,6 @@ def recover(tmp_path, tokenizer_dir, action: str, after: str = "healthy", durati
                          overrides=list(overrides))
 
 
-def fired(report, rule: str) -> str | None:
-    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
-
-
 @pytest.mark.parametrize("action", ["kill", "restart"])
 def test_an_engine_that_comes_back_as_it_was_passes_and_its_recovery_is_timed(action, tmp_path, tokenizer_dir):
     # At 3 s: requests sent before it have time to complete on a busy machine too (the TTFT before it is judged
@@ -72,8 +69,8 @@ def test_an_engine_that_comes_back_as_it_was_passes_and_its_recovery_is_timed(ac
     assert row.health_s is not None and row.ttft_s is not None and row.running_s is not None, row
     failing = {"truncated", "unreachable", "server_error", "stalled", "timeout"}
     assert not failing & set(report.requests.by_outcome), report.requests.by_outcome  # the fault's, not the engine's
-    assert fired(report, "engine_death") is None
-    assert f"{action} at 3.0 s back" in (fired(report, "no_recovery") or "")
+    assert fired(report).get("engine_death") is None
+    assert f"{action} at 3.0 s back" in (fired(report).get("no_recovery") or "")
     log = (tmp_path / "run" / "engine.log").read_text()
     assert '"start": 1' in log and '"start": 2' in log and "===== loadrepro: " in log  # one log, marked
     if action == "kill":  # 2 s down at 20 requests a second: requests were cut or refused meanwhile
@@ -93,7 +90,7 @@ def test_a_paused_engine_silent_on_health_meanwhile_is_not_failing(tmp_path, tok
     assert report.passed, report
     assert report.chaos[0].recovered and "SIGSTOP" in report.chaos[0].detail
     for rule in ("health_latency", "liveness", "wedged_while_healthy", "engine_death"):
-        assert fired(report, rule) is None, (rule, fired(report, rule))
+        assert fired(report).get(rule) is None, (rule, fired(report).get(rule))
 
 
 @pytest.mark.parametrize(("after", "words"), [
@@ -107,7 +104,7 @@ def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, wo
     # server's graceful shutdown once took 5.5 s): with none sent after it, there is nothing to judge its TTFT by.
     report = recover(tmp_path, tokenizer_dir, "restart", after, overrides=("load.duration_s=14",))
     assert not report.passed
-    found = fired(report, "no_recovery")
+    found = fired(report).get("no_recovery")
     assert found and found.startswith("restart at 2.0 s not back within 4 s") and words in found, found
     assert not report.chaos[0].recovered
     if after == "dead":  # a dead engine's last metrics are not read as requests it kept running
@@ -205,7 +202,7 @@ def test_a_pause_near_the_loads_end_is_not_degradation(tmp_path, tokenizer_dir):
     report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run",
                            overrides=["verdict.window_s=1.0"])
     assert report.passed, report
-    assert fired(report, "degradation") is None
+    assert fired(report).get("degradation") is None
     [row] = report.chaos
     assert row.recovered, row
     slow = [w for w in report.windows if w.ttft_p95_ms is not None and w.ttft_p95_ms > 500]
@@ -229,6 +226,6 @@ def test_faults_that_stop_the_engine_are_judged_alike_with_the_load_sent_from_tw
     assert row.action == action and row.recovered and row.health_s is not None and row.ttft_s is not None, row
     failing = {"truncated", "unreachable", "server_error", "stalled", "timeout"}
     assert not failing & set(report.requests.by_outcome), report.requests.by_outcome
-    assert fired(report, "engine_death") is None
+    assert fired(report).get("engine_death") is None
     if action == "kill":
         assert report.requests.by_outcome.get("faulted", 0) >= 1, report.requests.by_outcome

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import loadrepro
+from tests.helpers import fired
 from tests.stub_server import StubServer
 
 SMALL = ["workload.turns=1", "workload.prefix_tokens=200", "workload.max_tokens=8", "workload.warm_max_tokens=8",
@@ -16,10 +17,6 @@ SMALL = ["workload.turns=1", "workload.prefix_tokens=200", "workload.max_tokens=
 
 def run(url: str, out: Path, *extra: str):
     return loadrepro.run("healthy", base_url=url, out=out, overrides=[*SMALL, *extra])
-
-
-def fired(report) -> dict[str, str]:
-    return {r.name: r.detail for r in report.rules if r.fired}
 
 
 def test_a_health_endpoint_that_answers_in_two_and_a_half_seconds_is_healthy(tmp_path):

@@ -5,9 +5,7 @@ there during the run, and their last values are report.json's."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +13,6 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,58 +79,6 @@ def test_a_port_already_taken_is_a_usage_error(tmp_path):
                                str(taken.getsockname()[1]), "--out", str(tmp_path / "run")],
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "cannot listen on 127.0.0.1" in done.stderr, done.stderr
-
-
-@pytest.fixture(scope="module")
-def prometheus() -> str:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "engines" / "prometheus.sh")], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1]
-
-
-def query(base: str, expr: str) -> list[dict]:
-    answer = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=5).json()
-    assert answer["status"] == "success", answer
-    return answer["data"]["result"]
-
-
-def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp_path, prometheus):
-    port, web = free_port(), free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: loadrepro\n"
-                      f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
-    server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                               f"--web.listen-address=127.0.0.1:{web}"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    base = f"http://127.0.0.1:{web}"
-    try:
-        for _ in range(300):  # ready within 30 s
-            try:
-                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        run = start(tmp_path, port)
-        during: list[dict] = []
-        deadline = time.monotonic() + 120
-        while run.poll() is None and time.monotonic() < deadline and not during:
-            during = query(base, 'loadrepro_run_phase{loadrepro_run_phase="loading"} == 1')
-            time.sleep(0.5)
-        assert run.wait(120) in (0, 1)
-        assert during and during[0]["metric"]["job"] == "loadrepro"
-        report = json.loads((tmp_path / "run" / "report.json").read_text())
-        # The target is gone: Prometheus marked its series stale, so each is read as its last scrape left it.
-        totals = {r["metric"]["outcome"]: float(r["value"][1])
-                  for r in query(base, "last_over_time(loadrepro_requests_total[5m])")}
-        assert totals == {k: float(v) for k, v in report["requests"]["by_outcome"].items()}
-        count = query(base, "last_over_time(loadrepro_ttft_seconds_count[5m])")
-        assert float(count[0]["value"][1]) == report["latency"]["ttft_ms"]["count"]
-        assert query(base, 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1')
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
 
 
 def test_the_grafana_dashboard_asks_only_for_series_loadrepro_serves():

@@ -11,6 +11,7 @@ import pytest
 import loadrepro
 from loadrepro.drive.malformed import KINDS, body
 from tests.bad_input_server import BadInputServer
+from tests.helpers import fired
 
 PROFILE = """
 name = "malformed"
@@ -47,10 +48,6 @@ def run(tmp_path, tokenizer_dir, mode: str):
     return server, report
 
 
-def fired(report, rule: str) -> str | None:
-    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
-
-
 def test_each_kind_is_what_it_says():
     import json
 
@@ -74,13 +71,13 @@ def test_an_engine_that_refuses_every_kind_and_keeps_serving_passes(tmp_path, to
     assert row.action == "malformed" and row.recovered, row
     for kind in KINDS:
         assert f"{kind}: HTTP 4" in row.detail, row.detail
-    assert fired(report, "bad_input_crash") is None
+    assert fired(report).get("bad_input_crash") is None
 
 
 def test_an_engine_that_dies_on_invalid_utf8_fails_naming_it(tmp_path, tokenizer_dir):
     server, report = run(tmp_path, tokenizer_dir, "dies_on_utf8")
     assert server.dead and not report.passed
-    words = fired(report, "bad_input_crash")
+    words = fired(report).get("bad_input_crash")
     assert words and re.search(r"malformed input at 1\.\d s: invalid_utf8: HTTP 500 .*; /health not 200 after it",
                                words), words
 
@@ -88,7 +85,7 @@ def test_an_engine_that_dies_on_invalid_utf8_fails_naming_it(tmp_path, tokenizer
 def test_an_engine_that_hangs_after_broken_json_fails_naming_it(tmp_path, tokenizer_dir):
     server, report = run(tmp_path, tokenizer_dir, "hangs_on_bad_json")
     assert server.hung and not report.passed
-    words = fired(report, "bad_input_crash")
+    words = fired(report).get("bad_input_crash")
     assert words and re.search(r"malformed input at 1\.\d s: bad_json: no answer \(nothing within 15 s\)", words), \
         words
 
@@ -98,7 +95,7 @@ def test_an_engine_that_answers_broken_json_with_a_500_and_keeps_serving_is_warn
     """A wrong status is not a crash: llama.cpp answers broken JSON with HTTP 500 and serves on."""
     server, report = run(tmp_path, tokenizer_dir, "500_on_bad_json")
     assert report.passed, report
-    words = fired(report, "bad_input_crash")
+    words = fired(report).get("bad_input_crash")
     assert words and words.startswith("warning: ") and "bad_json: HTTP 500" in words, words
     assert "invalid_utf8" not in words
 
@@ -114,7 +111,7 @@ def test_a_grammar_that_kills_the_engine_after_a_structured_request_fails_naming
     with BadInputServer("latches_grammar").running() as server:
         report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "latched")
     assert server.dead and not report.passed
-    detail = fired(report, "bad_input_crash")
+    detail = fired(report).get("bad_input_crash")
     assert detail is not None and "bad_grammar: HTTP 500" in detail, report.reasons
     path.write_text(latched.replace('structured_format = "choice"', 'structured_format = "json_object"'))
     with BadInputServer("latches_grammar").running() as server:

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 import loadrepro
+from tests.helpers import fired
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -101,17 +102,13 @@ def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir, concurrency: i
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
 
-def fired(report, rule: str) -> str | None:
-    return next((r.detail for r in report.rules if r.name == rule and r.fired), None)
-
-
 def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_passes(tmp_path, tokenizer_dir):
     report = soak(16.0, 60, tmp_path, tokenizer_dir)  # the server serves 2 / 0.3 s = 6.7 requests a second
     assert report.passed, report
-    words = fired(report, "saturated")
+    words = fired(report).get("saturated")
     assert words and "requests in flight grew from" in words and "the engine's waiting requests from" in words
     assert report.stop_reason == "saturated" and report.duration_s < 60
-    assert not fired(report, "degradation")
+    assert not fired(report).get("degradation")
 
 
 def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tmp_path, tokenizer_dir):
@@ -119,7 +116,7 @@ def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tm
     # stays at 2, while the requests due pile up in loadrepro, waiting to be sent
     report = soak(16.0, 60, tmp_path, tokenizer_dir, concurrency=2)
     assert report.passed, report
-    words = fired(report, "saturated")
+    words = fired(report).get("saturated")
     assert words and "requests due but waiting in loadrepro to be sent (its concurrency full) from " in words, \
         report.rules
     assert "for a slot, median" in words and "the engine's waiting requests from" not in words, words
@@ -128,10 +125,10 @@ def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tm
 
 def test_arrivals_the_server_keeps_up_with_do_not_saturate(tmp_path, tokenizer_dir):
     report = soak(2.0, 9, tmp_path, tokenizer_dir)
-    assert report.passed and not fired(report, "saturated") and report.stop_reason == "duration"
+    assert report.passed and not fired(report).get("saturated") and report.stop_reason == "duration"
     (tmp_path / "capped").mkdir()
     capped = soak(2.0, 9, tmp_path / "capped", tokenizer_dir, concurrency=2)  # a cap the arrivals fit within
-    assert capped.passed and not fired(capped, "saturated") and capped.stop_reason == "duration"
+    assert capped.passed and not fired(capped).get("saturated") and capped.stop_reason == "duration"
 
 
 pytestmark = pytest.mark.timeout(120)

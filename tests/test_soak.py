@@ -17,7 +17,7 @@ from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.run_report import RunReport
 from tests.builders import record, result
-from tests.helpers import cli
+from tests.helpers import cli, fired, report
 from tests.stub_server import StubServer
 
 SOAK = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=4",
@@ -30,16 +30,11 @@ def soak(url: str, out: Path, *extra: str, duration_s: float = 6.0) -> subproces
                            *SOAK, "--set", f"load.duration_s={duration_s}", *extra)
 
 
-def fired(run_dir: Path) -> dict[str, str]:
-    data = json.loads((run_dir / "report.json").read_text())
-    return {r["name"]: r["detail"] for r in data["rules"] if r["fired"]}
-
-
 def test_an_engine_whose_ttft_grows_fails_the_degradation_rule_naming_the_windows(tmp_path):
     with StubServer("ok", tokens=2, ttft_growth_per_s=0.1).running() as stub:
         done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5")
     assert done.returncode == 1, done.stdout + done.stderr
-    rules = fired(tmp_path)
+    rules = fired(report(tmp_path))
     assert "TTFT p95 grew from" in rules["degradation"], rules
     assert "in window 2 (1.5-3 s)" in rules["degradation"] and "in window 4 (4.5-6 s)" in rules["degradation"]
     data = json.loads((tmp_path / "report.json").read_text())
@@ -59,14 +54,14 @@ def test_a_few_slow_requests_in_the_last_window_are_not_degradation(tmp_path):
     data = json.loads((tmp_path / "report.json").read_text())
     last = data["windows"][-1]
     assert last["ttft_p95_bounds_ms"][1] >= 200, last  # the slow ones were sent in the last window
-    assert done.returncode == 0 and "degradation" not in fired(tmp_path), (last, fired(tmp_path))
+    assert done.returncode == 0 and "degradation" not in fired(report(tmp_path)), (last, fired(report(tmp_path)))
 
 
 def test_an_engine_that_leaks_kv_when_quiet_fails_the_leak_rule(tmp_path):
     with StubServer("ok", tokens=2, kv_leak_per_request=0.002).running() as stub:
         done = soak(stub.url, tmp_path, "--set", "load.arrival='poisson'", "--set", "load.rate=25")
     assert done.returncode == 1, done.stdout + done.stderr
-    rules = fired(tmp_path)
+    rules = fired(report(tmp_path))
     assert "KV usage with nothing running crept up" in rules["kv_leak"], rules
     assert "degradation" not in rules
 
@@ -78,7 +73,7 @@ def test_a_steady_engine_passes_its_soak_with_windows(tmp_path):
     data = json.loads((tmp_path / "report.json").read_text())
     assert len(data["windows"]) == 4 and all(w["requests"] > 0 for w in data["windows"])
     assert all(w["kv_usage_quiet"] == 0 for w in data["windows"])
-    assert not {"degradation", "kv_leak", "errors_after_recovery"} & set(fired(tmp_path))
+    assert not {"degradation", "kv_leak", "errors_after_recovery"} & set(fired(report(tmp_path)))
     lines = (tmp_path / "requests.jsonl").read_text().splitlines()
     started = sum(1 for line in lines if json.loads(line)["turn"] == 1)
     assert data["requests"]["conversations"] == started > 3  # the three planned conversations, over and over
@@ -151,4 +146,4 @@ def test_a_soak_that_keeps_few_records_in_memory_still_counts_and_judges_every_o
     assert sum(w["requests"] for w in data["windows"]) == len(lines)  # sent within the whole windows: all here
     assert len(data["request_table"]) == 20 and data["latency"]["ttft_ms"]["p95"] > data["latency"]["ttft_ms"]["p50"]
     assert any(n.startswith("records: ") and "counted but not kept in memory" in n for n in data["notes"])
-    assert "TTFT p95 grew from" in fired(tmp_path)["degradation"]  # judged from the windows' sketches
+    assert "TTFT p95 grew from" in fired(report(tmp_path))["degradation"]  # judged from the windows' sketches

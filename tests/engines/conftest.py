@@ -59,6 +59,11 @@ def litellm_proxy() -> str:
 
 
 @pytest.fixture(scope="session")
+def prometheus() -> str:
+    return _install("prometheus.sh")
+
+
+@pytest.fixture(scope="session")
 def vllm_python() -> str:
     return _install("vllm.sh")
 
