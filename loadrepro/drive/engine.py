@@ -16,6 +16,8 @@ the same file after a marked line, and `pause`/`resume` stop and continue its wh
 from __future__ import annotations
 
 import asyncio
+import errno
+import http.client
 import os
 import re
 import shlex
@@ -35,6 +37,7 @@ from loadrepro.errors import TargetError, UsageError
 
 _PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 30
+PORT_TRIES = 3  # starts on a fresh port when another process took the one chosen before the engine could bind it
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -58,6 +61,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether another process listens on (or holds) the port: binding it, as the engine would, fails."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 # The engine is started through a fresh interpreter that asks to be sent SIGTERM when loadrepro dies (Linux's
@@ -113,14 +127,17 @@ class ManagedEngine:
                  api_key: str | None = None) -> None:
         """`api_key`: what the engine (a gateway, say) wants on every request, its health checks included."""
         self.template, self.log, self.host, self.health_path = command, log, host, health_path
-        self.port = free_port(host)
-        self.command = command.replace("{port}", str(self.port)).replace("{host}", host)
-        self.url = f"http://{host}:{self.port}"
+        self._on_port(free_port(host))
         self._auth = credentials(self.url, api_key)[1]
         self._process: subprocess.Popen[bytes] | None = None
         self.ended: EngineEnd | None = None
         self.down = False  # ended on purpose and not yet started again: its exit is not the engine dying
         self.starts = 0
+
+    def _on_port(self, port: int) -> None:
+        self.port = port
+        self.command = self.template.replace("{port}", str(port)).replace("{host}", self.host)
+        self.url = f"http://{self.host}:{port}"
 
     @property
     def pid(self) -> int | None:
@@ -149,20 +166,32 @@ class ManagedEngine:
         self.starts += 1
 
     def _exited_early(self) -> bool:
+        """True when it exited because another process took its port first (the port is free only between
+        free_port and the engine's own bind): it can start again on another. TargetError when it exited otherwise."""
         code = self._process.poll() if self._process else None
-        if code is not None:
-            raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
-                              f"last lines of {self.log}:\n{log_tail(self.log)}")
-        return False
+        if code is None:
+            return False
+        if port_taken(self.host, self.port):
+            return True
+        raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
+                          f"last lines of {self.log}:\n{log_tail(self.log)}")
 
     async def astart(self, timeout_s: float = ENGINE_START_TIMEOUT_S) -> str:
         """Start and wait for /health 200, without holding the event loop (the polls run in a thread); TargetError
-        with the log's last lines if it exits or never comes up."""
+        with the log's last lines if it exits or never comes up. An engine whose port another process took
+        before it could listen there is started again on a fresh port (PORT_TRIES starts in all)."""
         self._spawn()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._exited_early():
-                break
+                if self.starts >= PORT_TRIES:
+                    raise TargetError(f"the engine could not listen: another process took each of the {PORT_TRIES} "
+                                      f"ports chosen for it, the last {self.port}: {self.command}")
+                taken = self.port
+                self._on_port(free_port(self.host))
+                self._spawn(f"port {taken} was taken by another process before the engine listened on it; "
+                            f"started again on port {self.port}")
+                continue
             if await asyncio.to_thread(self._healthy):
                 return self.url
             await asyncio.sleep(0.25)
@@ -175,7 +204,9 @@ class ManagedEngine:
         try:
             with _NO_PROXY.open(request, timeout=2.0) as response:
                 return bool(response.status == 200)
-        except (OSError, ValueError):  # refused, reset, timed out, or a status other than 2xx (HTTPError)
+        except (OSError, ValueError, http.client.HTTPException):
+            # refused, reset, timed out, a status other than 2xx (HTTPError), or not HTTP at all: another program
+            # on the port before the engine listens there
             return False
 
     def exit_code(self) -> int | None:
