@@ -10,10 +10,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +94,14 @@ def fired(report: Any) -> dict[str, str]:
     """The rules that fired, by name, with their detail: of a RunReport, or of report.json as read."""
     rules = report["rules"] if isinstance(report, dict) else [r.model_dump() for r in report.rules]
     return {r["name"]: r["detail"] for r in rules if r["fired"]}
+
+
+def until(done: Callable[[], T], timeout_s: float = 60, what: str = "") -> T:
+    """`done()`'s first true value, looked at every 50 ms; AssertionError naming `what` after `timeout_s`. For what
+    shows only outside the test's process (a file another process writes, a process ending, a port closing), which
+    sends the test no event to wait on; a test server's own events are waited on as events."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := done()):
+        assert time.monotonic() < deadline, f"{what or done} did not happen within {timeout_s:g} s"
+        time.sleep(0.05)
+    return value

@@ -5,9 +5,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,10 +20,8 @@ def interrupted_when(args: list[str], ready: Callable[[], bool], timeout_s: floa
     process = subprocess.Popen([sys.executable, "-m", "loadrepro", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate(timeout=60)[0]
-            time.sleep(0.05)
+        ended = until(lambda: ready() or process.poll() is not None, timeout_s, "the moment to interrupt it")
+        assert ended is True and process.poll() is None, process.communicate(timeout=60)[0]
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=120)
     finally:

@@ -12,7 +12,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -29,10 +29,18 @@ class Stats:
     in_flight: int = 0
     max_in_flight: int = 0
     disconnects: int = 0
+    changed: threading.Condition = field(default_factory=threading.Condition)  # told of every disconnect
     health_polls: int = 0
     bodies: list[dict] = field(default_factory=list)
     first_token_sent_ns: list[int] = field(default_factory=list)  # per stream, perf_counter_ns before the write
     first_content_sent_ns: list[int] = field(default_factory=list)
+
+
+def wait_until(stats: Stats, done: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether `done()` came true within `timeout_s`, checked at each disconnect the server sees: a test waits on
+    what the server saw, not for a while."""
+    with stats.changed:
+        return stats.changed.wait_for(done, timeout_s)
 
 
 def _chunk(text: str | None, finish: str | None = None) -> bytes:
@@ -119,7 +127,9 @@ class StubServer:
         try:
             return await self._respond(request, body)
         except (asyncio.CancelledError, ConnectionResetError):
-            self.stats.disconnects += 1
+            with self.stats.changed:
+                self.stats.disconnects += 1
+                self.stats.changed.notify_all()
             raise
         finally:
             self.stats.in_flight -= 1

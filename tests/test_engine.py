@@ -6,7 +6,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from loadrepro.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
-from tests.helpers import cli, report
+from tests.helpers import cli, report, until
 
 PY = sys.executable
 
@@ -76,12 +75,11 @@ def test_sigint_mid_run_leaves_no_engine_process(tmp_path):
                                 "--set", "workload.max_tokens=400", "--out", str(out), "--quiet"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (out / "requests.jsonl").exists() or not (out / "requests.jsonl").stat().st_size:
-            # mid-run: a record is written, so the engine ran and answered (a run that ended before starting its
-            # engine would leave none running however it handled SIGINT)
-            assert process.poll() is None and time.monotonic() < deadline, "the run never got under way"
-            time.sleep(0.1)
+        # mid-run: a record is written, so the engine ran and answered (a run that ended before starting its engine
+        # would leave none running however it handled SIGINT)
+        written = out / "requests.jsonl"
+        until(lambda: process.poll() is not None or written.exists() and written.stat().st_size, 60, "a record")
+        assert process.poll() is None, "the run ended before it got under way"
         engine = [line for line in processes_with("--scenario healthy --step-s 0.05 --port ") if "{port}" not in line]
         assert engine, "its engine should be running before the SIGINT"
         process.send_signal(signal.SIGINT)
@@ -137,10 +135,7 @@ def test_an_engine_loadrepro_started_ends_when_loadrepro_is_killed(tmp_path):
         assert _running(pid)
         process.send_signal(signal.SIGKILL)
         process.wait(30)
-        deadline = time.monotonic() + 30
-        while _running(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(pid), f"the engine (pid {pid}) outlived loadrepro"
+        until(lambda: not _running(pid), 30, f"the engine (pid {pid}) ending with loadrepro")
     finally:
         if process.poll() is None:
             process.kill()
@@ -172,3 +167,38 @@ def test_the_simulated_engine_served_in_process_is_judged_as_the_process_is_and_
                  'chaos.events=[{at_s=1.0, action="kill", duration_s=0.5}]', "--out", str(tmp_path / "kill"))
     assert "(pid " in killed.stderr and "on a thread" not in killed.stderr, killed.stderr
     assert report(tmp_path / "kill")["chaos"][0]["action"] == "kill"
+
+
+def test_an_engine_whose_port_another_process_took_first_starts_again_on_another(tmp_path):
+    """Between choosing a free port and the engine's own bind, another program may take the port (a local Ray, or
+    another engine): a binary protocol answering on it is not the engine, and the engine, unable to listen, is
+    started again on a fresh port, the log saying why."""
+    import socket
+    import threading
+
+    engine = ManagedEngine(f"{PY} -m http.server {{port}} --bind {{host}}", tmp_path / "engine.log", health_path="/")
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind(("127.0.0.1", engine.port))
+    squatter.listen()
+    taken = engine.port
+
+    def answer_garbage() -> None:  # what a gRPC server on that port says to an HTTP request
+        while True:
+            try:
+                conn, _ = squatter.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"\x00\x00\x12\x04\x00\x00\x00\x00\x00\x00\x03\x7f\xff\xff\xff")
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    try:
+        url = engine.start(30)
+    finally:
+        squatter.close()
+    try:
+        assert engine.port != taken and url.endswith(f":{engine.port}") and engine.starts == 2
+        assert f"port {taken} was taken by another process" in (tmp_path / "engine.log").read_text()
+    finally:
+        engine.stop()

@@ -9,11 +9,12 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--profile", "soak", "--set", "load.duration_s=6", "--set", "load.rate=6", "--set", "workload.max_tokens=16",
@@ -50,13 +51,15 @@ def test_the_metrics_are_served_while_it_runs_and_end_as_the_report_says(tmp_pat
     url = re.search(r"http://127\.0\.0\.1:\d+/metrics", line)
     assert url, line
     scrapes: list[dict] = []
-    deadline = time.monotonic() + 120
-    while run.poll() is None and time.monotonic() < deadline:
+
+    def scrape() -> bool:  # one scrape each look, until the run's process ends
         try:
             scrapes.append(values(httpx.get(url.group(0), timeout=5).text))
         except httpx.HTTPError:
             pass  # between the end of the run and the process's exit
-        time.sleep(0.2)
+        return run.poll() is not None
+
+    until(scrape, 120, "the run ending")
     assert run.wait(60) in (0, 1), run.stderr.read()
     loading = [s for s in scrapes if s.get(("loadrepro_run_phase", (("loadrepro_run_phase", "loading"),))) == 1]
     assert loading and any(s[("loadrepro_requests_in_flight", ())] > 0 for s in loading)

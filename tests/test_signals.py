@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from loadrepro.drive.runner import GRACE_S
+from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = shlex.join([sys.executable, "-m", "loadrepro", "sim", "--scenario", "draft-pool", "--port", "{port}"])
@@ -51,14 +52,6 @@ def wait_for(process: subprocess.Popen, text: str, timeout_s: float = 120) -> No
         if not line and process.poll() is not None:
             break
     raise AssertionError(f"never saw {text!r}")
-
-
-def until(condition, timeout_s: float = 60) -> None:
-    """Returns once `condition()` holds (looked at every 50 ms), failing after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{condition} never held"
-        time.sleep(0.05)
 
 
 def interrupt(process: subprocess.Popen, signum: int) -> float:

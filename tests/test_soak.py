@@ -17,7 +17,7 @@ from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.run_report import RunReport
 from tests.builders import record, result
-from tests.helpers import cli, fired, report
+from tests.helpers import cli, fired, report, until
 from tests.stub_server import StubServer
 
 SOAK = ["--set", "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=4",
@@ -99,14 +99,10 @@ def test_a_soak_killed_by_sigkill_leaves_a_checkpoint_no_older_than_its_interval
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             report = tmp_path / "report.json"
-            deadline = time.monotonic() + 60
-            while not report.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            until(report.exists, 60, "a first checkpoint")
             written = {report.stat().st_mtime_ns}
-            while len(written) < 3 and time.monotonic() < deadline:  # two more checkpoints: the soak is going on
-                time.sleep(0.05)
-                written.add(report.stat().st_mtime_ns)
-            assert len(written) == 3
+            # two more checkpoints: the soak is going on
+            until(lambda: written.add(report.stat().st_mtime_ns) or len(written) >= 3, 60, "two more checkpoints")
             os.kill(process.pid, signal.SIGKILL)
             killed = time.time()
         finally:

@@ -20,6 +20,7 @@ from loadrepro.errors import UsageError
 from loadrepro.profile import load_profile
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
+from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +137,7 @@ def test_ctrl_c_reaches_every_worker_and_loses_no_record(tmp_path, backend):
     try:
         wait_for_records(out, 8)
         workers = children(process.pid)
-        assert len(workers) >= 3  # the simulated engine and two workers (or Ray's processes)
+        assert len(workers) >= 2  # two workers (or Ray's processes)
         os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         sent = time.monotonic()
         process.wait(30)
@@ -148,10 +149,8 @@ def test_ctrl_c_reaches_every_worker_and_loses_no_record(tmp_path, backend):
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "interrupted"
     assert len(requests_of(out)) == report["requests"]["total"] > 0
-    deadline = time.monotonic() + 10  # Ray's own processes take a moment to go after the driver has
-    while (left := [pid for pid in workers if running(pid)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left
+    # Ray's own processes take a moment to go after the driver has
+    until(lambda: not [pid for pid in workers if running(pid)], 10, "every worker ending")
 
 
 def running(pid: int) -> bool:
@@ -173,10 +172,8 @@ def soak_from_two_workers(out: Path) -> subprocess.Popen:
 def wait_for_records(out: Path, count: int, timeout_s: float = 90) -> None:
     """Returns once requests.jsonl holds `count` records; fails the test if it does not within `timeout_s` (what
     the test goes on to check would then say nothing)."""
-    deadline = time.monotonic() + timeout_s
-    while len(requests_of(out) if (out / "requests.jsonl").exists() else []) < count:
-        assert time.monotonic() < deadline, f"requests.jsonl did not reach {count} records in {timeout_s:g} s"
-        time.sleep(0.2)
+    until(lambda: len(requests_of(out) if (out / "requests.jsonl").exists() else []) >= count, timeout_s,
+          f"requests.jsonl reaching {count} records")
 
 
 def test_workers_stop_when_the_driver_is_killed(tmp_path):
@@ -189,10 +186,7 @@ def test_workers_stop_when_the_driver_is_killed(tmp_path):
         assert len(workers) >= 2
         process.kill()
         process.wait(10)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
-            time.sleep(0.1)
-        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+        until(lambda: not [pid for pid in workers if Path(f"/proc/{pid}").exists()], 5, "the workers ending")
     finally:
         if process.poll() is None:
             process.kill()

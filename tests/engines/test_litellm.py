@@ -18,6 +18,7 @@ import pytest
 from loadrepro.drive.engine import ManagedEngine
 from tests.engines.conftest import ROOT, SCRIPTS
 from tests.examples import save_example
+from tests.helpers import until
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine installs the proxy first
 KEY = "sk-loadrepro-gateway-test-0123"
@@ -73,13 +74,8 @@ def test_a_healthy_engine_behind_a_keyed_gateway_passes_with_lengths_counted_thr
 
 
 def _wait_for_requests(run_dir: Path, count: int, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
     path = run_dir / "requests.jsonl"
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"fewer than {count} requests in {timeout_s} s")
+    until(lambda: path.exists() and len(path.read_text().splitlines()) >= count, timeout_s, f"{count} requests")
 
 
 def test_llamacpp_killed_behind_the_gateway_is_death_and_stops_the_run(gateway, llama, tmp_path):

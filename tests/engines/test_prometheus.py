@@ -7,15 +7,22 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import httpx
 import pytest
 
 from loadrepro.drive.engine import free_port
+from tests.helpers import until
 from tests.test_live_metrics import start
 
 pytestmark = [pytest.mark.engine]
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/-/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def query(base: str, expr: str) -> list[dict]:
@@ -34,19 +41,10 @@ def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp
                               stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{web}"
     try:
-        for _ in range(300):  # ready within 30 s
-            try:
-                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        until(lambda: _ready(base), 30, "Prometheus ready")
         run = start(tmp_path, port)
-        during: list[dict] = []
-        deadline = time.monotonic() + 120
-        while run.poll() is None and time.monotonic() < deadline and not during:
-            during = query(base, 'loadrepro_run_phase{loadrepro_run_phase="loading"} == 1')
-            time.sleep(0.5)
+        during = until(lambda: query(base, 'loadrepro_run_phase{loadrepro_run_phase="loading"} == 1')
+                       or run.poll() is not None, 120, "a scrape while the run loads")
         assert run.wait(120) in (0, 1)
         assert during and during[0]["metric"]["job"] == "loadrepro"
         report = json.loads((tmp_path / "run" / "report.json").read_text())

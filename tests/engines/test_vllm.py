@@ -30,6 +30,7 @@ from loadrepro.workload.tokens import (
 )
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro, print_margins
 from tests.examples import save_example
+from tests.helpers import until
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 POOL = ["--max-model-len", "16384", "--enable-prefix-caching", "--block-size", "32", "--num-gpu-blocks-override",
@@ -245,10 +246,8 @@ def test_a_killed_engine_is_timed_death_and_later_requests_are_unreachable(vllm_
             assert line, "loadrepro ended before the engine started"
             found = re.search(r"\(pid (\d+)\)", line)
             pid = int(found.group(1)) if found else None
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and len(list(read_jsonl(out / "requests.jsonl"))
-                                                    if (out / "requests.jsonl").exists() else []) < 2:
-            time.sleep(0.2)
+        until(lambda: (out / "requests.jsonl").exists() and len(list(read_jsonl(out / "requests.jsonl"))) >= 2, 300,
+              "two records")
         killed_ns = time.perf_counter_ns()  # CLOCK_MONOTONIC: the same clock loadrepro's records use
         os.killpg(pid, signal.SIGKILL)
         process.communicate(timeout=300)

@@ -3,12 +3,12 @@
 import asyncio
 import json
 import re
-import time
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import until
 from tests.sim.burst import PLANS, run_burst
 
 SIGNATURES = {
@@ -155,10 +155,7 @@ def test_client_disconnect_mid_stream_frees_the_blocks(serve):
         while not next(lines).startswith("data: "):
             pass
         assert metrics(sim.url)["vllm:num_requests_running"] == 1
-    deadline = time.monotonic() + 10
-    while metrics(sim.url)["vllm:num_requests_running"] != 0:
-        assert time.monotonic() < deadline, "the disconnected request still holds its blocks"
-        time.sleep(0.05)
+    until(lambda: metrics(sim.url)["vllm:num_requests_running"] == 0, 10, "the disconnected request freed")
     assert metrics(sim.url)["vllm:kv_cache_usage_perc"] == 0
     assert httpx.get(f"{sim.url}/health").status_code == 200
 
