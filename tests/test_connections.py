@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -122,9 +121,7 @@ def test_probes_carry_no_conversations_opening_before_its_first_turn(tmp_path):
 
 
 def test_an_unreachable_target_exits_1_naming_the_url_and_what_was_tried():
-    started = time.monotonic()
-    done = cli("run", "--base-url", "http://127.0.0.1:9",
-                           "--quiet")
+    done = cli("run", "--base-url", "http://127.0.0.1:9", "--quiet")
     assert done.returncode == 1, done.stderr
     assert "http://127.0.0.1:9 could not be reached" in done.stderr and "GET /health" in done.stderr
-    assert "GET /v1/models" in done.stderr and time.monotonic() - started < 30
+    assert "GET /v1/models" in done.stderr
