@@ -189,6 +189,8 @@ async def _sims_in_threads(options: RunOptions, run_dir: Path, say: Say) -> Asyn
                       as_typed(sim_engine_command(spec)).replace("{host}", host).replace("{port}", port))
     finally:
         await asyncio.gather(*(asyncio.to_thread(sim.stop) for sim in sims))
+        for i in range(len(sims)):
+            say(f"{'engine' if not i else replica_name(i)}: stopped (its thread ended)")
 
 
 async def _stop_all(engines: list[ManagedEngine], say: Say) -> None:

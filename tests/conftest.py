@@ -18,7 +18,7 @@ TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>\n{{ message[
             "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tok")
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -45,6 +45,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 SHARED = {"engines": ("tests/engines/",), "ray": ("tests/test_workers.py", "tests/test_ray_nodes.py")}
+# Modules whose tests share a costly module-scoped fixture (runs made once, then read by each test): one worker runs
+# all of a module's tests, so the fixture is made once, not once per worker.
+WHOLE_MODULES = ("tests/test_gate.py", "tests/test_html.py", "tests/test_trace_anonymize.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler
@@ -57,6 +60,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class SharedScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(WHOLE_MODULES):
+                return nodeid.split("::", 1)[0]
             return next((group for group, paths in SHARED.items() if nodeid.startswith(paths)), nodeid)
 
     return SharedScheduling(config, log)

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_dsa_prefix_shared_at_full_scale_confirms_the_fix(tmp_path):
     done = cli("ab", "--profile", "dsa-prefix-shared", "--out",
                            str(tmp_path), "--quiet")

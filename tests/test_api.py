@@ -13,6 +13,7 @@ from loadrepro.errors import ProfileError, UsageError
 from tests.helpers import cli
 
 
+@pytest.mark.slow
 def test_every_docstring_example_runs():
     results = doctest.testmod(loadrepro.api, verbose=False)
     assert results.attempted >= 6 and results.failed == 0

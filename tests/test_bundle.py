@@ -72,6 +72,7 @@ def test_scrubbing_secrets_and_hosts():
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.slow
 def test_a_wrong_answer_bundle_reproduces_on_a_fresh_stock_engine_and_not_on_patched(tmp_path, api):
     import loadrepro
 

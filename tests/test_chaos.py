@@ -128,6 +128,7 @@ def burst(mode: str, tmp_path, tokenizer_dir):
     return report, server
 
 
+@pytest.mark.slow
 def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_requests(tmp_path, tokenizer_dir):
     report, server = burst("leaks", tmp_path, tokenizer_dir)
     assert server.disconnects >= 4 and server.zombies >= 4
@@ -139,6 +140,7 @@ def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_request
                             "(asked for 4); /health 200") for n in report.notes), report.notes
 
 
+@pytest.mark.slow
 def test_an_abort_burst_cancels_answers_under_way_not_requests_still_waiting(tmp_path, tokenizer_dir):
     """An engine whose abort defect shows only for a request it is already answering (a waiting one is freed
     cleanly, as the simulated engine's stock policy and real engines do): half of the first requests wait 2 s
@@ -152,6 +154,7 @@ def test_an_abort_burst_cancels_answers_under_way_not_requests_still_waiting(tmp
     assert fired(report).get("zombie_requests")
 
 
+@pytest.mark.slow
 def test_an_abort_burst_cancels_the_answers_that_began_last(tmp_path, tokenizer_dir):
     """Six answers of 3 s begin 0.1 s apart; a burst of two at 1 s cancels the two that began last, which have
     the most of their answers to come (the oldest may end before the engine sees its client leave)."""
@@ -162,6 +165,7 @@ def test_an_abort_burst_cancels_the_answers_that_began_last(tmp_path, tokenizer_
     assert sorted(server.cancelled) == [5, 6], server
 
 
+@pytest.mark.slow
 def test_an_abort_burst_does_not_take_a_one_token_answer_for_one_under_way(tmp_path, tokenizer_dir):
     """Each conversation's first turn asks for one token (it warms the prefix), which this engine writes at once
     and then takes 2 s to finish: its client leaving then cancels nothing the engine still had to do. The burst
@@ -198,6 +202,7 @@ def test_an_engine_that_frees_aborted_requests_but_not_their_blocks_fails_no_rec
     assert not row.recovered and row.before_kv_usage == 0.0 and row.after_kv_usage >= 0.35
 
 
+@pytest.mark.slow
 def test_ab_confirms_the_simulated_engines_abort_fix(tmp_path):
     comparison = loadrepro.ab("zombie-on-abort", out=tmp_path)
     # the stock report whole on a failure: what the run saw is the only evidence of why the defect did not show

@@ -57,6 +57,7 @@ def recover(tmp_path, tokenizer_dir, action: str, after: str = "healthy", durati
 
 
 @pytest.mark.parametrize("action", ["kill", "restart"])
+@pytest.mark.slow
 def test_an_engine_that_comes_back_as_it_was_passes_and_its_recovery_is_timed(action, tmp_path, tokenizer_dir):
     # At 3 s: requests sent before it have time to complete on a busy machine too (the TTFT before it is judged
     # from completed ones; at 2 s a slow start once left too few), and 16 s leave many sent after it is back.
@@ -99,6 +100,7 @@ def test_a_paused_engine_silent_on_health_meanwhile_is_not_failing(tmp_path, tok
     # a dead engine's last metrics are not read as requests it kept running
     ("dead", "/health not 200 within 4 s"),
 ])
+@pytest.mark.slow
 def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, words, tmp_path, tokenizer_dir):
     # A load long enough to send requests after the restart however long SIGTERM takes on a busy machine (this
     # server's graceful shutdown once took 5.5 s): with none sent after it, there is nothing to judge its TTFT by.
@@ -112,6 +114,7 @@ def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, wo
         assert "kept running more requests" not in found, found
 
 
+@pytest.mark.slow
 def test_the_oversize_twin_wedges_stock_and_patched_refuses_it(tmp_path):
     comparison = loadrepro.ab("oversize-wedge", out=tmp_path)
     assert comparison.fix_confirmed, comparison.detail
@@ -166,6 +169,7 @@ def test_a_fault_the_load_never_reached_is_said(tmp_path):
     assert "| 100.0 | abort_burst | never caused |" in markdown
 
 
+@pytest.mark.slow
 def test_a_fault_due_while_an_earlier_one_has_the_engine_down_waits_for_it(tmp_path, tokenizer_dir):
     """An engine slow to start again after a kill: the oversize request due meanwhile is sent once /health says
     200 again (said in the notes), not into a closed port where its failure would be read as the engine's."""
@@ -210,6 +214,7 @@ def test_a_pause_near_the_loads_end_is_not_degradation(tmp_path, tokenizer_dir):
 
 
 @pytest.mark.parametrize("action,duration", [("kill", 2.0), ("pause", 1.5)])
+@pytest.mark.slow
 def test_faults_that_stop_the_engine_are_judged_alike_with_the_load_sent_from_two_processes(action, duration, tmp_path,
                                                                                            tokenizer_dir):
     """The fault is the driver's; the requests the worker processes had in flight when it struck are the fault's

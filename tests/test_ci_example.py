@@ -51,6 +51,7 @@ def test_the_workflow_runs_the_recipe_keeps_the_run_and_publishes_junit():
     (None, 0, "pass"),  # the simulated engine: back after the kill, the aborted streams freed
     ("dead", 1, "fail"),  # an engine of ours that comes back answering /health 503 and every request 500
 ])
+@pytest.mark.slow
 def test_the_chaos_soak_recipe_kills_and_aborts_and_judges_recovery(tmp_path, after, code, verdict):
     loadrepro = f"{sys.executable} -m loadrepro"
     env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / "run"), "DURATION": "9", "KILL_DOWN": "1",
@@ -80,6 +81,7 @@ def test_the_chaos_soak_recipe_kills_and_aborts_and_judges_recovery(tmp_path, af
     assert "===== loadrepro: killed at 3 s (chaos), started again =====" in log
 
 
+@pytest.mark.slow
 def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_path):
     """First night: no baseline, the run passes and becomes one. Same engine again: the gate is open. An engine
     five times slower between tokens: the gate closes (exit 1) and the baseline is kept as it was. A 10 ms step:

@@ -47,6 +47,7 @@ def test_the_interval_brackets_the_difference_and_too_few_requests_say_so():
     assert {c.verdict for c in latency_changes([rows(1.0, n=5)], [rows(1.0)])} == {"not enough requests"}
 
 
+@pytest.mark.slow
 def test_two_passing_runs_of_the_simulated_engine_one_slowed(tmp_path):
     """The same engine twice: no significant change; its steps and prefill 30% slower: regressed. Each side is two
     runs, taken in turns (a, slow, b, a, slow, b): a machine whose load drifts (another test's engine starting)

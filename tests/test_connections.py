@@ -37,6 +37,7 @@ def run(url: str, out: Path, overrides: list[str] = LOAD):
     (RawServer("connection_close"), False, []),  # (c) Connection: close every time: never reused, nothing to resend
     (RawServer("max_requests", max_requests=5), True, []),  # (d) closes after 5 requests a connection, unannounced
 ], ids=["close-after-stream", "idle-close", "connection-close", "max-requests"])
+@pytest.mark.slow
 def test_closed_pooled_connections_are_resent_not_failures(server, reconnects, timing, tmp_path):
     with server.running():
         session = run(server.url, tmp_path, LOAD + timing)

@@ -59,6 +59,7 @@ def test_an_engine_that_exits_at_once_is_reported_with_its_log_tail(tmp_path):
     assert "exited with code 3 before it was healthy" in done.stderr and "no accelerator found" in done.stderr
 
 
+@pytest.mark.slow
 def test_ab_starts_a_fresh_engine_for_each_side(tmp_path):
     base = f"{PY} -m loadrepro sim --scenario page-index --port {{port}}"
     done = loadrepro("ab", "--profile", "page-index", "--stock-cmd", base + " --policy stock",
@@ -151,20 +152,25 @@ def _listening(url: str) -> bool:
 
 def test_the_simulated_engine_served_in_process_is_judged_as_the_process_is_and_stopped_after(tmp_path, monkeypatch):
     """SIM_IN_PROCESS_ENV: the engine on a thread of loadrepro's process, its log and its command as the process's
-    would be; a fault that stops the engine still starts it as a process (a thread cannot be killed)."""
+    would be."""
     monkeypatch.setenv(SIM_IN_PROCESS_ENV, "1")
     done = cli("run", "--profile", "draft-pool", "--quiet", "--out", str(tmp_path / "thread"))
     assert done.returncode == 1, done.stderr
     data = report(tmp_path / "thread")
-    assert "on a thread of this process" in done.stderr
+    assert "on a thread of this process" in done.stderr and "engine: stopped (its thread ended)" in done.stderr
     assert data["target"]["engine_cmd"].startswith("loadrepro sim --scenario draft-pool --policy stock")
     assert data["target"]["engine_cmd"].endswith(f"--port {port_of(tmp_path / 'thread')}")
     assert data["signatures"][0]["name"].startswith("trtllm-draft-")
     assert "Draft KV cache context resize failed" in (tmp_path / "thread" / "engine.log").read_text()
     assert not _listening(data["target"]["base_url"])  # stopped with the run
+
+
+def test_a_fault_that_stops_the_engine_starts_the_simulated_engine_as_a_process(tmp_path, monkeypatch):
+    monkeypatch.setenv(SIM_IN_PROCESS_ENV, "1")
     killed = cli("run", "--profile", "healthy", "--quiet", "--set", "workload.conversations=2", "--set",
                  "workload.prefix_tokens=300", "--set", "load.duration_s=3", "--set",
                  'chaos.events=[{at_s=1.0, action="kill", duration_s=0.5}]', "--out", str(tmp_path / "kill"))
+    # a thread cannot be killed: the engine this fault stops is a process, said with its pid
     assert "(pid " in killed.stderr and "on a thread" not in killed.stderr, killed.stderr
     assert report(tmp_path / "kill")["chaos"][0]["action"] == "kill"
 

@@ -48,6 +48,7 @@ def runs(tmp_path_factory, tokenizer_dir):
     return found
 
 
+@pytest.mark.slow
 def test_the_same_engine_twice_and_a_near_tie_leave_the_gate_open(runs):
     baseline = read_report(runs["baseline"])
     for name in ("again", "near"):
@@ -55,6 +56,7 @@ def test_the_same_engine_twice_and_a_near_tie_leave_the_gate_open(runs):
         assert result.passed, (name, result.detail, result.checks)
 
 
+@pytest.mark.slow
 def test_a_run_thirty_percent_slower_closes_it_naming_ttft(runs, tmp_path):
     done = cli("compare", str(runs["baseline"]), str(runs["slow"]),
                            "--gate", "--out", str(tmp_path))

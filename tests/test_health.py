@@ -19,6 +19,7 @@ def run(url: str, out: Path, *extra: str):
     return loadrepro.run("healthy", base_url=url, out=out, overrides=[*SMALL, *extra])
 
 
+@pytest.mark.slow
 def test_a_health_endpoint_that_answers_in_two_and_a_half_seconds_is_healthy(tmp_path):
     with StubServer("ok", tokens=10, token_delay_s=0.1, health_delay_s=2.5).running() as stub:
         report = run(stub.url, tmp_path, "workload.conversations=12", "load.concurrency=12")
@@ -30,6 +31,7 @@ def test_a_health_endpoint_that_answers_in_two_and_a_half_seconds_is_healthy(tmp
     assert "/health answered in p50 2,5" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_same_slow_health_endpoint_turning_503_is_engine_death(tmp_path):
     with StubServer("ok", tokens=5, token_delay_s=0.1, health_delay_s=2.5, die_after=4).running() as stub:
         report = run(stub.url, tmp_path, "workload.conversations=6", "load.concurrency=2", "load.duration_s=30",

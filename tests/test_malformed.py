@@ -74,6 +74,7 @@ def test_an_engine_that_refuses_every_kind_and_keeps_serving_passes(tmp_path, to
     assert fired(report).get("bad_input_crash") is None
 
 
+@pytest.mark.slow
 def test_an_engine_that_dies_on_invalid_utf8_fails_naming_it(tmp_path, tokenizer_dir):
     server, report = run(tmp_path, tokenizer_dir, "dies_on_utf8")
     assert server.dead and not report.passed
@@ -82,6 +83,7 @@ def test_an_engine_that_dies_on_invalid_utf8_fails_naming_it(tmp_path, tokenizer
                                words), words
 
 
+@pytest.mark.slow
 def test_an_engine_that_hangs_after_broken_json_fails_naming_it(tmp_path, tokenizer_dir):
     server, report = run(tmp_path, tokenizer_dir, "hangs_on_bad_json")
     assert server.hung and not report.passed
@@ -100,6 +102,7 @@ def test_an_engine_that_answers_broken_json_with_a_500_and_keeps_serving_is_warn
     assert "invalid_utf8" not in words
 
 
+@pytest.mark.slow
 def test_a_grammar_that_kills_the_engine_after_a_structured_request_fails_naming_it(tmp_path, tokenizer_dir):
     """bad_grammar, named: a server that, as vLLM 0.25.1, dies of a grammar that defines its root twice once a
     choice request has set its grammar backend up fails; the same server refusing it before that passes."""

@@ -13,6 +13,7 @@ from collections import defaultdict
 import pytest
 
 import loadrepro
+from loadrepro.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.errors import UsageError
 from loadrepro.profile import load_profile
 from tests.stub_server import StubServer
@@ -165,7 +166,8 @@ def test_replicas_need_the_targets_url_first(tmp_path):
         loadrepro.run("quickstart", overrides=['target.replicas=["http://127.0.0.1:9"]'], out=tmp_path)
 
 
-def test_replicas_n_starts_the_engine_n_times_and_stops_each(tmp_path, tokenizer_dir):
+def test_replicas_n_starts_the_engine_n_times_and_stops_each(tmp_path, tokenizer_dir, monkeypatch):
+    monkeypatch.setenv(SIM_IN_PROCESS_ENV, "0")  # each replica a process of its own, as an engine command's are
     path = tmp_path / "replicas.toml"
     path.write_text(PROFILE.format(routing="session", conversations=6, turns=2))
     said: list[str] = []

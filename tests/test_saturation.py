@@ -102,6 +102,7 @@ def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir, concurrency: i
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_passes(tmp_path, tokenizer_dir):
     report = soak(16.0, 60, tmp_path, tokenizer_dir)  # the server serves 2 / 0.3 s = 6.7 requests a second
     assert report.passed, report
@@ -111,6 +112,7 @@ def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_
     assert not fired(report).get("degradation")
 
 
+@pytest.mark.slow
 def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tmp_path, tokenizer_dir):
     # concurrency 2 against a server of 2 slots: the engine never has a request waiting and loadrepro's in flight
     # stays at 2, while the requests due pile up in loadrepro, waiting to be sent
@@ -123,6 +125,7 @@ def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tm
     assert report.stop_reason == "saturated"
 
 
+@pytest.mark.slow
 def test_arrivals_the_server_keeps_up_with_do_not_saturate(tmp_path, tokenizer_dir):
     report = soak(2.0, 9, tmp_path, tokenizer_dir)
     assert report.passed and not fired(report).get("saturated") and report.stop_reason == "duration"

@@ -89,6 +89,7 @@ def test_a_signal_ends_the_search_with_the_smallest_failing_workload_found_befor
     assert not uninterrupted.interrupted and uninterrupted.stopped == "no pass made progress"
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_shrink_writes_the_smallest_failing_workload_found_and_exits_130(tmp_path):
     """SIGINT once the third trial has begun: profile.toml, run/, bundle.zip and shrink.md are those of the best
     failing candidate before it (shrink.md says the search was interrupted), no trial folder is left, and the exit
@@ -105,6 +106,7 @@ def test_ctrl_c_during_a_shrink_writes_the_smallest_failing_workload_found_and_e
     assert (out / "bundle.zip").stat().st_size > 0 and not (out / "trials").exists()
 
 
+@pytest.mark.slow
 def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tmp_path):
     """The index table is sized from 4 MiB / 2,048 B per token = 2,048 tokens: ceil(2049 / 32) = 65 blocks,
     rounded up to 68 entries (/sim/config says page_index_entries 68), which span 68 x 32 = 2,176 tokens. The

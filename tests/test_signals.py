@@ -67,6 +67,7 @@ def interrupt(process: subprocess.Popen, signum: int) -> float:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_ctrl_c_while_an_engine_starts_stops_it_and_exits_130(tmp_path):
     command, marker = never_healthy()
     process = start("run", "--engine-cmd", command, "--out", str(tmp_path), "--quiet")
@@ -77,6 +78,7 @@ def test_ctrl_c_while_an_engine_starts_stops_it_and_exits_130(tmp_path):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_sigterm_during_the_load_writes_the_report_stops_the_engine_and_exits_130(tmp_path):
     healthy = SIM.replace("draft-pool", "healthy")  # a load that lasts until the signal
     process = start("run", "--engine-cmd", healthy, "--out", str(tmp_path), "--quiet",
@@ -99,6 +101,7 @@ def test_sigterm_during_the_load_writes_the_report_stops_the_engine_and_exits_13
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_sigterm_while_ab_starts_the_patched_engine_stops_it_and_exits_130(tmp_path):
     command, marker = never_healthy()
     process = start("ab", "--stock-cmd", SIM, "--patched-cmd", command, "--out", str(tmp_path), "--quiet")

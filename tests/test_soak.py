@@ -91,6 +91,7 @@ def test_max_rps_caps_starts_in_every_one_second_window(tmp_path):
     assert len(sent) >= 50 and most <= 20, (len(sent), most)
 
 
+@pytest.mark.slow
 def test_a_soak_killed_by_sigkill_leaves_a_checkpoint_no_older_than_its_interval(tmp_path):
     with StubServer("ok", tokens=2, token_delay_s=0.01).running() as stub:
         process = subprocess.Popen(

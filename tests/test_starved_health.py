@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.profile import load_profile
@@ -80,6 +82,7 @@ def _managed(tmp_path, *options):
     return done, report_of(tmp_path / "run")
 
 
+@pytest.mark.slow
 def test_a_managed_engine_whose_process_runs_is_not_dead_while_its_frontend_is_unresponsive(tmp_path):
     """No progress and /health unanswered for 5 s, the process alive: a stall and an unresponsive frontend, then
     the engine goes on. Without the process to go by (the same server at a URL), that is judged as death."""

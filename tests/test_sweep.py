@@ -112,6 +112,7 @@ SIM = ("{python} -m loadrepro sim --scenario draft-pool --policy {policy} --bloc
        "--draft-blocks 3100 --max-model-len 16384 --port {{port}}")
 
 
+@pytest.mark.slow
 def test_stock_and_patched_simulated_engines_are_swept_alike(tmp_path):
     """quickstart's stock engine dies once 12 follow-ups decode at once; the patched one holds."""
     done = cli("sweep", "--profile", "quickstart", "--values", "4,12",
@@ -128,6 +129,7 @@ def test_stock_and_patched_simulated_engines_are_swept_alike(tmp_path):
     assert (tmp_path / "ab" / "stock" / "level-12" / "report.json").exists()
 
 
+@pytest.mark.slow
 def test_the_most_load_that_met_the_slo_is_bisected_to(tmp_path, tokenizer_dir):
     """One request served at a time, 100 ms each: the first token comes after about (requests in flight) x 100 ms,
     so a TTFT SLO of 550 ms is met at 5 in flight and missed at 6; nothing breaks."""
@@ -138,6 +140,7 @@ def test_the_most_load_that_met_the_slo_is_bisected_to(tmp_path, tokenizer_dir):
     assert {5.0, 6.0} <= {lv["value"] for lv in report["levels"] if lv["bisected"]}
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_levels_that_ran(tmp_path, tokenizer_dir):
     """SIGINT while the third level runs: sweep.json and sweep.md list the levels before it (and the one it
     stopped), say it was interrupted, and the command exits 130."""

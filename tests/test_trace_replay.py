@@ -198,6 +198,7 @@ def test_a_live_history_holds_the_engines_own_answers(tmp_path, history):
         assert live and all(r.expected_prompt_tokens == 0 for r in live)  # their lengths are the engine's doing
 
 
+@pytest.mark.slow
 def test_ab_on_a_trace_that_overruns_the_draft_pool_confirms_the_fix(tmp_path):
     done = cli("ab", "--profile", "trace-draft-pool", "--out",
                            str(tmp_path), "--quiet")

@@ -4,6 +4,8 @@ later requests only queue behind loadrepro's own."""
 
 from __future__ import annotations
 
+import pytest
+
 import loadrepro
 from tests.slot_server import SlotServer
 
@@ -42,6 +44,7 @@ def finding(report, rule: str) -> str:
     return next((r.detail for r in report.rules if r.name == rule and r.fired), "")
 
 
+@pytest.mark.slow
 def test_requests_waiting_behind_cancelled_requests_the_engine_kept_running_are_said_to(tmp_path, tokenizer_dir):
     server = SlotServer(keeps_cancelled=True)
     report = run(tmp_path, tokenizer_dir, server, 60)
@@ -54,6 +57,7 @@ def test_requests_waiting_behind_cancelled_requests_the_engine_kept_running_are_
     assert "queued" not in words
 
 
+@pytest.mark.slow
 def test_requests_queued_behind_loadrepros_own_are_said_to_queue_not_to_wait_for_zombies(tmp_path, tokenizer_dir):
     server = SlotServer(keeps_cancelled=False)
     report = run(tmp_path, tokenizer_dir, server, 7)
@@ -68,6 +72,7 @@ def test_requests_queued_behind_loadrepros_own_are_said_to_queue_not_to_wait_for
     assert "queueing behind busy slots, not an engine fault" in words, words
 
 
+@pytest.mark.slow
 def test_timeouts_behind_a_slot_that_slowed_are_not_told_as_queueing(tmp_path, tokenizer_dir):
     # the burst cancels the four first requests; the second request sent after it trickles a token every 1.5 s
     # (the sixth to arrive; the seventh if one of the first four was cancelled before it arrived): the requests

@@ -82,6 +82,7 @@ def judged_alike(one: dict, other: dict, profile: str) -> None:
 
 
 @pytest.mark.parametrize("profile", ["healthy", "draft-pool"])
+@pytest.mark.slow
 def test_one_and_two_workers_send_the_same_requests_and_judge_alike(tmp_path, profile):
     sent_one, one = sent_and_report(tmp_path / "w1", profile, "--workers", "1")
     sent_two, two = sent_and_report(tmp_path / "w2", profile, "--workers", "2")
@@ -92,6 +93,7 @@ def test_one_and_two_workers_send_the_same_requests_and_judge_alike(tmp_path, pr
 
 
 @pytest.mark.parametrize("profile", ["healthy", "draft-pool"])
+@pytest.mark.slow
 def test_two_ray_actors_send_the_same_requests_and_judge_alike(tmp_path, profile):
     import ray  # noqa: F401 - the Ray tests run wherever the suite runs: a missing Ray fails here, not skips
 
@@ -128,6 +130,7 @@ def children(pid: int) -> set[int]:
 
 
 @pytest.mark.parametrize("backend", [("--workers", "2"), ("--ray",)], ids=["processes", "ray"])
+@pytest.mark.slow
 def test_ctrl_c_reaches_every_worker_and_loses_no_record(tmp_path, backend):
     out = tmp_path / "soak"
     process = subprocess.Popen(
