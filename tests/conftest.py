@@ -6,13 +6,24 @@ import os
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from loadrepro.defaults import SIM_IN_PROCESS_ENV
+from loadrepro.defaults import PICTURES_ENV, SIM_IN_PROCESS_ENV
 from loadrepro.workload.corpus import record_pool
 
 # The runs the tests start without naming an engine serve the simulated engine on a thread of the process that runs
 # them (this one, or a command a test spawns): no second interpreter to start per run. A test of the engine as a
 # process of its own sets it to "0"; `LOADREPRO_SIM_IN_PROCESS=0 pytest` runs every such run with a process.
 os.environ.setdefault(SIM_IN_PROCESS_ENV, "1")
+# Nor do they draw the pictures (about half a second a run): a test that reads them asks for them (`pictures`).
+# Examples written for the docs (LOADREPRO_WRITE_EXAMPLES) keep them, so that their report.md links its pictures.
+if not os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
+    os.environ.setdefault(PICTURES_ENV, "0")
+
+
+@pytest.fixture
+def pictures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs of this test draw their pictures (timeline.png, latency.png, report.html, compare.html)."""
+    monkeypatch.setenv(PICTURES_ENV, "1")
+
 
 TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import loadrepro as loadrepro_api
+from loadrepro.defaults import PICTURES_ENV
 from tests.helpers import cli, report, small
 from tests.stub_server import StubServer
 
@@ -160,7 +161,7 @@ def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
     assert max(peaks.values()) >= 0.99
 
 
-def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its_load(tmp_path):
+def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its_load(tmp_path, pictures):
     import asyncio
 
     from loadrepro.profile import load_profile
@@ -206,3 +207,18 @@ def test_whole_answers_and_streams_in_one_run_of_the_simulated_engine(tmp_path):
     assert all(r["first_token_ns"] is None and r["end_ns"] > r["sent_ns"] for r in whole)
     assert all(r["completion_tokens"] == 64 for r in whole if r["turn"] == 2)
     assert report.latency.ttft_ms.count == len(streams) and report.latency.e2e_ms.count == len(rows)
+
+
+def test_pictures_turned_off_leave_every_other_file_as_it_is(tmp_path):
+    """LOADREPRO_PICTURES=0: no PNG and no HTML page; report.json, report.md (without its picture links) and
+    junit.xml are written; with it unset, the pictures are there too."""
+    args = ("run", "--profile", "healthy", *small("workload.turns=1"))
+    off = loadrepro(*args, "--out", str(tmp_path / "off"), env={PICTURES_ENV: "0"})
+    on = loadrepro(*args, "--out", str(tmp_path / "on"), env={PICTURES_ENV: "1"})
+    assert off.returncode == on.returncode == 0, off.stderr + on.stderr
+    assert sorted(p.name for p in (tmp_path / "off").glob("*.png")) == []
+    assert not (tmp_path / "off" / "report.html").exists()
+    assert "timeline.png" not in (tmp_path / "off" / "report.md").read_text()
+    assert {"report.json", "report.md", "junit.xml"} <= {p.name for p in (tmp_path / "off").iterdir()}
+    assert {"timeline.png", "latency.png", "report.html"} <= {p.name for p in (tmp_path / "on").iterdir()}
+    assert "timeline.png" in (tmp_path / "on" / "report.md").read_text()

@@ -98,7 +98,7 @@ def test_canaries_on_healthy_and_on_queueing_engines_are_answered(tmp_path):
         assert report.requests.total == 4  # canaries are not the workload's requests
 
 
-def test_the_reports_name_the_health_path_that_was_polled(tmp_path):
+def test_the_reports_name_the_health_path_that_was_polled(tmp_path, pictures):
     with StubServer("ok", tokens=4).running() as stub:
         report = run(stub.url, tmp_path, "workload.conversations=2", "load.concurrency=2",
                      "watch.health_path='/health/liveliness'")

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 import pytest
 from PIL import Image
 
+from loadrepro.defaults import PICTURES_ENV
 from loadrepro.records import read_jsonl
 from tests.helpers import cli
 
@@ -24,8 +25,7 @@ class Collect(HTMLParser):
 @pytest.fixture(scope="module")
 def stock_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("html") / "run"
-    done = cli("run", "--profile", "quickstart", "--out", str(out),
-                           "--quiet")
+    done = cli("run", "--profile", "quickstart", "--out", str(out), "--quiet", env={PICTURES_ENV: "1"})
     assert done.returncode == 1, done.stderr
     return out
 

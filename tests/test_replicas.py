@@ -86,7 +86,8 @@ def test_session_routing_keeps_every_turn_of_a_conversation_on_one_replica(tmp_p
     assert sum(1 for body in a.stats.bodies if body.get("stream")) == 9 == report.endpoints[0].requests
 
 
-def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_run_goes_on(tmp_path, tokenizer_dir):
+def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_run_goes_on(tmp_path, tokenizer_dir,
+                                                                                                 pictures):
     a, b = StubServer(tokens=8, token_delay_s=0.01), StubServer(tokens=8, token_delay_s=0.01, die_after=5)
     with a.running(), b.running():
         report = run(tmp_path, tokenizer_dir, [a, b], conversations=60)

@@ -107,7 +107,7 @@ def test_ctrl_c_during_a_shrink_writes_the_smallest_failing_workload_found_and_e
 
 
 @pytest.mark.slow
-def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tmp_path):
+def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tmp_path, pictures):
     """The index table is sized from 4 MiB / 2,048 B per token = 2,048 tokens: ceil(2049 / 32) = 65 blocks,
     rounded up to 68 entries (/sim/config says page_index_entries 68), which span 68 x 32 = 2,176 tokens. The
     smallest request that must fail needs 69 blocks: prompt + max_tokens = 2,177."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from loadrepro.defaults import pictures_wanted
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.gate import Gate
 from loadrepro.redact import scrub
@@ -19,6 +20,8 @@ TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 
 
 def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = None) -> list[Path]:
+    """The run's files; with its timeline, its pictures too, unless PICTURES_ENV turns them off."""
+    timeline = timeline if pictures_wanted() else None
     written = [write_text(run_dir / "report.json", render_json(report))]
     if timeline is not None:
         written += _pictures(report, run_dir, timeline)
@@ -65,7 +68,7 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     write_text(md, render_comparison(comparison))
     write_text(js, comparison.model_dump_json(indent=2) + "\n")
     written = [md, js]
-    if timelines:
+    if timelines and pictures_wanted():
         from loadrepro.report import plots
 
         page = render_comparison_html(comparison, img(plots.png(plots.timeline_figure(timelines)), "timelines"))
