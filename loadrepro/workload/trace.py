@@ -32,7 +32,15 @@ from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, message_prefixes, read_rows
+from loadrepro.workload.trace_formats import (
+    BLOCK_TOKENS,
+    Skipped,
+    TraceRow,
+    detect,
+    gzipped,
+    message_prefixes,
+    read_rows,
+)
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
 
@@ -126,7 +134,8 @@ def _window(rows: Iterator[TraceRow], spec: WorkloadSpec, origin: float) -> Iter
 def read_trace(spec: WorkloadSpec) -> Trace:
     """The rows the profile replays; TraceError names the file, line and field of anything wrong in it."""
     trace_format, _ = read_rows(spec.trace, spec.trace_format)
-    detected = detect(Path(spec.trace))[1] if spec.trace_format == "auto" else ""
+    detected = detect(Path(spec.trace))[1] if spec.trace_format == "auto" else (
+        "gzip-compressed" if gzipped(Path(spec.trace)) else "")
     skipped = Skipped()
     origin, read = _origin(read_rows(spec.trace, trace_format, skipped)[1])
     rows = tuple(_scaled(row, spec.trace_length_percent) for row in _window(read, spec, origin))

@@ -11,9 +11,11 @@ the turn it continues, and follows it in the file.
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -139,11 +141,59 @@ def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield where, data
 
 
-def _open(path: Path) -> Any:
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gzipped(path: Path) -> bool:
+    """Whether the file is a gzip archive, by its first bytes (public traces are shipped as .jsonl.gz)."""
     try:
-        return path.open(encoding="utf-8", newline="")
+        with path.open("rb") as raw:
+            return raw.read(2) == GZIP_MAGIC
     except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
+
+
+class _TraceText:
+    """A trace file's text, read from the file or from inside its gzip archive: what cannot be read as UTF-8 text
+    (a truncated or corrupt archive, bytes that are not UTF-8) is a TraceError naming the file, wherever the
+    reading meets it."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        try:
+            self._file: Any = (gzip.open(path, "rt", encoding="utf-8", newline="") if gzipped(path)
+                               else path.open(encoding="utf-8", newline=""))
+        except OSError as exc:
+            raise TraceError(f"cannot read trace {path}: {exc.strerror}") from None
+
+    def _guarded(self, read: Any, *args: Any) -> Any:
+        try:
+            return read(*args)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceError(f"{self._path}: a truncated or corrupt gzip archive ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{self._path}: not UTF-8 text (byte {exc.start} of a chunk: {exc.reason})") from None
+
+    def read(self, size: int = -1) -> str:
+        text: str = self._guarded(self._file.read, size)
+        return text
+
+    def __iter__(self) -> _TraceText:
+        return self
+
+    def __next__(self) -> str:
+        line: str = self._guarded(self._file.__next__)
+        return line
+
+    def __enter__(self) -> _TraceText:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+
+def _open(path: Path) -> _TraceText:
+    return _TraceText(path)
 
 
 def _csv(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
@@ -290,6 +340,11 @@ READERS = {"mooncake": _mooncake, "bailian": _bailian, "azure": _azure, "burstgp
 
 def detect(path: Path) -> tuple[TraceFormat, str]:
     """The format of a trace file from its content, and why."""
+    fmt, why = _detect(path)
+    return fmt, f"{why}, gzip-compressed" if gzipped(path) else why
+
+
+def _detect(path: Path) -> tuple[TraceFormat, str]:
     with _open(path) as handle:
         head = handle.read(65536)
     text = head.lstrip()

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loadrepro.run_report import TokenSpread
 from loadrepro.workload.tokens import TokenCounter
 from loadrepro.workload.trace import SeenPrefixes
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, read_rows
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, gzipped, read_rows
 
 
 class TraceStats(BaseModel):
@@ -81,7 +81,8 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
     multi = [n for n in sessions.values() if n > 1]
     total_in = sum(inputs)
     return TraceStats(
-        path=str(path), format=chosen, detected=detect(path)[1] if trace_format == "auto" else "",
+        path=str(path), format=chosen,
+        detected=detect(path)[1] if trace_format == "auto" else ("gzip-compressed" if gzipped(path) else ""),
         requests=len(inputs), sessions=len(multi), turns_in_sessions=sum(multi), span_s=round(span, 3),
         arrival_rate=round(len(inputs) / span, 4) if span > 0 else 0.0, input_tokens=_spread(inputs),
         input_tokens_total=total_in,

@@ -3,6 +3,7 @@ input named by file, line (or row) and field, through the command line's exit 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,7 +12,7 @@ from loadrepro.errors import TraceError
 from loadrepro.profile import load_profile
 from loadrepro.workload.trace import read_trace
 from loadrepro.workload.trace_formats import detect, read_rows
-from tests.helpers import cli
+from tests.helpers import cli, report
 from tests.trace_files import SUFFIX, WRITERS, make_turns
 
 
@@ -173,3 +174,52 @@ def test_a_row_stamped_before_the_first_is_sent_at_the_start_and_said(tmp_path):
     trace = read_trace(load_profile("trace-example", [f"workload.trace='{path}'"]).workload)
     assert len(trace.rows) == 3 and trace.origin_s == 0.1
     assert "1 stamped before the first row (not in time order), sent at the start" in trace.describe()
+
+
+def _gzip(path, keep: float = 1.0):
+    """The file as a .gz archive beside it; `keep` < 1 cuts the archive there (a download that stopped)."""
+    import gzip
+
+    packed = gzip.compress(path.read_bytes())
+    out = path.with_name(path.name + ".gz")
+    out.write_bytes(packed[:int(len(packed) * keep)])
+    return out
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_a_gzip_compressed_trace_reads_as_its_text_does_and_says_so(tmp_path, fmt):
+    path = _write(tmp_path, fmt)
+    packed = _gzip(path)
+    assert detect(packed) == (detect(path)[0], f"{detect(path)[1]}, gzip-compressed")
+    def named_as_unpacked(row):  # where it is read from (and an openai-log session's key, made from that) aside
+        return dataclasses.replace(row, where=row.where.replace(".gz", ""),
+                                   session=row.session and row.session.replace(".gz", ""))
+
+    assert [named_as_unpacked(r) for r in read_rows(packed)[1]] == list(read_rows(path)[1])  # every field, the same
+
+
+def test_a_truncated_or_corrupt_archive_and_bytes_that_are_not_text_are_exit_2_naming_the_file(tmp_path):
+    turns = make_turns(sessions=40)  # an archive long enough that a cut one is still detected from its start
+    cut = _gzip(_write(tmp_path, "mooncake", turns), keep=0.6)
+    done = cli("trace", "inspect", str(cut))
+    assert done.returncode == 2 and f"{cut}: a truncated or corrupt gzip archive" in done.stderr, done.stderr
+    with pytest.raises(TraceError, match="truncated or corrupt gzip archive"):
+        list(read_rows(cut)[1])
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    corrupt.write_bytes(b"\x1f\x8b" + b"\x00" * 64)
+    assert cli("trace", "inspect", str(corrupt)).returncode == 2
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"timestamp": 0, "input_length": 5, "output_length": 3, "note": "caf\xe9"}\n'.encode("latin-1"))
+    done = cli("trace", "inspect", str(latin))
+    assert done.returncode == 2 and f"{latin}: not UTF-8 text" in done.stderr, done.stderr
+
+
+def test_a_gzip_compressed_mooncake_trace_is_inspected_and_replayed(tmp_path):
+    packed = _gzip(_write(tmp_path, "mooncake"))
+    inspected = cli("trace", "inspect", str(packed))
+    assert inspected.returncode == 0 and "gzip-compressed" in inspected.stdout, inspected.stderr
+    done = cli("run", "--profile", "trace-example", "--set", f"workload.trace='{packed}'", "--set",
+               "workload.trace_block_tokens=16", "--out", str(tmp_path / "run"), "--quiet")
+    data = report(tmp_path / "run")
+    assert done.returncode == 0 and data["requests"]["by_outcome"] == {"ok": len(make_turns())}, done.stderr
+    assert any("gzip-compressed" in note for note in data["notes"]), data["notes"]
