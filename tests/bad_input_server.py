@@ -3,13 +3,17 @@ types, max_tokens) and refuses what is wrong with a 400 (a body over aiohttp's 1
 tokens to the rest. `mode` "dies_on_utf8": a body that is not UTF-8 kills it (500 to everything after, /health
 503); "hangs_on_bad_json": broken JSON leaves it answering nothing from then on, that request included, while its
 /health keeps saying 200; "latches_grammar": as vLLM 0.25.1 did, a grammar that defines its root twice is refused
-(400) until a structured request (a choice) has set its grammar backend up, and kills it (500, /health 503) after."""
+(400) until a structured request (a choice) has set its grammar backend up, and kills it (500, /health 503) after;
+"exits_on_utf8", run as a process (`python -m tests.bad_input_server --port N --mode exits_on_utf8`): a body that is
+not UTF-8 aborts the process, as llama.cpp 0.3.7 did ("terminate called ... invalid UTF-8 byte")."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -31,6 +35,10 @@ class BadInputServer:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
+            if self.mode == "exits_on_utf8":
+                print("terminate called after throwing an instance of 'std::runtime_error'\n"
+                      "  what():  invalid UTF-8 byte", flush=True)
+                os._exit(134)
             if self.mode == "dies_on_utf8":
                 self.dead = True
             return "invalid UTF-8"
@@ -88,3 +96,17 @@ class BadInputServer:
     def running(self) -> Iterator[BadInputServer]:
         with serving(chat_app("bad", self.chat, health=self.health)) as self.url:
             yield self
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--mode", default="refuses")
+    args = parser.parse_args()
+    server = BadInputServer(args.mode)
+    web.run_app(chat_app("bad", server.chat, health=server.health), host="127.0.0.1", port=args.port,
+                access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -233,3 +233,58 @@ def test_an_abort_burst_on_whole_answers_cancels_at_its_time(tmp_path, tokenizer
     assert "cancelled 2 of the requests in flight, 0 of them mid-answer" in note, note
     [row] = report.chaos
     assert row.at_s < 1.5, row  # at its time, not ABORT_WAIT_S later
+
+
+def _waiting_fault(gone=lambda: False):
+    """A fault (an oversize request) whose request never answers and whose engine never says /health 200 again,
+    with 10 minutes to recover: what a fault on a dead or hung engine waits for."""
+    import time
+
+    from loadrepro.drive.chaos import ChaosTools, Oversize
+    from loadrepro.drive.faults import FaultsOnPurpose
+    from loadrepro.profile import ChaosEvent
+
+    sent = asyncio.Event()
+
+    async def send(planned):
+        sent.set()
+        await asyncio.Event().wait()
+
+    async def healthy() -> bool:
+        return False
+
+    async def abort(count: int) -> tuple[int, int]:
+        return 0, 0
+
+    faults = FaultsOnPurpose([ChaosEvent(at_s=0.001, action="oversize", recover_within_s=600)],
+                             time.perf_counter_ns, asyncio.Event(), lambda *_: None)
+    faults.schedule(ChaosTools(None, abort, send, healthy, oversize=Oversize(10, "a test's"), gone=gone))
+    return faults, sent
+
+
+async def test_a_fault_waiting_on_the_engine_ends_when_the_run_is_interrupted():
+    """SIGTERM after the load ended while a fault still waited (the engine dead, its recovery 60 s per malformed
+    request) was not honoured for minutes: an interrupt ends the faults going on, whatever they wait for."""
+    faults, sent = _waiting_fault()
+    await asyncio.wait_for(sent.wait(), 10)
+    waiting = asyncio.create_task(faults.done(interrupted=False))
+    await asyncio.sleep(0)  # one turn of the loop: it waits on the fault
+    assert not waiting.done()
+    faults.interrupt()
+    await asyncio.wait_for(waiting, 10)
+
+
+async def test_a_faults_wait_for_health_ends_once_the_engine_is_gone():
+    from loadrepro.drive.chaos import ChaosTools, _back
+
+    gone = False
+    polls = 0
+
+    async def healthy() -> bool:
+        nonlocal gone, polls
+        polls += 1
+        gone = polls >= 3  # the engine's process exited meanwhile
+        return False
+
+    tools = ChaosTools(None, None, None, healthy, gone=lambda: gone)  # type: ignore[arg-type]
+    assert await asyncio.wait_for(_back(tools, tools.clock() + int(600e9)), 10) is None and polls == 3

@@ -5,13 +5,17 @@ naming the kind that did it."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 import loadrepro
 from loadrepro.drive.malformed import KINDS, body
 from tests.bad_input_server import BadInputServer
-from tests.helpers import fired
+from tests.helpers import fired, report, until
 
 PROFILE = """
 name = "malformed"
@@ -122,3 +126,45 @@ def test_a_grammar_that_kills_the_engine_after_a_structured_request_fails_naming
     assert not server.dead and report.passed, report.reasons
     assert server.refused == ['Rule "root" is defined multiple times']
     assert "bad_grammar: HTTP 400" in report.chaos[0].detail
+
+
+@pytest.mark.slow
+def test_an_engine_loadrepro_started_that_exits_on_malformed_input_ends_the_run_at_its_death(tmp_path,
+                                                                                             tokenizer_dir):
+    """llama.cpp 0.3.7 aborted on a body that is not UTF-8, and the run then waited out every malformed request's
+    recover_within_s (nine minutes) on a dead engine. An engine whose process exited is gone: the rest are not sent,
+    no wait goes on, and the run ends at the death, long before one recover_within_s (60 s) or the soak's end."""
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE.replace("duration_s = 4", "duration_s = 60").replace("recover_within_s = 2",
+                                                                               'recover_within_s = 60\nkind = "all"'))
+    engine = f"{sys.executable} -m tests.bad_input_server --port {{port}} --mode exits_on_utf8"
+    report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert not report.passed and report.stop_reason == "engine_death", report.reasons
+    words = fired(report)
+    assert "engine_death" in words and "invalid_utf8: no answer" in words["bad_input_crash"], words
+    [row] = report.chaos
+    assert not row.recovered and "not sent, the engine having stopped answering: bad_json x1" in row.detail, row
+    assert report.duration_s < 30, report.duration_s  # at the death, not 60 s of waiting later
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_fault_waits_on_a_hung_engine_writes_the_report_and_exits_130(tmp_path, tokenizer_dir):
+    """A fault waiting for an answer that never comes (broken JSON hung the engine) is cancelled by SIGTERM: the run
+    ends at once with its report."""
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE.replace("duration_s = 4", "duration_s = 60"))
+    with BadInputServer("hangs_on_bad_json").running() as server:
+        process = subprocess.Popen([sys.executable, "-m", "loadrepro", "run", "--profile", str(path), "--base-url",
+                                    server.url, "--tokenizer", str(tokenizer_dir), "--out", str(tmp_path / "run"),
+                                    "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            until(lambda: server.hung or process.poll() is not None, 60, "the engine hung by broken JSON")
+            sent = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+            took = time.monotonic() - sent
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130 and took < 2.0, (process.returncode, took, process.stderr.read()[-1000:])
+    assert report(tmp_path / "run")["stop_reason"] == "interrupted"

@@ -56,6 +56,9 @@ class ChaosTools:
     base_url: str = ""  # malformed requests go to the target itself, on connections of their own
     api_key: str | None = None
     model: str = ""  # the run's model: malformed requests name it, so that the engine reads the rest of them
+    # True once waiting for the engine is pointless: its process exited, its death was judged, or the run was
+    # interrupted. Every wait of a fault ends then, and no more malformed requests are sent.
+    gone: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +116,12 @@ async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, s
     async def back() -> bool:  # /health 200 within recover_within_s: one slow or failed poll is not a crash
         return await _back(tools, tools.clock() + int(event.recover_within_s * 1e9)) is not None
 
-    refusals = await send_malformed(tools.base_url, tools.api, tools.model, tools.api_key, kinds, event.count,
-                                    back if tools.healthy else None)
+    refusals, unsent = await send_malformed(tools.base_url, tools.api, tools.model, tools.api_key, kinds,
+                                            event.count, back if tools.healthy else None, tools.gone)
     culprit = next((r for r in refusals if r.crashed), None)
     unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)
-    return (f"{len(refusals)} malformed requests: " + "; ".join(r.describe() for r in refusals),
+    rest = f"; not sent, the engine having stopped answering: {unsent}" if unsent else ""
+    return (f"{len(refusals)} malformed requests: " + "; ".join(r.describe() for r in refusals) + rest,
             culprit is None, culprit.describe() if culprit else None, unrefused)
 
 
@@ -176,9 +180,10 @@ async def _back(tools: ChaosTools, deadline_ns: int) -> int | None:
     """When /health answered 200 (without a health path: at once); None when not by `deadline_ns`."""
     if tools.healthy is None:
         return tools.clock()
-    while True:
+    while not tools.gone():
         if await tools.healthy():
             return tools.clock()
         if tools.clock() >= deadline_ns:
             return None
         await asyncio.sleep(BACK_POLL_S)
+    return None  # it will not come back, or the run no longer waits for it

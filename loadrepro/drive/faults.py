@@ -44,12 +44,16 @@ class FaultsOnPurpose:
                 self.not_caused.append(FaultNotCaused(event.action, event.at_s, f"the load ended at {ended_s:.1f} s"))
 
     async def done(self, interrupted: bool) -> None:
-        """Faults still going on when the load ends: waited for (each ends within its recover_within_s), unless
-        the run was interrupted."""
+        """Faults still going on when the load ends: waited for (each ends within its recover_within_s, at once
+        when the engine is gone), unless the run was interrupted."""
         if interrupted:
-            for task in self._tasks:
-                task.cancel()
+            self.interrupt()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def interrupt(self) -> None:
+        """The faults going on end now, whatever they wait for (the user stopped the run)."""
+        for task in self._tasks:
+            task.cancel()
 
     def after_wipe(self, record: RequestRecord) -> RequestRecord:
         """A later turn whose conversation's previous turn the engine served before a restart expects nothing from

@@ -94,14 +94,20 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
 
 
 async def send_malformed(base_url: str, api: Api, model: str, api_key: str | None, kinds: tuple[MalformedKind, ...],
-                         count: int, healthy: Callable[[], Awaitable[bool]] | None) -> list[Refusal]:
-    """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200)."""
+                         count: int, healthy: Callable[[], Awaitable[bool]] | None,
+                         gone: Callable[[], bool] = lambda: False) -> tuple[list[Refusal], str]:
+    """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200); and, in
+    words, those not sent: once one crashed the engine (or `gone()`), the rest would only wait on a broken engine
+    (each up to ANSWER_S) and could tell nothing of how it takes them."""
     url = base_url.rstrip("/") + PATHS[api]
-    refusals = []
+    refusals: list[Refusal] = []
+    planned = [kind for kind in kinds for _ in range(count)]
     connector = aiohttp.TCPConnector(force_close=True)  # a connection of its own each: not the load's pool
     async with aiohttp.ClientSession(connector=connector) as session:
-        for kind in kinds:
-            for _ in range(count):
-                status, said = await post(session, url, body(kind, api, model), api_key)
-                refusals.append(Refusal(kind, status, said, await healthy() if healthy else True))
-    return refusals
+        for kind in planned:
+            if gone() or any(r.crashed for r in refusals):
+                break
+            status, said = await post(session, url, body(kind, api, model), api_key)
+            refusals.append(Refusal(kind, status, said, await healthy() if healthy else True))
+    left = planned[len(refusals):]
+    return refusals, ", ".join(f"{kind} x{left.count(kind)}" for kind in dict.fromkeys(left))

@@ -252,9 +252,12 @@ class Runner:
             async with Client(config, self._clock) as own:  # its own connection, outside the load's limit
                 return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
 
+        def gone() -> bool:  # a fault's waits for the engine end: it exited or died, or the run was interrupted
+            return self._target_dead or self._stop_reason is StopReason.INTERRUPTED or self._engine_exited()
+
         return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
                           self.client.config.api, self.target.oversize, self._clock, self.target.base_url,
-                          self.client.config.api_key, self.target.model)
+                          self.client.config.api_key, self.target.model, gone)
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
@@ -308,9 +311,10 @@ class Runner:
             asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
 
     def interrupt(self) -> None:
-        """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now; the run still
-        ends with a result."""
+        """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now, the faults going
+        on included (whatever they wait for); the run still ends with a result."""
         self._stop(StopReason.INTERRUPTED, 0.0)
+        self._chaos.interrupt()
 
     # -- the run ----------------------------------------------------------------------------------------------
 
