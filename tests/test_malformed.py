@@ -168,3 +168,16 @@ def test_sigterm_while_a_fault_waits_on_a_hung_engine_writes_the_report_and_exit
                 process.kill()
     assert process.returncode == 130 and took < 2.0, (process.returncode, took, process.stderr.read()[-1000:])
     assert report(tmp_path / "run")["stop_reason"] == "interrupted"
+
+
+def test_requests_answered_alike_are_said_once_with_their_count(tmp_path, tokenizer_dir):
+    from loadrepro.judge.findings import grouped
+
+    assert grouped(["a", "b", "a", "a"]) == ["a (x3)", "b"]
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE.replace("count = 1", 'count = 4\nkind = "invalid_utf8"'))
+    with BadInputServer("refuses").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    [row] = report.chaos
+    assert server.refused == ["invalid UTF-8"] * 4 and report.passed, report.reasons
+    assert row.detail.count("invalid_utf8: HTTP 400") == 1 and "BadRequestError\"}}) (x4)" in row.detail, row.detail

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from loadrepro.drive.malformed import KINDS, send_malformed
 from loadrepro.drive.watch.canary import one_token_request
+from loadrepro.judge.findings import grouped
 from loadrepro.profile import Api, ChaosEvent
 from loadrepro.records import Fault, Outcome, RequestRecord
 from loadrepro.workload.model import PlannedRequest
@@ -121,7 +122,7 @@ async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, s
     culprit = next((r for r in refusals if r.crashed), None)
     unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)
     rest = f"; not sent, the engine having stopped answering: {unsent}" if unsent else ""
-    return (f"{len(refusals)} malformed requests: " + "; ".join(r.describe() for r in refusals) + rest,
+    return (f"{len(refusals)} malformed requests: " + "; ".join(grouped(r.describe() for r in refusals)) + rest,
             culprit is None, culprit.describe() if culprit else None, unrefused)
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from loadrepro.profile import VerdictSpec
@@ -20,6 +21,13 @@ class Finding:
 
 
 Rule = Callable[[RunResult, VerdictSpec], Finding | None]
+
+
+def grouped(said: Iterable[str]) -> list[str]:
+    """Each different thing said once, in the order first said, with how many times when more than once: eight
+    requests that failed alike are one line, not eight."""
+    counts = Counter(said)
+    return [f"{text} (x{n})" if n > 1 else text for text, n in counts.items()]
 
 
 def quote(text: str, limit: int = 160) -> str:

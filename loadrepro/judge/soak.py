@@ -6,7 +6,7 @@ not a failure but looks like one, saturation. Pure."""
 from __future__ import annotations
 
 from loadrepro.judge.chaos import SINCE
-from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.findings import Finding, Severity, grouped
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
 from loadrepro.profile import VerdictSpec
@@ -151,7 +151,7 @@ def bad_input_crash(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if odd := [f for f in malformed if f.unrefused]:
         return Finding("bad_input_crash", Severity.INFO, "warning: " + "; ".join(
             f"malformed input at {result.seconds(f.at_ns):.1f} s answered otherwise than with a 4xx while the engine "
-            f"kept serving: {'; '.join(f.unrefused)}" for f in odd))
+            f"kept serving: {'; '.join(grouped(f.unrefused))}" for f in odd))
     return None
 
 
