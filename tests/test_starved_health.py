@@ -102,3 +102,43 @@ def test_a_managed_engine_whose_process_exits_is_dead(tmp_path):
     death = _rule(report, "engine_death")
     assert death["fired"] and "the engine process exited with code 1" in death["detail"], death
     assert not _rule(report, "frontend_unresponsive")["fired"]
+
+
+@pytest.mark.slow
+def test_a_managed_engine_whose_frontend_is_still_unresponsive_when_the_run_ends_is_not_dead(tmp_path):
+    """llama.cpp's one slot held by a request loadrepro had cancelled: /health unanswered past the run's end while
+    its process lived. Unresponsive, never dead: engine_death does not fire, and the post-run rule says the process
+    still ran."""
+    done, report = _managed(tmp_path, "--freeze-after", "1", "--freeze", "60")
+    assert done.returncode == 1, done.stderr
+    assert report["health"]["post"] == "unreachable" and report["stop_reason"] == "duration", report["health"]
+    assert not _rule(report, "engine_death")["fired"], _rule(report, "engine_death")
+    post = _rule(report, "post_run_health")
+    assert post["fired"] and "while the engine's process still ran" in post["detail"], post
+
+
+async def test_one_unanswered_post_run_poll_is_asked_again_and_the_second_answer_is_the_last_word(tmp_path):
+    """For an engine at a URL, whose process loadrepro cannot see: one hung poll of a busy engine is not its death,
+    so an unanswered post-run poll is asked once more a poll interval later; an answer other than silence is
+    taken as it is."""
+    from loadrepro.records import HealthSample
+
+    class Polls:
+        def __init__(self, *statuses):
+            self.statuses, self.asked = list(statuses), 0
+
+        async def poll(self):
+            self.asked += 1
+            return HealthSample(self.asked, self.statuses.pop(0), 1)
+
+    profile = load_profile("quickstart", ["watch.health_interval_s=0.05"])
+    client = Client(ClientConfig("http://127.0.0.1:9", "chat", "stub", 1, 10, 10))
+    runner = Runner(profile, Workload("conversations", "chat", 7, "x", "x", ()), client,
+                    RunTarget("http://127.0.0.1:9", "stub", "test"), tmp_path)
+    hung_once = Polls("unreachable", 200)
+    assert (await runner._post_health(hung_once)).status == 200 and hung_once.asked == 2
+    refused = Polls(503, 200)
+    assert (await runner._post_health(refused)).status == 503 and refused.asked == 1
+    runner.interrupt()
+    interrupted = Polls("unreachable", 200)
+    assert (await runner._post_health(interrupted)).status == "unreachable" and interrupted.asked == 1

@@ -119,6 +119,7 @@ class Runner:
                                   profile.slo)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
+        self._interrupted = asyncio.Event()  # set by Ctrl-C or SIGTERM: every wait after the load ends
         self._stop_reason: StopReason | None = None
         self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
@@ -310,10 +311,22 @@ class Runner:
         if self._load_task is not None:
             asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
 
+    async def _post_health(self, health: HealthWatcher) -> HealthSample:
+        """The run's last word on /health: a poll, and one that got no answer asked once more a poll interval later
+        (one hung poll of a busy engine is not its death), unless the engine's process exited or the run was
+        interrupted meanwhile."""
+        post = await health.poll()
+        if post.status != "unreachable" or self._interrupted.is_set() or self._engine_exited():
+            return post
+        if await pause(self._interrupted, self.profile.watch.health_interval_s):
+            return post
+        return await health.poll()
+
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now, the faults going
         on included (whatever they wait for); the run still ends with a result."""
         self._stop(StopReason.INTERRUPTED, 0.0)
+        self._interrupted.set()
         self._chaos.interrupt()
 
     # -- the run ----------------------------------------------------------------------------------------------
@@ -376,7 +389,7 @@ class Runner:
                     self._note(NoteSource.ENGINE_LOG,
                                f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()
-                post = await health.poll() if health else None
+                post = await self._post_health(health) if health else None
                 if resent := http.reconnects:
                     self._note(NoteSource.CONTROL, f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
@@ -465,6 +478,7 @@ class Runner:
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
+            engine_running=None if self.target.engine_exit is None else self.target.engine_exit() is None,
             watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
             replicas=tuple(dataclasses.replace(self._watched(e), url=url, exit=self._replica_exits.get(i))
                            for i, (e, url) in enumerate(zip(self._replicas, self.client.config.replicas,

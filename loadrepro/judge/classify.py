@@ -12,7 +12,7 @@ from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.endpoints import ENDPOINT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import HEALTH_RULES
-from loadrepro.judge.polls import left_service, usable_health
+from loadrepro.judge.polls import frontend_hung, left_service, usable_health
 from loadrepro.judge.replicas import REPLICA_RULES, replica_health, sent_to
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
@@ -193,7 +193,9 @@ def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
     post = result.post_health
     if not spec.require_post_health or post is None or post.healthy:
         return None
-    return Finding("post_run_health", Severity.FAIL, f"/health {post.status} after the run")
+    hung = (", while the engine's process still ran: its HTTP frontend was unresponsive, not dead"
+            if frontend_hung(result) else "")
+    return Finding("post_run_health", Severity.FAIL, f"/health {post.status} after the run{hung}")
 
 
 def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:

@@ -34,7 +34,7 @@ def _last_word(result: RunResult) -> HealthSample | None:
     died at the end, or with nothing left to fail) sent after the engine's last progress: a poll that went
     unanswered while tokens still came was a starved frontend, not yet a dead engine."""
     health, post = usable_health(result), result.post_health
-    if not health or post is None or post.healthy:
+    if not health or post is None or post.healthy or frontend_hung(result):
         return None
     polls = health + [post]
     i = len(polls) - 1
@@ -43,6 +43,13 @@ def _last_word(result: RunResult) -> HealthSample | None:
     while i < len(polls) - 1 and polls[i].t_ns - polls[i].latency_ns < result.progress_ns:
         i += 1
     return polls[i]
+
+
+def frontend_hung(result: RunResult) -> bool:
+    """/health got no answer after the run while the engine's process (one loadrepro started) still ran: its HTTP
+    frontend was unresponsive, not dead (llama.cpp's threads all held by requests loadrepro had cancelled)."""
+    post = result.post_health
+    return post is not None and post.status == "unreachable" and bool(result.engine_running)
 
 
 def left_service(result: RunResult) -> tuple[int, Note | None] | None:

@@ -64,6 +64,9 @@ class RunResult:
     # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
     # requests with answers, which answers are chosen among (`records` keeps only the first ones)
     sampled_answers: tuple[RequestRecord, ...] = ()
+    # An engine loadrepro started: whether its process still ran when the run ended (None: it started none). A
+    # running process whose /health gets no answer is an unresponsive frontend, not a dead engine.
+    engine_running: bool | None = None
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""
