@@ -279,3 +279,29 @@ def test_the_targets_running_count_is_read_against_its_own_requests_in_flight(tm
     seen, ran = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
     print(f"workers {workers}: in flight to the target {seen} vs its running {ran} over {len(pairs)} scrapes")
     assert 0.7 * ran <= seen <= 1.3 * ran, pairs  # all four in flight against it would be twice what it runs
+
+
+def test_a_replica_at_a_url_whose_process_exits_near_the_runs_end_is_named(tmp_path, tokenizer_dir):
+    """A replica given by URL (its process not loadrepro's to watch) crashes after five answers, and the run ends
+    soon after, before its /health was polled twice more: the requests that could not reach it after its last
+    answer, with its /health not 200 since (or not polled again), name it all the same."""
+    from loadrepro.drive.engine import ManagedEngine
+
+    crashing = ManagedEngine(f"{sys.executable} -m tests.restart_server --port {{port}} --state "
+                             f"{tmp_path / 'starts'} --crash-start 1 --crash-after 5 --tokens 4 --delay 0.01",
+                             tmp_path / "replica.log")
+    b = crashing.start(30)
+    try:
+        with StubServer(tokens=8, token_delay_s=0.02).running() as a:
+            path = tmp_path / "replicas.toml"
+            path.write_text(PROFILE.format(routing="round_robin", conversations=24, turns=1))
+            report = loadrepro.run(path, base_url=[a.url, b], tokenizer=tokenizer_dir, out=tmp_path / "run",
+                                   overrides=["watch.health_interval_s=1.0"])  # the default: few polls after it
+    finally:
+        crashing.stop()
+    first, second = report.endpoints
+    assert second.by_outcome.get("unreachable", 0) >= 2 and second.by_outcome.get("ok") == 5, second
+    assert second.died_at_s is not None and first.died_at_s is None, report.endpoints
+    found = rule(report, "replica_death")
+    assert found.fired and found.detail.startswith(f"replica-1 ({b}) died at "), found.detail
+    assert not report.passed

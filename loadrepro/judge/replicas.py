@@ -85,6 +85,9 @@ def _replica_died(result: RunResult, index: int, w: Watched, tally: ReplicaTally
         times.append(e.died_s)
         said.append(f"its /health got {e.first_bad} and no 200 after it to the end of the run, and it completed no "
                     "request after it")
+    elif (cut := _cut_off(result, index, w, tally)) is not None:
+        times.append(cut[0])
+        said.append(cut[1])
     if not times:
         return None, ""
     fatal = next((m for m in result.log_matches if m.replica == index and m.klass == SignatureClass.FATAL.value),
@@ -92,6 +95,24 @@ def _replica_died(result: RunResult, index: int, w: Watched, tally: ReplicaTally
     if fatal is not None:
         said.append(f"its log, line {fatal.line_number}: {quote(fatal.line)}")
     return min(times), "; ".join(said)
+
+
+def _cut_off(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> tuple[float, str] | None:
+    """A replica that died just before the run ended, too late for MIN_DOWN_POLLS polls to say so: after its last
+    completed request, requests sent to it could not connect at all (unreachable: nothing listened), and its
+    /health never answered 200 again (polled once at least since; or, not polled again before the run ended, two
+    such requests or more). When the first of those came, and what said so."""
+    after = tally.last_ok_ns or result.start_ns
+    refused = [r for r in result.records
+               if r.replica == index and r.end_ns > after and r.outcome is Outcome.UNREACHABLE]
+    polls = [s for s in sorted(w.health, key=lambda s: s.t_ns) if s.t_ns > after]
+    if not refused or any(s.healthy for s in polls) or not replica_health(w) or (not polls and len(refused) < 2):
+        return None
+    first = min([refused[0].end_ns, *(s.t_ns for s in polls[:1])])
+    health = (f"its /health got {polls[0].status} and no 200 after it to the end of the run" if polls else
+              "its /health was not polled again before the run ended")
+    return result.seconds(first), (f"{len(refused)} requests sent to it after its last answer could not reach it, "
+                                   f"and {health}")
 
 
 def _served_after(result: RunResult, replica: int, t_s: float) -> int:
