@@ -225,3 +225,18 @@ def test_a_whole_answer_beyond_the_request_timeout_is_a_timeout():
     with StubServer("ok", first_token_delay_s=3.0).running() as server:
         record = send(server.url, planned(stream=False), stall_s=0.4, timeout_s=1.0)
     assert record.outcome is Outcome.TIMEOUT and not record.streamed, record
+
+
+def test_a_stream_whose_bytes_came_while_the_clients_loop_was_held_up_is_not_stalled():
+    """A busy machine holds loadrepro's own event loop (here a callback that blocks it for 0.6 s, twice the stall
+    timeout) while the engine goes on streaming: the stall timer and the bytes that came meanwhile are due at once,
+    and the bytes are read before the request is judged. Stalled would be loadrepro's lag, not the engine's."""
+    with StubServer("ok", tokens=20, token_delay_s=0.05).running() as server:
+        async def go():
+            config = ClientConfig(server.url, "chat", "stub", 1, 10.0, 0.3)
+            async with Client(config) as client:
+                asyncio.get_running_loop().call_later(0.2, time.sleep, 0.6)  # the loop held up: the subject here
+                return await client.send(7, planned(), time.perf_counter_ns(), time.time(), lambda r: None)
+
+        record = asyncio.run(go())
+    assert record.outcome is Outcome.OK and len(record.chunk_ns) == 20, record

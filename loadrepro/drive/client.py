@@ -394,9 +394,14 @@ class _Watchdog:
         self._loop = asyncio.get_running_loop()
         ttft = client.config.ttft_timeout_s
         self._ttft_ns = client._clock() + int(ttft * 1e9) if ttft > 0 else None
-        self._handle = self._loop.call_later(min(client.config.stall_timeout_s, ttft or float("inf")), self._check)
+        self._handle: asyncio.Handle = self._loop.call_later(min(client.config.stall_timeout_s, ttft or float("inf")),
+                                                             self._check)
 
-    def _check(self) -> None:
+    def _check(self, confirm: int = 2) -> None:
+        """Expires the request once its limit passed, confirmed `confirm` turns of the event loop later: when the
+        loop itself was held up (a busy machine, a long collection), this timer and the bytes that came meanwhile
+        are due at once, and the readers run in the turns after it; judged before them, a request still receiving
+        would be read as stalled."""
         a, client = self._a, self._client
         now, stall_ns = client._clock(), int(client.config.stall_timeout_s * 1e9)
         if a.first_token_ns is not None:
@@ -408,6 +413,9 @@ class _Watchdog:
             reason = "stalled"
             if self._ttft_ns is not None and self._ttft_ns < due:
                 due, reason = self._ttft_ns, "ttft"
+        if now >= due and confirm:
+            self._handle = self._loop.call_soon(self._check, confirm - 1)
+            return
         if now >= due:
             a.silence = reason
             self._silence.reschedule(self._loop.time())
