@@ -40,6 +40,11 @@ class LiveMetrics:
 
     def __init__(self, port: int, endpoint: str, linger_s: float = LINGER_S) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
+        # Registered first, so a scrape is counted as it begins (collectors are read in the order registered): the
+        # end waits for one that began after the last values were set, not for one that read them before and was
+        # counted after (a busy machine can hold a scrape that long).
+        self._scrapes, self._linger_s = _Scrapes(), linger_s
+        r.register(self._scrapes)
         self.endpoint = endpoint
         self.requests = Counter("loadrepro_requests", "Requests that ended, by outcome.", ["outcome"], registry=r)
         self.in_flight = Gauge("loadrepro_requests_in_flight", "Requests loadrepro has sent and not yet seen end.",
@@ -62,8 +67,6 @@ class LiveMetrics:
         self.rule_fired = Gauge("loadrepro_rule_fired", "1 when the rule has fired so far in the run (judged at each "
                                 "checkpoint and at the end), 0 when not.", ["rule", "severity"], registry=r)
         self.phase = Enum("loadrepro_run_phase", "What the run is doing.", states=PHASES, registry=r)
-        self._scrapes, self._linger_s = _Scrapes(), linger_s
-        r.register(self._scrapes)
         self._server, self._thread = start_http_server(port, addr="127.0.0.1", registry=r)
         self.port = int(self._server.server_port)
         self.url = f"http://127.0.0.1:{self.port}/metrics"
