@@ -272,14 +272,14 @@ class StubServer:
         return response
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[StubServer]:
+    def running(self, host: str = "127.0.0.1") -> Iterator[StubServer]:
         app = web.Application()
         app.add_routes([web.get("/health", self.health), web.get("/health/liveliness", self.health),
                         web.get("/v1/models", self.models),
                         web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
         if self.kv_leak_per_request is not None:
             app.add_routes([web.get("/metrics", self.metrics)])
-        with serving(app) as self.url:
+        with serving(app, host) as self.url:
             yield self
 
 
@@ -318,12 +318,12 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 @contextlib.contextmanager
-def serving(app: web.Application) -> Iterator[str]:
-    """An aiohttp application on an ephemeral loopback port, on a thread with its own event loop, for the block;
-    yields its URL."""
+def serving(app: web.Application, host: str = "127.0.0.1") -> Iterator[str]:
+    """An aiohttp application on an ephemeral port of a loopback address (`host`: 127.0.0.2 is another origin on
+    the same machine), on a thread with its own event loop, for the block; yields its URL."""
     loop = asyncio.new_event_loop()
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     started = threading.Event()
 
@@ -342,7 +342,7 @@ def serving(app: web.Application) -> Iterator[str]:
     thread.start()
     started.wait(10)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield f"http://{host}:{sock.getsockname()[1]}"
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

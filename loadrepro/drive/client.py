@@ -34,7 +34,7 @@ import orjson
 from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
-from loadrepro.drive.transport import Transport
+from loadrepro.drive.transport import Transport, off_origin, redirected
 from loadrepro.profile import Api, Routing
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
@@ -266,6 +266,8 @@ class Client:
                                  f"loadrepro's streams, no metric it reads moving) for {stall:g} s")
 
     async def _refused(self, response: aiohttp.ClientResponse, a: Attempt) -> tuple[Outcome, str]:
+        if (location := off_origin(response)) is not None:  # not an OpenAI answer: the load went nowhere
+            return Outcome.PROTOCOL_ERROR, f"HTTP {response.status} {redirected(location)}"
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
         a.retry_after_s = _retry_after(response.headers)
         outcome = outcome_for_status(response.status, text, a.retry_after_s is not None, self.config.signatures)

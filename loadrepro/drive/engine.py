@@ -30,6 +30,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loadrepro.defaults import ENGINE_START_TIMEOUT_S
 from loadrepro.drive.transport import credentials
@@ -118,8 +119,15 @@ class EngineEnd:
     how: str  # "exited with code 1", "stopped by SIGTERM", "killed by SIGKILL after the grace period", ...
 
 
-# Startup polls go straight to the loopback engine, whatever proxy the environment names.
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as it is (HTTPError: not healthy): urllib would follow it with the key, anywhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# Startup polls go straight to the loopback engine, whatever proxy the environment names, and nowhere else.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
 class ManagedEngine:

@@ -84,7 +84,7 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
     headers = {"content-type": "application/json", **({"authorization": f"Bearer {api_key}"} if api_key else {})}
     try:
         async with asyncio.timeout(ANSWER_S):
-            async with session.post(url, data=data, headers=headers) as response:
+            async with session.post(url, data=data, headers=headers, allow_redirects=False) as response:
                 text = (await response.content.read(300)).decode("utf-8", "replace")
                 return response.status, " ".join(text.split())[:160]
     except TimeoutError:

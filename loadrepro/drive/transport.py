@@ -8,6 +8,10 @@ per-connection cap, load balancers), so it is sent again at once on a new connec
 The same failure on a new connection, or after an answer began, is what the target did. aiohttp does not resend a
 POST itself (aio-libs/aiohttp#6138).
 
+Redirects are followed only within the target's origin (scheme, host and port): a load aimed at an isolated engine
+must not move to another host unnoticed, and nothing (the key, the prompts, token counting) is sent off it. A
+redirect elsewhere is handed back to the caller as the answer, and `off_origin` names where it pointed.
+
 aiohttp serves every path: measured in benchmarks/client_overhead.py, httpx (even on the aiohttp transport) cost
 about twice a bare aiohttp loop per streamed chunk, and counting through it 1.35 ms of CPU per request against
 0.18 ms.
@@ -24,6 +28,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yarl
 
 from loadrepro.errors import TargetError
 from loadrepro.workload.tokens import Answer
@@ -32,6 +37,8 @@ from loadrepro.workload.tokens import Answer
 # response byte they mean the server or a proxy had closed it, not that the engine failed.
 CONNECTION_FAILURES = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError, BrokenPipeError)
 _JSON = {"content-type": "application/json"}
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_HOPS = 10  # aiohttp's own limit on redirects followed
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,27 @@ class Trace:
 
     reused: bool = False  # its connection came from the pool (set by aiohttp's tracing)
     reconnects: int = 0  # times it was sent again because a pooled connection was closed
+
+
+def _origin(url: yarl.URL) -> tuple[str, str | None, int | None]:
+    return url.scheme, url.host, url.port
+
+
+def _location(response: aiohttp.ClientResponse) -> yarl.URL | None:
+    """Where a redirect points, resolved against the request's URL; None for any other answer."""
+    location = response.headers.get("location")
+    if response.status not in _REDIRECTS or not location:
+        return None
+    try:
+        return response.url.join(yarl.URL(location))
+    except ValueError:
+        return None
+
+
+def off_origin(response: aiohttp.ClientResponse) -> str | None:
+    """The Location of a redirect that `Transport.open` did not follow (it left the target's origin), else None."""
+    location = _location(response)
+    return None if location is None else str(location)
 
 
 def credentials(url: str, api_key: str | None) -> tuple[str, dict[str, str]]:
@@ -117,9 +145,26 @@ class Transport:
         kwargs: dict[str, Any] = {"data": data, "headers": sent, "trace_request_ctx": trace}
         if timeout is not None:
             kwargs["timeout"] = timeout
+        url = yarl.URL(self.base_url + path)
+        response = await self._send(method, url, kwargs, trace)
+        for _ in range(_HOPS):
+            location = _location(response)
+            if location is None or _origin(location) != _origin(url):
+                break
+            response.release()
+            if response.status == 303:  # "see other": fetched with GET, as every client does
+                method, kwargs = "GET", {**kwargs, "data": None}
+            response = await self._send(method, location, kwargs, trace)
+        try:
+            yield response
+        finally:
+            response.release()
+
+    async def _send(self, method: str, url: yarl.URL, kwargs: dict[str, Any], trace: Any) -> aiohttp.ClientResponse:
+        assert self._pooled is not None and self._fresh is not None
         try:
             self.sent += 1
-            response = await self._pooled.request(method, self.base_url + path, **kwargs)
+            return await self._pooled.request(method, url, allow_redirects=False, **kwargs)
         except CONNECTION_FAILURES:
             if not trace.reused:
                 raise
@@ -127,11 +172,7 @@ class Transport:
             trace.reconnects += 1
             trace.reused = False
             self.sent += 1
-            response = await self._fresh.request(method, self.base_url + path, **kwargs)
-        try:
-            yield response
-        finally:
-            response.release()
+            return await self._fresh.request(method, url, allow_redirects=False, **kwargs)
 
     async def fetch(self, method: str, path: str, body: Any = None,
                     timeout_s: float | None = None) -> Answer | NoAnswer:
@@ -141,6 +182,8 @@ class Transport:
             if timeout_s is not None else None
         try:
             async with self.open(method, path, data, _JSON if data is not None else None, timeout) as response:
+                if (location := off_origin(response)) is not None:
+                    return Answer(response.status, redirected(location).encode(), "text/plain")
                 return Answer(response.status, await response.read(), response.headers.get("content-type", ""))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             return NoAnswer(f"{type(exc).__name__}: {exc}", connect=True)
@@ -156,6 +199,10 @@ class Transport:
         if isinstance(answered, NoAnswer):
             raise TargetError(f"counting tokens with {path} failed: {answered.reason}")
         return answered
+
+
+def redirected(location: str) -> str:
+    return f"redirected to {location}, another origin than the target's: not followed"
 
 
 async def get_json(transport: Transport, path: str, timeout_s: float | None = None) -> Any:
