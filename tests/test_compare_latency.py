@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import loadrepro
-from loadrepro.judge.compare import latency_changes
+from loadrepro.judge.compare import TTFT_FLOOR_MS, latency_changes, within_noise
 from loadrepro.run_report import RequestRow
 
 
@@ -133,3 +133,21 @@ def test_a_consistent_slowdown_over_trials_is_a_regression():
     patched = [_run(125, seed=10 + k) for k in range(4)]
     [ttft, *_] = latency_changes(stock, patched)
     assert ttft.verdict == "regressed" and 20 < ttft.difference < 30, ttft
+
+
+def _drifting(first_ms: float, second_ms: float, n: int = 40) -> list[RequestRow]:
+    """A run whose first half had TTFTs near `first_ms` and second half near `second_ms` (1 ms of noise)."""
+    return [r.model_copy(update={"ttft_ms": r.ttft_ms - 100 + (first_ms if i < n // 2 else second_ms)})
+            for i, r in enumerate(_run(100, n=n, seed=n))]
+
+
+def test_noise_scales_with_the_figure_and_with_what_one_engine_does_against_itself():
+    """A 30% slower TTFT of 100 ms (+30 ms) is beyond noise; the same engine on a machine whose load changed during
+    the first run (its halves 100 and 140 ms) is within it; 6 ms against 13 ms is under the client's timing floor."""
+    [slower, *_] = latency_changes([_drifting(100, 100)], [_drifting(130, 130)])
+    assert slower.verdict == "regressed" and within_noise(slower) is None, slower
+    assert slower.noise is not None and slower.noise < 5, slower
+    [drifted, *_] = latency_changes([_drifting(100, 140)], [_drifting(130, 130)])
+    assert drifted.noise is not None and drifted.noise > 35 and within_noise(drifted) is not None, drifted
+    [tiny, *_] = latency_changes([_drifting(6, 6)], [_drifting(13, 13)])
+    assert tiny.verdict == "regressed" and tiny.difference < TTFT_FLOOR_MS and within_noise(tiny) is not None, tiny

@@ -5,9 +5,15 @@ that crashed half-way is compared on what it did finish, and one definition serv
 regression: each metric's difference over those pairs, with a bootstrap 95% interval that resamples the pairs, or,
 over several runs (trials), the runs themselves (requests of one run are not independent of each other). Patched
 regresses when that interval says so and the difference is beyond the thresholds: the TTFT p50 grown by more than
-`max_ttft_regression` (and REGRESSION_FLOOR_MS), or the decode tokens/s p50 dropped by more than
-`max_throughput_regression` (and PER_TOKEN_FLOOR_MS of the time per token). The regression gate (judge/gate.py)
-uses the same floors.
+`max_ttft_regression`, or the decode tokens/s p50 dropped by more than `max_throughput_regression`, and in both
+cases beyond noise (`beyond_noise`). The regression gate (judge/gate.py) uses the same noise.
+
+Noise scales with what is measured. One run a side gives an interval of the requests' spread within a run, not of
+what differs between two runs of one engine, so each side's run is split in halves (in request order) and the
+figure taken on each: a change no larger than the larger of those gaps is one the engine shows against itself. With
+several runs a side (trials) the runs are compared instead. Below that, a floor of what the client's own timing
+reaches on a busy machine (TTFT_FLOOR_MS; PER_TOKEN_FLOOR_MS of the time per token: an engine that sends a whole
+answer in one burst has ITLs of microseconds, and +25% of nothing is not a regression).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.profile import VerdictSpec
 from loadrepro.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
 
-REGRESSION_FLOOR_MS = 50.0  # TTFT differences below this are noise on a busy machine, whatever the ratio
+TTFT_FLOOR_MS = 10.0  # TTFT differences below this are the client's timing on a busy machine, whatever the ratio
 PER_TOKEN_FLOOR_MS = 1.0  # and differences of the time per token (ITL, decode speed) below this
 MATERIAL = 0.05  # a latency change smaller than this share of stock's is not called a change, however sure
 MIN_ROWS = 10  # requests completed on both sides needed for a bootstrap interval
@@ -66,6 +72,10 @@ class LatencyChange(BaseModel):
     ci95: list[float] | None = Field(description="Bootstrap 95% interval of the difference (the pairs resampled, or "
                                      "the runs, for several).")
     verdict: str = Field(description="regressed, improved, no significant change, or not enough requests.")
+    noise: float | None = Field(None, description=(
+        "What differs between two measurements of one engine, in the figure's units: between the halves of each "
+        "side's run (one run a side) or between each side's runs (trials), the larger. A change within it is not "
+        "called a regression."))
 
 
 class Comparison(BaseModel):
@@ -119,11 +129,11 @@ def _regression(latency: list[LatencyChange], pairs: int, spec: VerdictSpec) -> 
             Row(test="their decode tokens/s (p50)", stock=_num(rate.stock), patched=_num(rate.patched),
                 change=_delta(rate.stock, rate.patched))]
     a, b = ttft.stock, ttft.patched
-    if a is not None and b is not None and b - a > REGRESSION_FLOOR_MS and b > a * (1 + spec.max_ttft_regression) \
+    if a is not None and b is not None and b > a * (1 + spec.max_ttft_regression) and beyond_noise(ttft) \
             and ttft.verdict in ("regressed", NOT_ENOUGH):
         return f"TTFT p50 {a:.0f} -> {b:.0f} ms on requests both completed", rows
     a, b = rate.stock, rate.patched
-    if a and b and b < a * (1 - spec.max_throughput_regression) and 1000 / b - 1000 / a > PER_TOKEN_FLOOR_MS and \
+    if a and b and b < a * (1 - spec.max_throughput_regression) and beyond_noise(rate) and \
             rate.verdict in ("regressed", NOT_ENOUGH):
         return f"decode {a:.0f} -> {b:.0f} tokens/s on requests both completed", rows
     return None, rows
@@ -231,8 +241,39 @@ def _differences(runs: list[tuple[np.ndarray, np.ndarray]], q: float, rng: np.ra
                      for row in drawn])
 
 
+def _noise(runs: list[tuple[np.ndarray, np.ndarray]], q: float) -> float:
+    """The module's noise: per side, the gap between its run's halves (in request order), or between its runs'
+    figures (several runs); the larger side's."""
+    gaps = []
+    for side in (0, 1):
+        parts = [r[side] for r in runs] if len(runs) > 1 else np.array_split(runs[0][side], 2)
+        figures = [float(np.percentile(part, q)) for part in parts if len(part)]
+        gaps.append(max(figures) - min(figures) if figures else 0.0)
+    return max(gaps)
+
+
+def within_noise(c: LatencyChange) -> str | None:
+    """Why `c`'s change is no larger than what differs between two measurements of one engine (its noise, or the
+    floor of the client's own timing: TTFT_FLOOR_MS, or PER_TOKEN_FLOOR_MS of the time per token for ITL and decode
+    speed); None when it is larger."""
+    if c.stock is None or c.patched is None:
+        return "no figure"
+    if abs(c.patched - c.stock) <= (c.noise or 0.0):
+        return f"within the gap between the halves or runs of one side ({c.noise:,.2f})"
+    if next(higher for name, _, _, higher in METRICS if name == c.metric):  # a rate: the time per token it means
+        if c.stock <= 0 or c.patched <= 0 or abs(1000 / c.patched - 1000 / c.stock) > PER_TOKEN_FLOOR_MS:
+            return None
+        return f"under {PER_TOKEN_FLOOR_MS:g} ms per token, the floor of the client's timing"
+    floor = TTFT_FLOOR_MS if c.metric.startswith("TTFT") else PER_TOKEN_FLOOR_MS
+    return None if abs(c.patched - c.stock) > floor else f"under {floor:g} ms, the floor of the client's timing"
+
+
+def beyond_noise(c: LatencyChange) -> bool:
+    return within_noise(c) is None
+
+
 def _change(name: str, runs: list[tuple[np.ndarray, np.ndarray]], q: float, higher_is_better: bool) -> LatencyChange:
-    """`runs`: per run, the metric's stock and patched values of the same requests (pairs)."""
+    """`runs`: per run, the metric's stock and patched values of the same requests (pairs), in request order."""
     runs = [(a, b) for a, b in runs if len(a)]
     if not runs:
         return LatencyChange(metric=name, stock=None, patched=None, difference=None, ci95=None, verdict=NOT_ENOUGH)
@@ -241,13 +282,14 @@ def _change(name: str, runs: list[tuple[np.ndarray, np.ndarray]], q: float, high
     if len(a_all) < MIN_ROWS:  # the values, but no interval: the regression's thresholds alone decide
         return LatencyChange(metric=name, stock=round(base, 3), patched=round(base + d, 3), difference=round(d, 3),
                              ci95=None, verdict=NOT_ENOUGH)
+    noise = round(_noise(runs, q), 3)
     # A seeded generator: the same two runs always get the same interval.
     lo, hi = (float(x) for x in np.percentile(_differences(runs, q, np.random.default_rng(0)), [2.5, 97.5]))
     worse, better = (lo > 0, hi < 0) if not higher_is_better else (hi < 0, lo > 0)
     material = abs(d) > MATERIAL * abs(base)
     verdict = "regressed" if worse and material else "improved" if better and material else "no significant change"
     return LatencyChange(metric=name, stock=round(base, 3), patched=round(base + d, 3), difference=round(d, 3),
-                         ci95=[round(lo, 3), round(hi, 3)], verdict=verdict)
+                         ci95=[round(lo, 3), round(hi, 3)], verdict=verdict, noise=noise)
 
 
 def latency_changes(stock: Runs, patched: Runs) -> list[LatencyChange]:

@@ -8,23 +8,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.judge.compare import (
-    METRICS,
-    PER_TOKEN_FLOOR_MS,
-    REGRESSION_FLOOR_MS,
-    LatencyChange,
-    Runs,
-    latency_changes,
-)
+from loadrepro.judge.compare import METRICS, LatencyChange, Runs, latency_changes, within_noise
 from loadrepro.judge.trials import Rate, p_value
 from loadrepro.run_report import RunReport, Severity
 
 GATE_ALPHA = 0.05  # the attainment's one-sided test: RUN missed the SLO more often than BASELINE with p below this
 GATED = {name for name, *_ in METRICS}  # TTFT p50 and p95, ITL p50, each request's decode tokens/s
-# Changes smaller than compare's noise floors (REGRESSION_FLOOR_MS of TTFT, PER_TOKEN_FLOOR_MS of the time per
-# token) never close the gate: one run a side gives an interval of the requests' spread within a run, not of the
-# spread between two runs of one engine (an engine that sends a whole answer in one burst has ITLs of microseconds:
-# +25% of nothing is not a regression).
+# Changes within compare's noise (what differs between the halves of one run, or between the runs of a side, and
+# a floor of the client's own timing) never close the gate: see judge/compare.py.
 
 
 class GateCheck(BaseModel):
@@ -52,23 +43,12 @@ def _latency_check(c: LatencyChange, tolerance: float) -> GateCheck:
         return GateCheck(figure=c.metric, baseline=_num(c.stock), run=_num(c.patched), change=c.verdict,
                          closed=False)
     lo, hi = c.ci95
-    floor = _beyond_floor(c, higher_is_better)
-    worse = (hi < 0 if higher_is_better else lo > 0) and abs(c.difference) > tolerance * abs(c.stock) and floor
+    within = within_noise(c)
+    worse = (hi < 0 if higher_is_better else lo > 0) and abs(c.difference) > tolerance * abs(c.stock) and not within
     share = c.difference / c.stock if c.stock else 0.0
-    below = "" if floor else "; below the floor of what differs between two runs of one engine"
+    noise = f"; {within}" if within else ""
     return GateCheck(figure=c.metric, baseline=_num(c.stock), run=_num(c.patched),
-                     change=f"{share:+.1%} ({c.difference:+,.2f} [{lo:+,.2f}, {hi:+,.2f}]){below}", closed=worse)
-
-
-def _beyond_floor(c: LatencyChange, higher_is_better: bool) -> bool:
-    """The change is larger than REGRESSION_FLOOR_MS (TTFT) or PER_TOKEN_FLOOR_MS per token (ITL, decode speed)."""
-    assert c.stock is not None and c.patched is not None
-    if higher_is_better:  # a rate: compare the time per token it means
-        if c.stock <= 0 or c.patched <= 0:
-            return True
-        return abs(1000 / c.patched - 1000 / c.stock) > PER_TOKEN_FLOOR_MS
-    floor = REGRESSION_FLOOR_MS if c.metric.startswith("TTFT") else PER_TOKEN_FLOOR_MS
-    return abs(c.patched - c.stock) > floor
+                     change=f"{share:+.1%} ({c.difference:+,.2f} [{lo:+,.2f}, {hi:+,.2f}]){noise}", closed=worse)
 
 
 def _num(value: float | None) -> str:
