@@ -36,6 +36,10 @@ class PromptErrors:
     total: float = 0.0  # of the signed errors: their mean is the bias
     by_size: dict[int, int] = dataclasses.field(default_factory=dict)
     worst: Worst | None = None
+    # The prompts the target counted shorter than planned, by the same sizes: an engine that cuts a prompt longer
+    # than its context answers a shorter one (rule prompt_truncated). `shortest`: the one cut the most.
+    shorter: dict[int, int] = dataclasses.field(default_factory=dict)
+    shortest: Worst | None = None
 
     def add(self, request: int, conversation: int, turn: int, planned: int, measured: int) -> None:
         error = (measured - planned) / planned
@@ -44,13 +48,34 @@ class PromptErrors:
         self.count += 1
         self.total += error
         self.by_size[size] = self.by_size.get(size, 0) + 1
+        worst = Worst(error, request, conversation, turn, planned, measured)
         if self.worst is None or abs(error) > abs(self.worst.error):
-            self.worst = Worst(error, request, conversation, turn, planned, measured)
+            self.worst = worst
+        if measured < planned:
+            self.shorter[size] = self.shorter.get(size, 0) + 1
+            if self.shortest is None or error < self.shortest.error:
+                self.shortest = worst
 
     def beyond(self, limit: float) -> int:
         """How many were off by more than `limit` (a share of the planned length)."""
         scaled = round(limit * ERROR_SCALE)
         return sum(n for size, n in self.by_size.items() if size > scaled)
+
+    def shorter_beyond(self, limit: float) -> int:
+        """How many the target counted shorter than planned by more than `limit`."""
+        scaled = round(limit * ERROR_SCALE)
+        return sum(n for size, n in self.shorter.items() if size > scaled)
+
+    def median_shorter_beyond(self, limit: float) -> float:
+        """The median share by which those were shorter (0 when none were)."""
+        scaled = round(limit * ERROR_SCALE)
+        sizes = sorted((size, n) for size, n in self.shorter.items() if size > scaled)
+        half, seen = (sum(n for _, n in sizes) - 1) // 2, 0
+        for size, n in sizes:
+            seen += n
+            if seen > half:
+                return size / ERROR_SCALE
+        return 0.0
 
     def percentile(self, q: float) -> float:
         """The size of error at percentile q (0..100), as the lower of the two nearest ranks."""

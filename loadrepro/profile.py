@@ -301,6 +301,9 @@ class VerdictSpec(_Section):
         0.0, ge=0, le=1, description="> 0: later turns must find at least this share of their shared prefix cached.")
     max_prompt_error: float = Field(
         0.05, gt=0, description="Planned vs the target's usage.prompt_tokens beyond this share: a warning.")
+    allow_truncated_prompts: bool = Field(
+        False, description="Prompts the engine cut (to its context) and answered anyway are information (true), "
+                           "not a failure (false: an answer to a cut prompt answers another request).")
     max_ttft_regression: float = Field(
         0.5, ge=0, description="compare/ab: the patched side's TTFT p50 may grow by this share at most.")
     max_throughput_regression: float = Field(

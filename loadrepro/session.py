@@ -207,14 +207,13 @@ async def _stop_all(engines: list[ManagedEngine], say: Say) -> None:
             say(f"{role}: {engine.ended.how if engine.ended else 'stopping'}")
 
 
-async def _oversize(profile: Profile, limits: EngineLimits | None, http: Transport) -> Oversize | None:
+def _oversize(profile: Profile, limits: EngineLimits | None, longest: tuple[int, str] | None) -> Oversize | None:
     """The prompt of a [[chaos.events]] oversize request: beyond the target's KV limits, or without them its
     longest sequence; UsageError (the profile cannot run on this target) when it publishes neither."""
     if not any(e.action == "oversize" for e in profile.chaos.events):
         return None
     if limits is not None:
         return oversize(limits.max_seq_len, smallest_pool_tokens(limits), limits.source)
-    longest = await longest_sequence(http, profile.engine)
     if longest is None:
         raise UsageError("[[chaos.events]] oversize sends a request just beyond what the engine can hold, and the "
                          "target publishes no limit (no max_model_len in /v1/models, no n_ctx in /props, no KV "
@@ -314,9 +313,10 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
             await check_reachable(http, profile.watch.health_path)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
+            context = await longest_sequence(http, profile.engine)
             if options.size_to_overrun:
                 profile = _overrun(profile, limits, options.size_to_overrun, say)
-            beyond = await _oversize(profile, limits, http)
+            beyond = _oversize(profile, limits, context)
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say, options.plans, options.engine_cmd)
@@ -342,7 +342,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
-            judged = _Judged(profile, plan, limits, options.command, notes, run_dir, live)
+            judged = _Judged(profile, plan, limits, options.command, notes, run_dir, live, context)
             checkpoints = Checkpoints(_checkpoint_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt), _frozen_heap():
                 checkpoints.start()
@@ -447,9 +447,10 @@ class _Judged:
     notes: list[str]
     run_dir: Path
     live: LiveMetrics | None = None  # told the rules fired at each judgement
+    context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
 
     def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
-        result = dataclasses.replace(result, limits=self.limits,
+        result = dataclasses.replace(result, limits=self.limits, context=self.context,
                                      predictions=_predictions(self.plan, self.profile, self.limits))
         findings = classify(result, self.profile.verdict)
         if self.live is not None:

@@ -41,6 +41,8 @@ def _sig(name: str, pattern: str, klass: str, engine: str, cause: str = "", prop
                      upstream)
 
 
+INPUT_TRUNCATED = "llamacpp-input-truncated"  # a log line saying a prompt was cut: rule prompt_truncated reads it
+
 # Order matters: the first match names a text, so specific patterns come before generic ones.
 CATALOG: tuple[Signature, ...] = (
     _sig("trtllm-blocks-exhausted", r"Available blocks exhausted", "F", "TensorRT-LLM",
@@ -89,6 +91,8 @@ CATALOG: tuple[Signature, ...] = (
          "T", "llama.cpp"),
     _sig("llamacpp-context-exceeded", r"Context size has been exceeded|decode\(\) failed", "T", "llama.cpp"),
     _sig("llamacpp-context-shift-disabled", r"context shift is disabled", "P", "llama.cpp"),
+    _sig(INPUT_TRUNCATED, r"input truncated", "P", "llama.cpp",
+         "a prompt longer than a slot's context was cut and answered, where it should have been refused"),
     # Gateways and proxies in front of an engine (LiteLLM, the OpenAI client's wording, Envoy, nginx, HAProxy).
     _sig("gateway-upstream-connection", r"APIConnectionError|Exception - Connection error|\bConnection error\.",
          "T", "gateway", "the gateway could not connect to the engine behind it", upstream=True),
@@ -126,7 +130,7 @@ PREFILTER = ("exhausted", "indices", "History length", "KV cache", "Executor loo
              "No available memory", "currently busy", "Prefill out of memory", "allowed length", "context size",
              "Context size",
              "exceed_context_size_error", "memory slot", "decode() failed", "context shift", "Connection",
-             "upstream", "Gateway", "Service")
+             "upstream", "Gateway", "Service", "input truncated")
 
 
 def may_match(line: str) -> bool:

@@ -16,6 +16,7 @@ from loadrepro.judge.classify import (
     prefix_reuse_missing,
     pressure_in_metrics,
     prompt_lengths,
+    prompt_truncated,
     protocol_errors,
     rejections,
     stalled_streams,
@@ -24,6 +25,7 @@ from loadrepro.judge.classify import (
 )
 from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
+from loadrepro.records.vocabulary import LogMatch
 from tests.builders import health, metrics, note, record, result
 
 SPEC = VerdictSpec()
@@ -113,13 +115,34 @@ def test_prompt_errors_are_relative_to_the_plan_and_skip_what_was_not_counted():
 
 def test_prompt_lengths_warns_with_the_worst_request_beyond_the_threshold_only():
     spec = VerdictSpec(max_prompt_error=0.05)
-    run = result([lengths(1, 1000, 1050), lengths(2, 1000, 1060), lengths(3, 2000, 1500), lengths(4, 1000, 1000)])
+    run = result([lengths(1, 1000, 1050), lengths(2, 1000, 1060), lengths(3, 2000, 2500), lengths(4, 1000, 1000)])
     finding = prompt_lengths(run, spec)
     assert finding.severity is Severity.INFO
     assert finding.summary == ("warning: 2/4 prompts were off their planned length by more than 5% (worst: request 3, "
-                               "planned 2,000, the target counted 1,500, -25.0%): the workload that ran is not the "
+                               "planned 2,000, the target counted 2,500, +25.0%): the workload that ran is not the "
                                "one asked for")
     assert prompt_lengths(result([lengths(1, 1000, 1050)]), spec) is None  # exactly 5%: within
+    assert prompt_truncated(run, spec) is None  # longer than planned: nothing was cut
+
+
+def test_prompt_truncated_names_how_many_by_how_much_and_tells_a_calibration_error_apart():
+    spec = VerdictSpec(max_prompt_error=0.05)
+    cut = [lengths(1, 1000, 1010), lengths(2, 1800, 1020), lengths(3, 2200, 1020), lengths(4, 1000, 990)]
+    finding = prompt_truncated(dataclasses.replace(result(cut), context=(2048, "n_ctx per slot in /props")), spec)
+    assert finding.severity is Severity.FAIL
+    assert finding.summary == ("2/4 prompts were cut by the engine and answered as if whole: counted a median 43% "
+                               "shorter than planned (request 3: planned 2,200 tokens, the engine counted 1,020); the "
+                               "engine takes 2,048 tokens a request (n_ctx per slot in /props); the other 2 prompts' "
+                               "lengths agree with the plan: not a calibration error")
+    assert prompt_lengths(result(cut), spec) is None  # the cut prompts are this rule's alone
+    assert prompt_truncated(result(cut), VerdictSpec(allow_truncated_prompts=True)).severity is Severity.INFO
+    # every prompt 30% shorter: a calibration error, unless the engine's log says it cut one
+    shorter = [lengths(i, planned, round(planned * 0.7)) for i, planned in enumerate((1000, 1800, 2200, 1000))]
+    assert prompt_truncated(result(shorter), spec) is None
+    assert prompt_lengths(result(shorter), spec).summary.startswith("warning: 4/4")
+    said = LogMatch(0, 1, "llamacpp-input-truncated", "P", "input truncated, n_ctx = 2048, n_prompt_tokens = 1020")
+    logged = prompt_truncated(result(shorter, log_matches=[said]), spec)
+    assert logged.summary.startswith("4/4 prompts were cut") and "`input truncated, n_ctx = 2048" in logged.summary
 
 
 # -- count rules, completion, health --------------------------------------------------------------------------

@@ -50,6 +50,8 @@ REAL = [
     ("llamacpp-no-kv-slot", "decode: failed to find a memory slot for batch of size 512",
      "found a memory slot for batch"),
     ("llamacpp-context-exceeded", "Context size has been exceeded.", "Context size has been set"),
+    ("llamacpp-input-truncated", "slot update_slots: id  0 | task 0 | input truncated, n_ctx = 2048, n_keep = 0, "
+     "n_left = 2048, n_prompt_tokens = 1119", "slot update_slots: id  0 | task 0 | prompt done, n_past = 1119"),
     ("llamacpp-context-shift-disabled", "the request exceeds the available context size and context shift is disabled",
      "context shift is enabled"),
     # LiteLLM 1.108 with the engine behind it killed: HTTP 500, after its own retries

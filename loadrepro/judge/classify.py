@@ -29,7 +29,7 @@ from loadrepro.records import (
     StopReason,
     replica_name,
 )
-from loadrepro.signatures import CATALOG, SignatureClass
+from loadrepro.signatures import CATALOG, INPUT_TRUNCATED, SignatureClass
 
 UNADMITTED = (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED, Outcome.FAULTED)  # not the engine's to serve
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after
@@ -308,19 +308,58 @@ def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
 
 
-def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Prompts whose usage.prompt_tokens differ from their planned length by more than `max_prompt_error`: the
-    workload that ran is not the one asked for. A warning (info): the engine did nothing wrong. Counts every
-    request, kept in memory or not."""
+def _cut(result: RunResult, spec: VerdictSpec) -> tuple[int, bool]:
+    """How many answered prompts the engine cut, and whether most of the others agree with the plan: counted
+    shorter than planned by more than `max_prompt_error`, told apart from a calibration error (which makes every
+    prompt's length wrong) by those others or by the engine's log saying it cut one. 0: none, or no telling."""
     errors = result.totals(spec.window_s).prompt_errors
-    off = errors.beyond(spec.max_prompt_error)
-    if not off or errors.worst is None:
+    cut = errors.shorter_beyond(spec.max_prompt_error)
+    if not cut:
+        return 0, False
+    uncut = errors.count - cut
+    agree = uncut > 0 and 2 * (errors.beyond(spec.max_prompt_error) - cut) < uncut
+    logged = any(m.signature == INPUT_TRUNCATED for m in result.log_matches)
+    return (cut if agree or logged else 0), agree
+
+
+def prompt_truncated(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Prompts the engine cut and answered as if whole (llama.cpp cuts a prompt longer than a slot's context, and
+    says so only in its log): an answer to a cut prompt is an answer to another request. Fails the run unless
+    `allow_truncated_prompts`. Counts every request, kept in memory or not."""
+    cut, agree = _cut(result, spec)
+    errors = result.totals(spec.window_s).prompt_errors
+    if not cut or errors.shortest is None:
+        return None
+    w = errors.shortest
+    said = [f"{cut}/{errors.count} prompts were cut by the engine and answered as if whole: counted a median "
+            f"{errors.median_shorter_beyond(spec.max_prompt_error):.0%} shorter than planned (request {w.request}: "
+            f"planned {w.planned:,} tokens, the engine counted {w.measured:,})"]
+    if result.context is not None:
+        said.append(f"the engine takes {result.context[0]:,} tokens a request ({result.context[1]})")
+    log = next((m for m in result.log_matches if m.signature == INPUT_TRUNCATED), None)
+    if log is not None:
+        said.append(f"its log: {quote(log.line)}")
+    if agree:
+        said.append(f"the other {errors.count - cut} prompts' lengths agree with the plan: not a calibration error")
+    severity = Severity.INFO if spec.allow_truncated_prompts else Severity.FAIL
+    return Finding("prompt_truncated", severity, "; ".join(said))
+
+
+def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Prompts whose usage.prompt_tokens differ from their planned length by more than `max_prompt_error` (those
+    the engine cut apart: rule prompt_truncated): the workload that ran is not the one asked for. A warning (info):
+    the engine did nothing wrong. Counts every request, kept in memory or not."""
+    errors = result.totals(spec.window_s).prompt_errors
+    cut = _cut(result, spec)[0]
+    off = errors.beyond(spec.max_prompt_error) - cut
+    if off <= 0 or errors.worst is None:
         return None
     w = errors.worst
+    worst = "" if cut else (f" (worst: request {w.request}, planned {w.planned:,}, the target counted "
+                            f"{w.measured:,}, {w.error:+.1%})")  # with prompts cut, the worst is one of those
     return Finding("prompt_lengths", Severity.INFO,
                    f"warning: {off}/{errors.count} prompts were off their planned length by more than "
-                   f"{spec.max_prompt_error:.0%} (worst: request {w.request}, planned {w.planned:,}, the target "
-                   f"counted {w.measured:,}, {w.error:+.1%}): the workload that ran is not the one asked for")
+                   f"{spec.max_prompt_error:.0%}{worst}: the workload that ran is not the one asked for")
 
 
 def _unjudged(result: RunResult) -> bool:
@@ -357,8 +396,8 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     engine_death, *ENDPOINT_RULES, *REPLICA_RULES, failures_while_healthy, fatal_signature, stalled_streams,
     truncated_streams, protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES,
-    capacity_mismatch, prefix_reuse_missing, rejections, throttling,
-    pressure_in_metrics, prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
+    capacity_mismatch, prefix_reuse_missing, rejections, throttling, pressure_in_metrics, prompt_truncated,
+    prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
 )
 
 

@@ -67,6 +67,9 @@ class RunResult:
     # An engine loadrepro started: whether its process still ran when the run ended (None: it started none). A
     # running process whose /health gets no answer is an unresponsive frontend, not a dead engine.
     engine_running: bool | None = None
+    # The longest sequence one request may have (max_model_len, a llama.cpp slot's n_ctx) and where it was read; None
+    # when the target publishes none: an answered prompt planned longer than it was cut by the engine.
+    context: tuple[int, str] | None = None
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""
