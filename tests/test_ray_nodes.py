@@ -10,7 +10,7 @@ import time
 import pytest
 
 from loadrepro.drive.backend.base import LoadSetup, WorkerCrashed
-from loadrepro.drive.backend.ray_actors import RayArrivals, RayWorker
+from loadrepro.drive.backend.ray_actors import START_LEAD_S, RayArrivals, RayWorker
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.profile import load_profile
@@ -73,6 +73,8 @@ async def test_actors_on_two_nodes_and_a_skewed_clock_corrected_within_the_state
     assert [r.outcome for r in records] == [Outcome.OK] * 8
     for r in records:  # every time back on the driver's clock, inside the run (within the residual)
         assert before - arrivals.residual_ns <= r.sent_ns <= r.end_ns <= after + arrivals.residual_ns
+    # both actors began at one instant, told to them together: none sent a request before it
+    assert min(r.sent_ns for r in records) >= before + START_LEAD_S * 1e9 - arrivals.residual_ns
     assert "2 Ray actors on 2 node(s); clock offsets measured, residual error at most" in arrivals.notes()[0]
 
 
@@ -80,10 +82,10 @@ def failing_on_second_share() -> type[RayWorker]:
     """RayWorker whose second share raises at once (defined here, so Ray ships it by value)."""
 
     class Failing(RayWorker):
-        async def _run(self) -> None:
+        async def _run(self, at_ns: int) -> None:
             if self._share.index == 1:
                 raise RuntimeError("the share broke")
-            await super()._run()
+            await super()._run(at_ns)
 
     return Failing
 

@@ -13,6 +13,9 @@ one watching the engine.
   times is shifted by the difference, with a residual error of at most half that round trip, stated in the report.
 - max_rps cannot be one schedule across machines: each actor starts at most max_rps / N requests a second,
   spaced, so one second may hold up to N - 1 starts more than max_rps; the report says so.
+- The actors begin their shares at one instant, a moment after the driver tells them to start: told one after
+  another, on a busy machine one heard it a fifth of a second after the other, and a load whose failure needs its
+  requests together (a pool that fills only when they overlap) then passed on Ray and failed in one process.
 - An actor that dies or whose share raises cancels the others; run() then raises WorkerCrashed, and the runner
   keeps every record received.
 """
@@ -41,6 +44,7 @@ from loadrepro.profile import BackendName
 from loadrepro.records import RequestRecord
 
 ACTOR_CPUS = 0.01
+START_LEAD_S = 0.5  # from telling the actors to start to their common start: a busy machine's delay, and a margin
 _CLOCK_READINGS = 5  # the offset is taken from the reading with the shortest round trip
 
 
@@ -79,13 +83,15 @@ class RayWorker:
 
         return ray.get_runtime_context().get_node_id(), self.clock()
 
-    async def start(self, started_ns: int) -> None:
+    async def start(self, started_ns: int, at_ns: int) -> None:
+        """Begin the share at `at_ns` (this actor's clock), the load's time zero being `started_ns`."""
         self._live = LiveState(started_ns, None, None)
-        self._task = asyncio.create_task(self._run())
+        self._task = asyncio.create_task(self._run(at_ns))
 
-    async def _run(self) -> None:
+    async def _run(self, at_ns: int) -> None:
         assert self._live is not None, "started by start()"
         async with Client(self._config, self.clock, activity=self._activity) as client:
+            await asyncio.sleep(max(0.0, (at_ns - self.clock()) / 1e9))
             share = self._share
             await Arrivals(share.load, share.workload, self._seed, client, self._live, self._stopped, self._keep,
                            self.clock, stream=share.index, streams=share.count).run()
@@ -229,7 +235,9 @@ class RayArrivals:
             await self.prepare()
         actors, offsets = self._actors, self._offsets
         try:
-            await asyncio.gather(*(a.start.remote(self._live.started_ns + off) for a, off in zip(actors, offsets)))
+            at = time.perf_counter_ns() + int(START_LEAD_S * 1e9)
+            await asyncio.gather(*(a.start.remote(self._live.started_ns + off, at + off)
+                                   for a, off in zip(actors, offsets)))
             try:
                 await self._pump(actors, offsets)
             except asyncio.CancelledError:
