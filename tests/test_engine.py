@@ -13,13 +13,13 @@ import pytest
 from loadrepro.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
-from tests.helpers import cli, report, until
+from tests.helpers import Done, cli, report, until
 
 PY = sys.executable
 
 
-def loadrepro(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "loadrepro", *args, "--quiet"], capture_output=True, text=True, timeout=timeout)
+def loadrepro(*args: str) -> Done:
+    return cli(*args, "--quiet")
 
 
 def processes_with(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import until
+from tests.helpers import cli, until
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--profile", "soak", "--set", "load.duration_s=6", "--set", "load.rate=6", "--set", "workload.max_tokens=16",
@@ -78,9 +78,7 @@ def test_a_port_already_taken_is_a_usage_error(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        done = subprocess.run([sys.executable, "-m", "loadrepro", "run", *RUN, "--serve-metrics",
-                               str(taken.getsockname()[1]), "--out", str(tmp_path / "run")],
-                              capture_output=True, text=True, timeout=60)
+        done = cli("run", *RUN, "--serve-metrics", str(taken.getsockname()[1]), "--out", str(tmp_path / "run"))
     assert done.returncode == 2 and "cannot listen on 127.0.0.1" in done.stderr, done.stderr
 
 

@@ -20,7 +20,7 @@ from loadrepro.errors import UsageError
 from loadrepro.profile import load_profile
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
-from tests.helpers import until
+from tests.helpers import cli, until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -242,11 +242,9 @@ def test_max_rps_holds_for_all_workers_together(tmp_path):
     from tests.stub_server import StubServer
 
     with StubServer("ok", tokens=2).running() as stub:
-        done = subprocess.run(
-            [sys.executable, "-m", "loadrepro", "run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet",
-             "--profile", "healthy", "--workers", "2", "--set", "load.duration_s=3", "--set", "load.concurrency=8",
-             "--set", "load.max_rps=20", "--set", "verdict.min_cache_hit=0"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = cli("run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet", "--profile", "healthy",
+                   "--workers", "2", "--set", "load.duration_s=3", "--set", "load.concurrency=8",
+                   "--set", "load.max_rps=20", "--set", "verdict.min_cache_hit=0")
     assert done.returncode == 0, done.stdout + done.stderr
     sent = sorted(r["sent_ns"] for r in requests_of(tmp_path) if r.get("sent_ns"))
     most = max(sum(1 for t in sent[i:] if t < start + 1_000_000_000) for i, start in enumerate(sent))
@@ -260,12 +258,10 @@ def test_a_request_waiting_in_one_worker_is_not_stalled_while_another_workers_st
     from tests.stub_server import StubServer
 
     with StubServer("queue", tokens=6, token_delay_s=0.1).running() as stub:
-        done = subprocess.run(
-            [sys.executable, "-m", "loadrepro", "run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet",
-             "--profile", "healthy", "--workers", "2", "--set", "workload.conversations=4",
-             "--set", "workload.turns=1", "--set", "workload.prefix_tokens=200", "--set", "workload.max_tokens=6",
-             "--set", "load.concurrency=4", "--set", "load.stall_timeout_s=0.4", "--set", "model='stub'"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = cli("run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet", "--profile", "healthy",
+                   "--workers", "2", "--set", "workload.conversations=4", "--set", "workload.turns=1",
+                   "--set", "workload.prefix_tokens=200", "--set", "workload.max_tokens=6",
+                   "--set", "load.concurrency=4", "--set", "load.stall_timeout_s=0.4", "--set", "model='stub'")
     records = requests_of(tmp_path)
     assert [r["outcome"] for r in records] == ["ok"] * 4, (done.stderr, [r["detail"] for r in records])
     assert max((r["first_token_ns"] - r["sent_ns"]) / 1e9 for r in records) > 1.0
