@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import Done, cli
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "engines"
 CACHE = Path(os.environ.get("LOADREPRO_ENGINE_CACHE", Path.home() / ".cache" / "loadrepro-engines"))
@@ -83,9 +85,9 @@ def vllm_model(vllm_python) -> Path:
     return folder
 
 
-def loadrepro(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadrepro", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+def loadrepro(*args: str) -> Done:
+    """The command line in this process: what is checked is the run against the engine, not the entry point."""
+    return cli(*args)
 
 
 def print_margins(run_dir: Path, outputs: dict) -> None:
