@@ -198,3 +198,58 @@ def test_a_signal_while_the_event_loop_waits_is_raised_in_the_caller_of_a_stoppa
         assert asyncio.run(cancelled_by_caller())
     with interrupts.installed():
         assert asyncio.run(interrupts.stoppable(load())) == "report written"
+
+
+def test_a_wait_cut_short_by_a_stop_returns_none_and_cancels_it_and_a_quick_answer_still_counts():
+    import asyncio
+
+    from loadrepro.drive.pause import unless
+
+    async def scenario() -> tuple[object, bool, object, object]:
+        stop, cancelled = asyncio.Event(), asyncio.Event()
+
+        async def hung() -> str:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                cancelled.set()
+            return "never"
+
+        async def quick() -> str:
+            return "answered"
+
+        asyncio.get_running_loop().call_soon(stop.set)
+        cut = await unless(stop, hung())
+        return cut, cancelled.is_set(), await unless(stop, quick()), await unless(asyncio.Event(), quick())
+
+    assert asyncio.run(scenario()) == (None, True, "answered", "answered")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.slow
+def test_sigterm_while_the_last_health_poll_hangs_writes_the_report_and_exits_130(tmp_path, tokenizer_dir):
+    """/health answers until the load begins, then hangs (each poll is given up only after 4 x 5 s): the run's last
+    poll must not hold a SIGTERM."""
+    import asyncio
+
+    from tests.stub_server import StubServer, chat_app, serving
+
+    stub = StubServer("ok", tokens=2)
+
+    async def health(_):
+        if stub.stats.requests:
+            await asyncio.sleep(300)
+        from aiohttp import web
+        return web.Response()
+
+    with serving(chat_app("stub", stub.generate, health=health, models=stub.models)) as url:
+        process = start("run", "--base-url", url, "--out", str(tmp_path), "--quiet", "--tokenizer", str(tokenizer_dir),
+                        "--set", "workload.conversations=3", "--set", "workload.turns=1",
+                        "--set", "workload.prefix_tokens=200", "--set", "workload.max_tokens=2")
+        requests = tmp_path / "requests.jsonl"
+        until(lambda: requests.exists() and requests.read_text().count('"kind":"request"') >= 3, 120, "the load")
+        took = interrupt(process, signal.SIGTERM)
+    assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took, process.stderr.read())
+    print(f"SIGTERM to exit: {took:.2f} s")
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["interrupted"] and report["requests"]["by_outcome"] == {"ok": 3}

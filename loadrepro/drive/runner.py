@@ -30,7 +30,7 @@ from loadrepro.drive.engine import describe_exit
 from loadrepro.drive.faults import FaultsOnPurpose
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.live_metrics import LiveMetrics
-from loadrepro.drive.pause import pause
+from loadrepro.drive.pause import pause, unless
 from loadrepro.drive.recorder import Recorder
 from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.canary import Canaries
@@ -263,16 +263,18 @@ class Runner:
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
         """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
         is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests).
-        After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing;
+        After an interrupt, one scrape, cut short if the engine does not answer it at once: the user is waiting for
+        the exit, and an interrupted run proves nothing;
         with the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
         not judged on an engine that left service."""
         down = self._stop_reason is StopReason.ENGINE_DEATH or self._death.dead or self.live.health not in (200, None)
         settle_s = 0.0 if self._stop_reason is StopReason.INTERRUPTED or down else SETTLE_S
         deadline = self._clock() + int(settle_s * 1e9)
         while True:
-            await metrics.scrape()
+            await unless(self._interrupted, metrics.scrape())
             last = self._recorder.metrics[-1].values if self._recorder.metrics else {}
-            if not last.get(RUNNING) and not last.get(WAITING) or self._clock() >= deadline:
+            if not last.get(RUNNING) and not last.get(WAITING) or self._clock() >= deadline or \
+                    self._interrupted.is_set():
                 return
             await asyncio.sleep(SETTLE_POLL_S)
 
@@ -311,16 +313,16 @@ class Runner:
         if self._load_task is not None:
             asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
 
-    async def _post_health(self, health: HealthWatcher) -> HealthSample:
+    async def _post_health(self, health: HealthWatcher) -> HealthSample | None:
         """The run's last word on /health: a poll, and one that got no answer asked once more a poll interval later
-        (one hung poll of a busy engine is not its death), unless the engine's process exited or the run was
-        interrupted meanwhile."""
-        post = await health.poll()
-        if post.status != "unreachable" or self._interrupted.is_set() or self._engine_exited():
+        (one hung poll of a busy engine is not its death), unless the engine's process exited meanwhile. None when
+        an interrupted run got no answer at once: an interrupted run is not judged by it."""
+        post = await unless(self._interrupted, health.poll())
+        if post is None or post.status != "unreachable" or self._engine_exited():
             return post
         if await pause(self._interrupted, self.profile.watch.health_interval_s):
             return post
-        return await health.poll()
+        return await unless(self._interrupted, health.poll()) or post
 
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now, the faults going
@@ -507,7 +509,9 @@ class Runner:
     async def _check_health_before(self, health: HealthWatcher | None) -> None:
         if health is None:
             return
-        before = await health.poll()
+        before = await unless(self._interrupted, health.poll())
+        if before is None:
+            return
         self._death.usable = before.healthy
         if not before.healthy:
             self._note(NoteSource.HEALTH, f"{self.profile.watch.health_path} answered {before.status} before the run: "
