@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 ERROR_SCALE = 10_000  # prompt-length errors are counted in 1/10,000ths of the planned length (rounded up)
 ERROR_CAP = 4 * ERROR_SCALE  # errors beyond 400% share one count (the largest is kept exactly)
+# A prompt counted shorter than planned by more than both is deeper than any calibration error goes: an engine cut
+# it (llama.cpp cuts a prompt longer than a slot's context to about half of it).
+CUT_SHARE, CUT_TOKENS = 0.25, 64
 RECENT_ENDS = 50_000  # end times kept of the latest requests: about 0.9 MB
 
 
@@ -37,8 +40,10 @@ class PromptErrors:
     by_size: dict[int, int] = dataclasses.field(default_factory=dict)
     worst: Worst | None = None
     # The prompts the target counted shorter than planned, by the same sizes: an engine that cuts a prompt longer
-    # than its context answers a shorter one (rule prompt_truncated). `shortest`: the one cut the most.
+    # than its context answers a shorter one (rule prompt_truncated). `deep`: those shorter by more than CUT_SHARE
+    # and CUT_TOKENS, deeper than a calibration error goes; `shortest`: the one cut the most.
     shorter: dict[int, int] = dataclasses.field(default_factory=dict)
+    deep: dict[int, int] = dataclasses.field(default_factory=dict)
     shortest: Worst | None = None
 
     def add(self, request: int, conversation: int, turn: int, planned: int, measured: int) -> None:
@@ -53,6 +58,8 @@ class PromptErrors:
             self.worst = worst
         if measured < planned:
             self.shorter[size] = self.shorter.get(size, 0) + 1
+            if planned - measured > CUT_TOKENS and size > CUT_SHARE * ERROR_SCALE:
+                self.deep[size] = self.deep.get(size, 0) + 1
             if self.shortest is None or error < self.shortest.error:
                 self.shortest = worst
 
@@ -61,21 +68,14 @@ class PromptErrors:
         scaled = round(limit * ERROR_SCALE)
         return sum(n for size, n in self.by_size.items() if size > scaled)
 
-    def shorter_beyond(self, limit: float) -> int:
-        """How many the target counted shorter than planned by more than `limit`."""
-        scaled = round(limit * ERROR_SCALE)
-        return sum(n for size, n in self.shorter.items() if size > scaled)
+    def shorter_beyond(self, limit: float) -> tuple[int, float]:
+        """How many the target counted shorter than planned by more than `limit`, and by how much their median
+        was (0 when none were)."""
+        return _with_median({size: n for size, n in self.shorter.items() if size > round(limit * ERROR_SCALE)})
 
-    def median_shorter_beyond(self, limit: float) -> float:
-        """The median share by which those were shorter (0 when none were)."""
-        scaled = round(limit * ERROR_SCALE)
-        sizes = sorted((size, n) for size, n in self.shorter.items() if size > scaled)
-        half, seen = (sum(n for _, n in sizes) - 1) // 2, 0
-        for size, n in sizes:
-            seen += n
-            if seen > half:
-                return size / ERROR_SCALE
-        return 0.0
+    def cut_deep(self) -> tuple[int, float]:
+        """How many were counted shorter by more than CUT_SHARE and CUT_TOKENS, and their median share."""
+        return _with_median(self.deep)
 
     def percentile(self, q: float) -> float:
         """The size of error at percentile q (0..100), as the lower of the two nearest ranks."""
@@ -86,6 +86,17 @@ class PromptErrors:
             if seen > rank:
                 return abs(self.worst.error) if size == ERROR_CAP and self.worst else size / ERROR_SCALE
         return 0.0
+
+
+def _with_median(sizes: dict[int, int]) -> tuple[int, float]:
+    """How many counts of error sizes there are, and the median (lower) size as a share."""
+    total = sum(sizes.values())
+    half, seen = (total - 1) // 2, 0
+    for size in sorted(sizes):
+        seen += sizes[size]
+        if seen > half:
+            return total, size / ERROR_SCALE
+    return 0, 0.0
 
 
 @dataclass(slots=True)

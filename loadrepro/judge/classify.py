@@ -308,32 +308,34 @@ def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
 
 
-def _cut(result: RunResult, spec: VerdictSpec) -> tuple[int, bool]:
-    """How many answered prompts the engine cut, and whether most of the others agree with the plan: counted
-    shorter than planned by more than `max_prompt_error`, told apart from a calibration error (which makes every
-    prompt's length wrong) by those others or by the engine's log saying it cut one. 0: none, or no telling."""
+def _cut(result: RunResult, spec: VerdictSpec) -> tuple[int, float, bool]:
+    """How many answered prompts the engine cut, by how much their median was, and whether most of the others
+    agree with the plan. Cut: counted shorter than planned by more than `max_prompt_error` when the engine's log
+    says it cut prompts, else deeper than a calibration error goes (counts.CUT_SHARE and CUT_TOKENS); and told
+    apart from a calibration error (which makes every prompt's length wrong) by that log line or by the others
+    agreeing with the plan. 0: none, or no telling."""
     errors = result.totals(spec.window_s).prompt_errors
-    cut = errors.shorter_beyond(spec.max_prompt_error)
-    if not cut:
-        return 0, False
-    uncut = errors.count - cut
-    agree = uncut > 0 and 2 * (errors.beyond(spec.max_prompt_error) - cut) < uncut
     logged = any(m.signature == INPUT_TRUNCATED for m in result.log_matches)
-    return (cut if agree or logged else 0), agree
+    cut, median = errors.shorter_beyond(spec.max_prompt_error) if logged else errors.cut_deep()
+    if not cut:
+        return 0, 0.0, False
+    uncut = errors.count - cut
+    agree = uncut > 0 and 2 * max(0, errors.beyond(spec.max_prompt_error) - cut) < uncut
+    return (cut, median, agree) if agree or logged else (0, 0.0, False)
 
 
 def prompt_truncated(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Prompts the engine cut and answered as if whole (llama.cpp cuts a prompt longer than a slot's context, and
     says so only in its log): an answer to a cut prompt is an answer to another request. Fails the run unless
     `allow_truncated_prompts`. Counts every request, kept in memory or not."""
-    cut, agree = _cut(result, spec)
+    cut, median, agree = _cut(result, spec)
     errors = result.totals(spec.window_s).prompt_errors
     if not cut or errors.shortest is None:
         return None
     w = errors.shortest
     said = [f"{cut}/{errors.count} prompts were cut by the engine and answered as if whole: counted a median "
-            f"{errors.median_shorter_beyond(spec.max_prompt_error):.0%} shorter than planned (request {w.request}: "
-            f"planned {w.planned:,} tokens, the engine counted {w.measured:,})"]
+            f"{median:.0%} shorter than planned (request {w.request}: planned {w.planned:,} tokens, the engine "
+            f"counted {w.measured:,})"]
     if result.context is not None:
         said.append(f"the engine takes {result.context[0]:,} tokens a request ({result.context[1]})")
     log = next((m for m in result.log_matches if m.signature == INPUT_TRUNCATED), None)
