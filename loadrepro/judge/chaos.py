@@ -150,14 +150,17 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     rec = Recovery(fault, result.seconds(at), result.seconds(done), before, running, kv, after(back), after(ttft_ns),
                    judged, sent_after, after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted,
                    recovered, seconds, "")
-    return _with_words(rec, limit)
+    return _with_words(rec, limit, (result.end_ns - done) / 1e9)
 
 
-def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
+def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recovery:
+    """`watched_s`: how long after the fault the run went on; shorter than the fault's window when the run ended
+    first (the engine died: nothing waits out a dead engine), which the words then say."""
     f = r.fault
+    window = (f"within {f.recover_within_s:g} s" if watched_s >= f.recover_within_s else
+              f"before the run ended, {max(watched_s, 0.0):.1f} s after it")
     parts = [f.detail]
-    parts.append(f"/health 200 after {r.health_s:.1f} s" if r.health_s is not None else
-                 f"/health not 200 within {f.recover_within_s:g} s")
+    parts.append(f"/health 200 after {r.health_s:.1f} s" if r.health_s is not None else f"/health not 200 {window}")
     if r.before_ttft_p95_ms is None:
         parts.append(f"TTFT not judged: fewer than {MIN_SAMPLES} requests completed before it (since any earlier "
                      "fault)")
@@ -183,7 +186,7 @@ def _with_words(r: Recovery, limit_ms: float | None) -> Recovery:
         parts.append(f"{r.faulted} requests failed meanwhile (the fault's, not the engine's)")
     late = r.recovery_s is None or r.recovery_s > f.recover_within_s
     heads = [*(["not refused cleanly"] if not f.clean and f.action != "malformed" else []),
-             *([f"not back within {f.recover_within_s:g} s"] if late else []),
+             *([f"not back {window}"] if late else []),
              *(["its KV blocks not freed"] if r.kv_held else [])]
     head = " and ".join(heads) if heads else f"back {r.recovery_s:.1f} s {SINCE.get(f.action, 'after it')}"
     return dataclasses.replace(r, detail=f"{head}: " + "; ".join(parts))
