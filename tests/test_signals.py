@@ -253,3 +253,32 @@ def test_sigterm_while_the_last_health_poll_hangs_writes_the_report_and_exits_13
     print(f"SIGTERM to exit: {took:.2f} s")
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["interrupted"] and report["requests"]["by_outcome"] == {"ok": 3}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.slow
+def test_sigterm_while_planning_waits_on_a_hung_tokenize_exits_130(tmp_path):
+    """Counting the workload's tokens asks the target; one that never answers /tokenize holds each request for 30 s:
+    a SIGTERM then must not wait for it."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    from tests.stub_server import StubServer, chat_app, serving
+
+    asked = threading.Event()
+
+    async def hung(_):
+        asked.set()
+        await asyncio.sleep(300)
+        return web.json_response({"count": 1})
+
+    stub = StubServer("ok", tokens=2)
+    with serving(chat_app("stub", stub.generate, web.post("/tokenize", hung), models=stub.models)) as url:
+        process = start("run", "--base-url", url, "--out", str(tmp_path), "--quiet")
+        assert asked.wait(60), process.stderr.read() if process.poll() is not None else "never asked to count"
+        took = interrupt(process, signal.SIGTERM)
+    assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took, process.stderr.read())
+    print(f"SIGTERM to exit: {took:.2f} s")
+    assert stub.stats.requests == 0  # no load was sent
