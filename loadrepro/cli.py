@@ -100,7 +100,7 @@ def run(
     session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
     for path in session.written:
         _echo(f"report: {path}")
-    if session.result.interrupted:
+    if session.result.interrupted or _signalled():
         raise typer.Exit(130)
     raise typer.Exit(0 if session.report.passed else 1)
 
@@ -145,6 +145,8 @@ def ab(given: dict[str, Any] | None = None) -> None:
     _echo(render_comparison(session.comparison))
     for path in session.written:
         _echo(f"comparison: {path}")
+    if _signalled():
+        raise typer.Exit(130)
     raise typer.Exit(0 if session.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
@@ -444,6 +446,14 @@ def _internal_error(exc: Exception) -> int:
     trace = keep_traceback(exc, Path(tempfile.gettempdir()) / f"loadrepro-traceback-{os.getpid()}.txt")
     _say(f"loadrepro: internal error ({type(exc).__name__}: {exc}); the traceback is in {trace}")
     return InternalError.exit_code
+
+
+def _signalled() -> bool:
+    """Ctrl-C or SIGTERM came while the command ran, though what it stopped (checking answers after the load)
+    still let it finish its reports: the command exits 130 all the same."""
+    from loadrepro.interrupts import INTERRUPTS
+
+    return INTERRUPTS.received is not None
 
 
 def main() -> None:

@@ -297,8 +297,18 @@ def _live_metrics(port: int | None, say: Say) -> LiveMetrics | None:
 
 
 async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetrics | None) -> Session:
+    # From the runner's start until the reports are written, a signal stops what goes on (the load, the answers'
+    # check) and the report of what ran is still written; before it, a signal cancels the start (interrupts.py).
+    routed = contextlib.ExitStack()
+    with routed:
+        return await _routed_run(run_dir, options, say, live, routed)
+
+
+async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMetrics | None,
+                      routed: contextlib.ExitStack) -> Session:
     profile = options.profile
     api_key = options.api_key
+    stopped = asyncio.Event()
     async with _target(options, run_dir, say) as target:
         if live is not None:
             live.endpoint = target.url
@@ -342,9 +352,15 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
+
+            def interrupt() -> None:
+                stopped.set()
+                runner.interrupt()
+
+            routed.enter_context(INTERRUPTS.routed_to(interrupt))
             judged = _Judged(profile, plan, limits, options.command, notes, run_dir, live, context)
             checkpoints = Checkpoints(_checkpoint_s(profile.load), runner.snapshot, judged.checkpoint)
-            with Progress(options.quiet) as progress, INTERRUPTS.routed_to(runner.interrupt), _frozen_heap():
+            with Progress(options.quiet) as progress, _frozen_heap():
                 checkpoints.start()
                 try:
                     result = await runner.run(progress)
@@ -352,7 +368,7 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
                     await checkpoints.stop()
             if profile.verify.outputs != "off":
                 result = await _verified(result, client, target.url, api_key, plan.workload, profile, notes, say,
-                                         run_dir)
+                                         run_dir, stopped)
     if checkpoints.written:
         notes.append(f"checkpoints: {checkpoints.written} written while the run went on "
                      f"({checkpoints.seconds:.1f} s on a worker thread in all)")
@@ -372,9 +388,9 @@ async def _run_in(run_dir: Path, options: RunOptions, say: Say, live: LiveMetric
 
 
 async def _verified(result: RunResult, client: Client, url: str, api_key: str | None, workload: Workload,
-                    profile: Profile, notes: list[str], say: Say, run_dir: Path) -> RunResult:
+                    profile: Profile, notes: list[str], say: Say, run_dir: Path, stop: asyncio.Event) -> RunResult:
     """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
-    Ctrl-C stops the checking, keeping what was checked. What each request answered alone is kept in
+    Ctrl-C (`stop`) stops the checking, keeping what was checked. What each request answered alone is kept in
     references.jsonl, beside requests.jsonl's answers under load."""
     if not result.stop_reason.as_planned:
         notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
@@ -384,11 +400,9 @@ async def _verified(result: RunResult, client: Client, url: str, api_key: str | 
         notes.append(f"answers: chosen among a uniform sample of {len(records):,} of the run's completed requests "
                      f"(of {result.tally.requests:,} requests; beyond [load] keep_records, records are not kept in "
                      "memory)")
-    stop = asyncio.Event()
     say(f"checking answers: {profile.verify.outputs} of the completed requests, each sent again alone")
-    with INTERRUPTS.routed_to(stop.set):
-        async with Transport(url, api_key) as http:
-            verified = await verify_answers(client, http, workload, records, profile.verify, stop)
+    async with Transport(url, api_key) as http:
+        verified = await verify_answers(client, http, workload, records, profile.verify, stop)
     written = JsonlWriter(run_dir / "references.jsonl")
     for reference in verified.references:
         written.write(reference)

@@ -282,3 +282,24 @@ def test_sigterm_while_planning_waits_on_a_hung_tokenize_exits_130(tmp_path):
     assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took, process.stderr.read())
     print(f"SIGTERM to exit: {took:.2f} s")
     assert stub.stats.requests == 0  # no load was sent
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.slow
+def test_sigterm_while_answers_are_checked_writes_the_report_and_exits_130(tmp_path, tokenizer_dir):
+    """[verify] sends each completed request again alone after the load, one at a time: a SIGTERM then keeps what
+    was checked and the run's report."""
+    from tests.stub_server import StubServer
+
+    with StubServer("ok", tokens=20, token_delay_s=0.1).running() as stub:
+        process = start("run", "--base-url", stub.url, "--out", str(tmp_path), "--quiet", "--tokenizer",
+                        str(tokenizer_dir), "--set", "workload.conversations=4", "--set", "workload.turns=1",
+                        "--set", "workload.prefix_tokens=200", "--set", "workload.max_tokens=20",
+                        "--set", "verify.outputs='all'", "--set", "model='stub'")
+        wait_for(process, "checking answers")
+        took = interrupt(process, signal.SIGTERM)
+    assert process.returncode == 130 and took < 0.8 * GRACE_S, (process.returncode, took)
+    print(f"SIGTERM to exit: {took:.2f} s")
+    report = json.loads((tmp_path / "report.json").read_text())
+    checked = (report["outputs"] or {}).get("checked", 0)  # none, when the signal came before the first
+    assert report["requests"]["by_outcome"] == {"ok": 4} and checked < 4, report["outputs"]
