@@ -237,7 +237,7 @@ def test_a_killed_engine_is_timed_death_and_later_requests_are_unreachable(vllm_
     out = tmp_path / "run"
     process = subprocess.Popen(
         [sys.executable, "-m", "loadrepro", "run", "--profile", "vllm-engine-kill", "--out", str(out), "--quiet",
-         "--set", "workload.conversations=8", "--engine-cmd", command(vllm_model, "--max-num-seqs", "8")],
+         "--engine-cmd", command(vllm_model, "--max-num-seqs", "8")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     pid = None
     try:
