@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from loadrepro.config.profile import load_profile
 from loadrepro.judge.classify import classify
 from loadrepro.judge.verdict import decide
-from loadrepro.profile import load_profile
 from loadrepro.records import HealthSample, MetricsSample, Outcome, RequestRecord, RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.timeline import timeline_of

@@ -1,3 +1,3 @@
-from loadrepro.cli import main
+from loadrepro.cli.commands import main
 
 main()

@@ -14,18 +14,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S, run_stamp
+from loadrepro.config.defaults import (
+    API_KEY_ENV,
+    ENGINE_START_TIMEOUT_S,
+    SHRINK_MAX_TRIALS,
+    SHRINK_TIME_BUDGET_S,
+    run_stamp,
+)
+from loadrepro.config.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments, url_list
+from loadrepro.config.profile import Profile, with_overrides
+from loadrepro.config.profile import load_profile as _load_profile
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison
-from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments, url_list
-from loadrepro.profile import Profile, with_overrides
-from loadrepro.profile import load_profile as _load_profile
-from loadrepro.progress import Say
-from loadrepro.run_report import RunReport
-from loadrepro.session import REPORTS_ROOT, RunOptions, Side, run_ab, run_session
+from loadrepro.runs.progress import Say
+from loadrepro.runs.session import REPORTS_ROOT, RunOptions, Side, run_ab, run_session
+from loadrepro.schema.run_report import RunReport
+from loadrepro.schema.sweep_report import SweepReport
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 from loadrepro.shrink.command import shrink as _shrink
-from loadrepro.sweep_report import SweepReport
 
 A = TypeVar("A", bound=Arguments)
 
@@ -123,7 +129,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     """
     options = run_options(_given(RunArguments, locals()))
     if options.trials > 1:
-        from loadrepro.trial_runs import run_trials
+        from loadrepro.runs.repeats import run_trials
 
         trial_set = await run_trials(options, say=say or (lambda _: None))
         return trial_set.report.model_copy(update={"run_dir": str(trial_set.run_dir)})
@@ -147,7 +153,7 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     `verify` checks a sample of answers against the same requests sent alone after the load. `trials` N runs it N
     times, each on a fresh engine (`vary_seed`: seeds seed, seed+1, ...), and returns the summary: failing when any
     trial failed, its `trials` giving the failure rate and its interval. Every argument is described once, in
-    `loadrepro.options.RunArguments`.
+    `loadrepro.config.options.RunArguments`.
 
     >>> import tempfile, loadrepro
     >>> report = loadrepro.run("quickstart", overrides=["sim.policy='patched'"], out=tempfile.mkdtemp())
@@ -169,7 +175,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
     `trials` N, each side runs up to N times, alternately, until decided: a fix is confirmed only when patched
     failed in no trial and stock failed significantly more often (one-sided Fisher exact test, p < `alpha`).
-    Every argument is described once, in `loadrepro.options.AbArguments`.
+    Every argument is described once, in `loadrepro.config.options.AbArguments`.
 
     >>> import tempfile, loadrepro
     >>> loadrepro.ab("quickstart", out=tempfile.mkdtemp()).fix_confirmed
@@ -179,7 +185,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
     stock, patched = ab_sides(args)
     options = run_options(args, label="ab")
     if options.trials > 1:
-        from loadrepro.trial_runs import run_ab_trials
+        from loadrepro.runs.repeats import run_ab_trials
 
         return asyncio.run(run_ab_trials(options, stock, patched, say=say or (lambda _: None))).comparison
     session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
@@ -201,13 +207,13 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
     ladder `ladder_from` to `ladder_to` by `factor`), then a bisection to the breaking point; with `stock_cmd` and
     `patched_cmd`, both engines swept alike. Returns sweep.json's content (its `break`, `slo_capacity`, each
     level's figures and run directory); the files are in `out`. Every argument is described once, in
-    `loadrepro.options.SweepArguments`.
+    `loadrepro.config.options.SweepArguments`.
 
     >>> import tempfile, loadrepro
     >>> loadrepro.sweep("quickstart", values="2,12", bisect=False, out=tempfile.mkdtemp()).break_.first_fail
     12.0
     """
-    from loadrepro.sweep_runs import ladder, run_sweep
+    from loadrepro.runs.sweeps import ladder, run_sweep
 
     args = _given(SweepArguments, locals())
     levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)

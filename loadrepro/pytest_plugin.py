@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from loadrepro.config.profile import Profile
     from loadrepro.judge.compare import Comparison
-    from loadrepro.profile import Profile
-    from loadrepro.run_report import RunReport
+    from loadrepro.schema.run_report import RunReport
 
 _RUNS = pytest.StashKey["LoadreproRuns"]()
 

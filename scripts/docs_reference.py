@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import sys
 import typing
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from loadrepro.config.profile import Profile
 from loadrepro.judge.classify import RULES
 from loadrepro.judge.findings import FAILED
-from loadrepro.profile import Profile
 from loadrepro.records import Outcome
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -31,7 +32,9 @@ def _type(annotation: object) -> str:
     if (args := typing.get_args(annotation)) and any(isinstance(a, type) and issubclass(a, enum.Enum) for a in args):
         return " | ".join("None" if a is type(None) else _type(a) for a in args)
     text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
-    return text or str(annotation).replace("typing.", "").replace("loadrepro.", "").replace("NoneType", "None")
+    # A class is named as a reader meets it in these pages, without the module that defines it.
+    named = re.sub(r"loadrepro\.(?:\w+\.)*(\w+)", r"\1", str(annotation))
+    return text or named.replace("typing.", "").replace("NoneType", "None")
 
 
 def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
@@ -69,7 +72,7 @@ def _table(model: type[BaseModel], defaults: bool) -> list[str]:
 def profile_page() -> str:
     lines = ["# Profile reference", "", "A profile is a TOML file (`profiles/` holds the built-in ones). Top-level "
              "keys first, then each section; `--set section.key=VALUE` overrides any of them. Generated from "
-             "`loadrepro/profile.py`.", "", *_table(Profile, defaults=True), ""]
+             "`loadrepro/config/profile.py`.", "", *_table(Profile, defaults=True), ""]
     for name, field in Profile.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -80,7 +83,7 @@ def profile_page() -> str:
 
 def report_page() -> str:
     lines = ["# report.json reference", "", f"Schema `{RunReport.model_fields['schema_'].default}`; the JSON Schema is "
-             "[report.schema.json](../report.schema.json). Generated from `loadrepro/run_report.py`.", ""]
+             "[report.schema.json](../report.schema.json). Generated from `loadrepro/schema/run_report.py`.", ""]
     for model in _models(RunReport):
         doc = _cell(model.__doc__ or "") if model.__doc__ != BaseModel.__doc__ else ""
         lines += [f"## {model.__name__}", "", *([doc, ""] if doc else []), *_table(model, defaults=False), ""]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from loadrepro.drive.watch.metrics import canonical
+from loadrepro.judge.signatures import CATALOG
 from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult, StopReason
-from loadrepro.signatures import CATALOG
 
 S = 1_000_000_000  # one second in ns
 START = 100 * S

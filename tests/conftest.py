@@ -6,7 +6,7 @@ import os
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from loadrepro.defaults import PICTURES_ENV, SIM_IN_PROCESS_ENV
+from loadrepro.config.defaults import PICTURES_ENV, SIM_IN_PROCESS_ENV
 from loadrepro.workload.corpus import record_pool
 
 # The runs the tests start without naming an engine serve the simulated engine on a thread of the process that runs

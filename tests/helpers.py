@@ -57,10 +57,10 @@ def _environment(env: Mapping[str, str] | None) -> Iterator[None]:
 
 
 def cli(*args: str, env: Mapping[str, str] | None = None) -> Done:
-    """`loadrepro ARGS` through the entry point (loadrepro.cli.main: its signal handling, its exit codes) in this
-    process: what it prints and the code it exits with, without an interpreter to start and the package to import
-    again. `env` is set for the command's duration."""
-    from loadrepro.cli import main
+    """`loadrepro ARGS` through the entry point (loadrepro.cli.commands.main: its signal handling, its exit codes) in
+    this process: what it prints and the code it exits with, without an interpreter to start and the package to
+    import again. `env` is set for the command's duration."""
+    from loadrepro.cli.commands import main
 
     out, err = io.StringIO(), io.StringIO()
     argv = sys.argv

@@ -7,8 +7,8 @@ import re
 import pytest
 
 import loadrepro
+from loadrepro.config.profile import VerifySpec
 from loadrepro.judge.answers import check, choose, compare, garbled
-from loadrepro.profile import VerifySpec
 from loadrepro.records import Answer, Outcome
 from tests.answer_server import AnswerServer
 from tests.builders import record

@@ -36,8 +36,8 @@ def test_a_profile_object_takes_overrides_too(tmp_path):
 
 
 def test_importing_loadrepro_does_not_import_the_engine_driving_parts():
-    code = "import sys, loadrepro; print(sorted(m for m in ('numpy', 'aiohttp', 'matplotlib', 'loadrepro.session') " \
-           "if m in sys.modules))"
+    code = "import sys, loadrepro; print(sorted(m for m in ('numpy', 'aiohttp', 'matplotlib', " \
+           "'loadrepro.runs.session') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 

@@ -7,8 +7,8 @@ import ctypes
 import multiprocessing
 import time
 
-from loadrepro.checkpoints import Checkpoints
 from loadrepro.drive.backend.processes import Shared, SharedActivity, SharedStarts
+from loadrepro.runs.checkpoints import Checkpoints
 from tests.builders import result
 
 

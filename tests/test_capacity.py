@@ -2,7 +2,7 @@
 
 import pytest
 
-from loadrepro.capacity import (
+from loadrepro.config.capacity import (
     EngineLimits,
     Fit,
     KvConfig,
@@ -15,9 +15,9 @@ from loadrepro.capacity import (
     prefix_for_overrun,
     split_pool,
 )
+from loadrepro.config.profile import EngineSpec
 from loadrepro.drive.limits import from_profile
 from loadrepro.errors import UsageError
-from loadrepro.profile import EngineSpec
 
 
 def test_seed_001_page_index_arithmetic():
@@ -88,8 +88,8 @@ def test_overrun_sizing():
 @pytest.mark.parametrize("length", [0, 1, 31, 32, 33, 2047, 2048, 2049, 8191, 8192, 81_000, 131_072])
 @pytest.mark.parametrize("block", [1, 16, 32, 64])
 def test_the_simulated_engines_arithmetic_is_the_capacity_models(length, block):
-    """sim/kvcache.py restates capacity.py's page-index and block arithmetic; the two must never disagree."""
-    from loadrepro.capacity import blocks_needed, index_width
+    """sim/kvcache.py restates config/capacity.py's page-index and block arithmetic; the two must never disagree."""
+    from loadrepro.config.capacity import blocks_needed, index_width
     from loadrepro.sim.kvcache import blocks_for, clamped_seq_len, page_index_width
 
     assert page_index_width(length, block) == index_width(length, block)

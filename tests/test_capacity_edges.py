@@ -2,7 +2,7 @@
 
 import pytest
 
-from loadrepro.capacity import (
+from loadrepro.config.capacity import (
     EngineLimits,
     Fit,
     KvConfig,
@@ -97,8 +97,8 @@ def test_the_capacity_commands_options_are_the_engine_sections_keys():
     of them under their shorter command-line names."""
     import typer.main
 
-    from loadrepro import cli
-    from loadrepro.profile import EngineSpec
+    from loadrepro.cli import commands as cli
+    from loadrepro.config.profile import EngineSpec
 
     command = typer.main.get_command(cli.app).commands["capacity"]  # type: ignore[attr-defined]
     options = {p.name: p for p in command.params}

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 import loadrepro
+from loadrepro.config.options import RunArguments
 from loadrepro.errors import UsageError
-from loadrepro.options import RunArguments
 from tests.helpers import fired
 from tests.stub_server import chat_app, chunk_event, serving
 
@@ -240,9 +240,9 @@ def _waiting_fault(gone=lambda: False):
     with 10 minutes to recover: what a fault on a dead or hung engine waits for."""
     import time
 
+    from loadrepro.config.profile import ChaosEvent
     from loadrepro.drive.chaos import ChaosTools, Oversize
     from loadrepro.drive.faults import FaultsOnPurpose
-    from loadrepro.profile import ChaosEvent
 
     sent = asyncio.Event()
 

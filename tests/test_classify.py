@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.classify import (
     Severity,
     classify,
@@ -20,7 +21,6 @@ from loadrepro.judge.classify import (
     truncated_streams,
 )
 from loadrepro.judge.verdict import decide
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome, StopReason
 from tests.builders import health, log_match, metrics, note, record, result
 

@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from loadrepro.capacity import Fit, Prediction
+from loadrepro.config.capacity import Fit, Prediction
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.classify import (
     Severity,
     capacity_mismatch,
@@ -23,7 +24,6 @@ from loadrepro.judge.classify import (
     throttling,
     truncated_streams,
 )
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
 from loadrepro.records.vocabulary import LogMatch
 from tests.builders import health, metrics, note, record, result

@@ -1,12 +1,12 @@
 """compare's table: rows that say something on at least one side."""
 
+from loadrepro.config.profile import VerdictSpec, load_profile
 from loadrepro.judge.classify import classify
 from loadrepro.judge.compare import compare
 from loadrepro.judge.verdict import decide
-from loadrepro.profile import VerdictSpec, load_profile
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
-from loadrepro.run_report import Environment, RunReport
+from loadrepro.schema.run_report import Environment, RunReport
 from loadrepro.workload.summary import WorkloadSummary
 from tests.builders import health, record, result
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.profile import load_profile
-from loadrepro.session import RunOptions, run_session
+from loadrepro.config.profile import load_profile
+from loadrepro.runs.session import RunOptions, run_session
 from tests.helpers import cli
 from tests.netservers import RawServer
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from loadrepro.counts import ERROR_SCALE, RECENT_ENDS, PerSecond, PromptErrors, RecentEnds
+from loadrepro.records.counts import ERROR_SCALE, RECENT_ENDS, PerSecond, PromptErrors, RecentEnds
 
 
 def test_an_error_of_exactly_the_limit_is_within_it_and_one_token_more_is_beyond():

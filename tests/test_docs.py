@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import loadrepro as loadrepro_api
-from loadrepro.defaults import PICTURES_ENV
+from loadrepro.config.defaults import PICTURES_ENV
 from tests.helpers import cli, report, small
 from tests.stub_server import StubServer
 
@@ -164,8 +164,8 @@ def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
 def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its_load(tmp_path, pictures):
     import asyncio
 
-    from loadrepro.profile import load_profile
-    from loadrepro.session import RunOptions, run_session
+    from loadrepro.config.profile import load_profile
+    from loadrepro.runs.session import RunOptions, run_session
 
     seen = []
     began = time.perf_counter()

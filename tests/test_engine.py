@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.defaults import SIM_IN_PROCESS_ENV
+from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
 from tests.helpers import Done, cli, report, until

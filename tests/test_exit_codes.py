@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro import cli, profile
+from loadrepro.cli import commands as cli
+from loadrepro.config import profile
 from tests.helpers import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,9 +72,9 @@ def test_a_target_that_fails_is_1_and_a_profile_error_is_2(tmp_path):
 def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directory(monkeypatch, tmp_path):
     import asyncio
 
-    from loadrepro import session
+    from loadrepro.config.profile import load_profile
     from loadrepro.errors import InternalError
-    from loadrepro.profile import load_profile
+    from loadrepro.runs import session
 
     async def broken(*args, **kwargs):
         raise RuntimeError("a bug while planning")

@@ -9,8 +9,8 @@ import loadrepro
 from loadrepro.errors import UsageError
 from loadrepro.judge.gate import gate
 from loadrepro.report.json import read_report
-from loadrepro.run_report import RuleResult, Severity, SloInfo, SloMissed
-from loadrepro.trial_runs import gate_runs
+from loadrepro.runs.repeats import gate_runs
+from loadrepro.schema.run_report import RuleResult, Severity, SloInfo, SloMissed
 from tests.helpers import cli
 from tests.stub_server import StubServer
 
@@ -107,8 +107,8 @@ def test_runs_of_different_workloads_are_refused(runs):
 
 
 def test_compare_lists_each_sides_slo_when_both_judged_one(runs):
+    from loadrepro.config.profile import VerdictSpec
     from loadrepro.judge.compare import compare
-    from loadrepro.profile import VerdictSpec
 
     baseline = read_report(runs["baseline"])
     a, b = (baseline.model_copy(update={"slo": _slo(met, 1000)}) for met in (990, 900))

@@ -10,9 +10,9 @@ import signal
 import pytest
 
 import loadrepro
+from loadrepro.config.profile import SimSpec
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.errors import TargetRefused
-from loadrepro.profile import SimSpec
 from loadrepro.sim.process import sim_engine_command
 from tests.gateway_server import Gateway
 

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 from PIL import Image
 
-from loadrepro.defaults import PICTURES_ENV
+from loadrepro.config.defaults import PICTURES_ENV
 from loadrepro.records import read_jsonl
 from tests.helpers import cli
 

@@ -1,4 +1,4 @@
-"""A run's, an A/B's and a shrink's arguments are declared once (loadrepro.options): the command line's flags are
+"""A run's, an A/B's and a shrink's arguments are declared once (loadrepro.config.options): the command line's flags are
 generated from those models and the Python API's keywords must be the same names with the same defaults."""
 
 import inspect
@@ -7,9 +7,10 @@ import pytest
 import typer.main
 
 import loadrepro
-from loadrepro import api, cli
+from loadrepro import api
+from loadrepro.cli import commands as cli
+from loadrepro.config.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
 from loadrepro.errors import UsageError
-from loadrepro.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments
 from tests.helpers import cli as loadrepro_cli
 
 # Fields only the command line sets: a program chose its target deliberately and shows no progress display.

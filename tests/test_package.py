@@ -12,7 +12,7 @@ def test_the_command_line_and_the_api_import_no_statistics_library_until_a_compa
     import subprocess
     import sys
 
-    code = "import sys, loadrepro.cli, loadrepro.api; print(sorted({m.split('.')[0] for m in sys.modules} & " \
+    code = "import sys, loadrepro.cli.commands, loadrepro.api; print(sorted({m.split('.')[0] for m in sys.modules} & " \
            "{'scipy', 'matplotlib'}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

@@ -1,8 +1,8 @@
 
 import pytest
 
+from loadrepro.config.profile import builtin_profiles, load_profile, parse_override
 from loadrepro.errors import ProfileError
-from loadrepro.profile import builtin_profiles, load_profile, parse_override
 from tests.helpers import cli
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.chaos import recovery
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import Fault, Outcome
 from tests.builders import START, S, record, result
 

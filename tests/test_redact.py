@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadrepro.redact import _SHAPES, REDACTED, scrub
+from loadrepro.records.redact import _SHAPES, REDACTED, scrub
 
 SECRETS = {
     "HF_TOKEN=hf_abcdefghijklmnop1234 vllm serve m": "hf_abcdefghijklmnop1234",

@@ -13,9 +13,9 @@ from collections import defaultdict
 import pytest
 
 import loadrepro
-from loadrepro.defaults import SIM_IN_PROCESS_ENV
+from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
+from loadrepro.config.profile import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.profile import load_profile
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -111,7 +111,7 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
 def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
     from loadrepro.report.plots import timeline_figure
     from loadrepro.report.timeline import timeline_of
-    from loadrepro.session import RunOptions, run_session
+    from loadrepro.runs.session import RunOptions, run_session
 
     a, b = StubServer(tokens=8, token_delay_s=0.02), StubServer(tokens=8, token_delay_s=0.02, die_after=3)
     path = tmp_path / "replicas.toml"

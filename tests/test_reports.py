@@ -4,16 +4,16 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from loadrepro.config.profile import load_profile
 from loadrepro.judge.classify import classify
 from loadrepro.judge.verdict import decide
-from loadrepro.profile import load_profile
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
 from loadrepro.report.json import read_report, render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
 from loadrepro.report.write import write_reports
-from loadrepro.run_report import Environment, RunReport
+from loadrepro.schema.run_report import Environment, RunReport
 from loadrepro.workload.summary import WorkloadSummary
 from tests.builders import health, log_match, metrics, record, result
 

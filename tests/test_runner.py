@@ -10,11 +10,11 @@ import time
 
 import pytest
 
+from loadrepro.config.profile import VerdictSpec, load_profile
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.judge.classify import engine_death
-from loadrepro.profile import VerdictSpec, load_profile
 from loadrepro.records import Outcome, RequestRecord, read_jsonl
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload

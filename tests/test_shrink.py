@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from loadrepro.profile import load_profile
+from loadrepro.config.profile import load_profile
 from loadrepro.shrink.search import Shrinker, Trial
 from loadrepro.shrink.trials import engine_of
 from tests.helpers import cli

@@ -124,7 +124,7 @@ def test_a_signal_whose_keyboardinterrupt_python_dropped_still_stops_the_next_ru
     later run starts (`check`), and one already beginning is stopped at once (`routed_to`)."""
     import asyncio
 
-    from loadrepro.interrupts import Interrupts
+    from loadrepro.runs.interrupts import Interrupts
 
     interrupts = Interrupts()
 
@@ -156,7 +156,7 @@ def test_a_signal_while_the_event_loop_waits_is_raised_in_the_caller_of_a_stoppa
     and a signal to a load inside (routed to its own stop) is that load's."""
     import asyncio
 
-    from loadrepro.interrupts import Interrupts
+    from loadrepro.runs.interrupts import Interrupts
 
     interrupts = Interrupts()
     unwound: list[str] = []

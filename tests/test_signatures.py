@@ -2,7 +2,7 @@
 
 import pytest
 
-from loadrepro.signatures import CATALOG, compile_catalog, match, may_match
+from loadrepro.judge.signatures import CATALOG, compile_catalog, match, may_match
 
 # (name, a real message as the engine prints it, a near miss that must not match that entry)
 REAL = [

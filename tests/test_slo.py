@@ -9,8 +9,8 @@ import json
 import pytest
 
 import loadrepro
+from loadrepro.config.profile import SloSpec, VerdictSpec
 from loadrepro.judge.classify import classify
-from loadrepro.profile import SloSpec, VerdictSpec
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.report.build import _slo as slo_section
 from tests import builders

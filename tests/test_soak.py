@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.soak import errors_after_recovery
 from loadrepro.judge.windows import windows
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import Outcome
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 from tests.builders import record, result
 from tests.helpers import cli, fired, report, until
 from tests.stub_server import StubServer

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from ddsketch import DDSketch
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Severity
 from loadrepro.judge.soak import degradation, kv_leak
 from loadrepro.judge.windows import quantile_bounds, windows
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import SKETCH_ACCURACY, Fault, Outcome, RequestRecord, Tally, tally
 from loadrepro.report.build import _latency
 from tests.builders import START, S, metrics, record, result
@@ -329,9 +329,9 @@ def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one
 
 
 def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept(tmp_path):
+    from loadrepro.config.profile import WatchSpec
     from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
     from loadrepro.judge.polls import would_restart
-    from loadrepro.profile import WatchSpec
     from loadrepro.records import HealthSample
     from loadrepro.report.build import _health
 

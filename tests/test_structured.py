@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import loadrepro
-from loadrepro.profile import load_profile
+from loadrepro.config.profile import load_profile
 from loadrepro.workload.structured import RESPONSE_FORMATS
 from tests.structured_server import StructuredServer
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from loadrepro.errors import UsageError
-from loadrepro.sweep_runs import _between, ladder
+from loadrepro.runs.sweeps import _between, ladder
 from tests.helpers import cli
 from tests.interrupting import interrupted_when
 from tests.sweep_server import OverloadServer

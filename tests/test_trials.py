@@ -10,7 +10,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 import loadrepro
-from loadrepro import cli
+from loadrepro.cli import commands as cli
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Conclusion
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, trials_needed

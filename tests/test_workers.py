@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from loadrepro.config.profile import load_profile
 from loadrepro.drive.backend.processes import split
 from loadrepro.errors import UsageError
-from loadrepro.profile import load_profile
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
 from tests.helpers import cli, until

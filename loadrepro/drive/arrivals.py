@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 from aiolimiter import AsyncLimiter
 
+from loadrepro.config.profile import LoadSpec
 from loadrepro.drive.client import Client
 from loadrepro.drive.live import LiveState
 from loadrepro.drive.pause import pause
-from loadrepro.profile import LoadSpec
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 

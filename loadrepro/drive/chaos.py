@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from loadrepro.config.profile import Api, ChaosEvent
 from loadrepro.drive.malformed import KINDS, send_malformed
 from loadrepro.drive.watch.canary import one_token_request
 from loadrepro.judge.findings import grouped
-from loadrepro.profile import Api, ChaosEvent
 from loadrepro.records import Fault, Outcome, RequestRecord
 from loadrepro.workload.model import PlannedRequest
 

@@ -31,13 +31,13 @@ from typing import Protocol
 import aiohttp
 import orjson
 
+from loadrepro.config.profile import Api, Routing
 from loadrepro.drive.answers import AnswerParts
 from loadrepro.drive.sse import SseEvents, SseLines
 from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.drive.transport import Transport, off_origin, redirected
-from loadrepro.profile import Api, Routing
+from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
-from loadrepro.signatures import CATALOG, Signature, SignatureClass, match
 from loadrepro.workload.apis import PATHS, count_of, wire_body
 from loadrepro.workload.model import PlannedRequest
 from loadrepro.workload.structured import asked, mismatch

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadrepro.defaults import ENGINE_START_TIMEOUT_S
+from loadrepro.config.defaults import ENGINE_START_TIMEOUT_S
 from loadrepro.drive.transport import credentials
 from loadrepro.errors import TargetError, UsageError
 

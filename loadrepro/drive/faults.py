@@ -8,8 +8,8 @@ import asyncio
 import dataclasses
 from collections.abc import Callable
 
+from loadrepro.config.profile import WIPES, ChaosEvent
 from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, cause
-from loadrepro.profile import WIPES, ChaosEvent
 from loadrepro.records import Fault, FaultNotCaused, FaultSpan, FaultSpans, NoteSource, RequestRecord
 
 

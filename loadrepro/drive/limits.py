@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.capacity import (
+from loadrepro.config.capacity import (
     EngineLimits,
     KvConfig,
     bytes_per_token,
@@ -17,9 +17,9 @@ from loadrepro.capacity import (
     index_width,
     parse_size,
 )
+from loadrepro.config.profile import EngineSpec
 from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.errors import ProfileError
-from loadrepro.profile import EngineSpec
 
 
 def kv_config(spec: EngineSpec) -> KvConfig | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
-from loadrepro.profile import Api, MalformedKind
+from loadrepro.config.profile import Api, MalformedKind
 from loadrepro.workload.apis import PATHS
 
 # "all": bad_grammar is sent only when named (vLLM's structured_outputs; other engines ignore the field and answer).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from loadrepro.profile import SloSpec
+from loadrepro.config.profile import SloSpec
 from loadrepro.records import (
     CanarySample,
     EndpointSample,

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from loadrepro.config.profile import VerifySpec
 from loadrepro.drive.client import Client
 from loadrepro.drive.transport import NoAnswer, Transport
 from loadrepro.judge.answers import check, choose
-from loadrepro.profile import VerifySpec
 from loadrepro.records import AnswerCheck, RequestRecord
 from loadrepro.workload.conversations import MARKER, marker
 from loadrepro.workload.model import Workload

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.drive.backend import backend_for
 from loadrepro.drive.backend.base import LoadBackend, LoadSetup, WorkerCrashed
 from loadrepro.drive.chaos import ChaosTools, EngineControl, Oversize
@@ -40,7 +41,6 @@ from loadrepro.drive.watch.logs import LogWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
-from loadrepro.profile import Profile, WatchedEndpoint
 from loadrepro.records import (
     FAILED,
     KV_USAGE,
@@ -60,7 +60,7 @@ from loadrepro.records import (
     StopReason,
     Watched,
 )
-from loadrepro.redact import scrub
+from loadrepro.records.redact import scrub
 from loadrepro.workload.model import PlannedRequest, Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones

@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from loadrepro.config.profile import VerdictSpec, VerifySpec
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.profile import VerdictSpec, VerifySpec
 from loadrepro.records import Answer, AnswerCheck, Outcome, RequestRecord, RunResult
 
 RUNAWAY = 16  # the same token this many times in a row is a runaway

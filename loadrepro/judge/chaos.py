@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, RUNNING, Fault, MetricsSample, Outcome, RequestRecord, RunResult, quiet
 
 BEFORE = 16  # the TTFT before a fault: the last this many completed requests sent before it (since any earlier

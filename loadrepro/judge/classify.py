@@ -7,18 +7,19 @@ rule and whether it fired. A finding of severity
 
 from __future__ import annotations
 
-from loadrepro.capacity import Fit
+from loadrepro.config.capacity import Fit
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.endpoints import ENDPOINT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import HEALTH_RULES
 from loadrepro.judge.polls import frontend_hung, left_service, usable_health
 from loadrepro.judge.replicas import REPLICA_RULES, replica_health, sent_to
+from loadrepro.judge.signatures import CATALOG, INPUT_TRUNCATED, SignatureClass
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
 from loadrepro.judge.structured import STRUCTURED_RULES
 from loadrepro.judge.waits import behind, queue_work
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import (
     KV_USAGE,
     REUSE_SCALE,
@@ -29,7 +30,6 @@ from loadrepro.records import (
     StopReason,
     replica_name,
 )
-from loadrepro.signatures import CATALOG, INPUT_TRUNCATED, SignatureClass
 
 UNADMITTED = (Outcome.REJECTED, Outcome.THROTTLED, Outcome.CANCELLED, Outcome.FAULTED)  # not the engine's to serve
 HEALTHY_MARGIN_POLLS = 2  # a failure counts as "while healthy" only if /health stayed 200 this many polls after

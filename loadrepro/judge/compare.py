@@ -24,9 +24,9 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.trials import Rate, p_value, trials_needed
-from loadrepro.profile import VerdictSpec
-from loadrepro.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
+from loadrepro.schema.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
 
 TTFT_FLOOR_MS = 10.0  # TTFT differences below this are the client's timing on a busy machine, whatever the ratio
 PER_TOKEN_FLOOR_MS = 1.0  # and differences of the time per token (ITL, decode speed) below this

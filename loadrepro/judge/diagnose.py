@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from loadrepro.capacity import KvConfig, capacity, parse_size
+from loadrepro.config.capacity import KvConfig, capacity, parse_size
 from loadrepro.errors import UsageError
-from loadrepro.signatures import CATALOG, Signature, SignatureClass, line_time, may_match, union
+from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, line_time, may_match, union
 
 CONTEXT_LINES = 100
 _PROCESS = (

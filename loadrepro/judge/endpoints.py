@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import KV_USAGE, WAITING, HealthSample, RunResult, Watched
 
 MIN_DOWN_POLLS = 2  # polls in a row not 200 to the end of the run before an endpoint is called dead

@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from loadrepro.profile import VerdictSpec
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.records import FAILED, RunResult
-from loadrepro.run_report import Severity
+from loadrepro.schema.run_report import Severity
 
 __all__ = ["FAILED", "Finding", "Rule", "Severity"]
 

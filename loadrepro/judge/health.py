@@ -9,11 +9,11 @@ healthy engine.
 
 from __future__ import annotations
 
+from loadrepro.config.profile import VerdictSpec, WatchSpec
 from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.polls import outside_outages, polls_outside_faults, sent, slow_polls, usable_health
-from loadrepro.profile import VerdictSpec, WatchSpec
 from loadrepro.records import HealthSample, Outcome, RunResult
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.chaos import Recovery, recoveries
 from loadrepro.judge.polls import Restart, usable_health, would_restart
 from loadrepro.judge.service_level import SloMeasure, slo_measure
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import RunResult
 
 

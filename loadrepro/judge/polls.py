@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from loadrepro.profile import WatchSpec
+from loadrepro.config.profile import WatchSpec
 from loadrepro.records import HealthSample, Note, NoteSource, RunResult
 
 

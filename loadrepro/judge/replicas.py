@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.endpoints import endpoint_health
 from loadrepro.judge.findings import Finding, Severity, quote
 from loadrepro.judge.polls import left_service, slow_polls
-from loadrepro.profile import VerdictSpec
+from loadrepro.judge.signatures import SignatureClass
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult, Watched, replica_name
 from loadrepro.records.tally import ReplicaTally
-from loadrepro.signatures import SignatureClass
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from loadrepro.counts import PerSecond, SloTotals
 from loadrepro.records import RunResult
+from loadrepro.records.counts import PerSecond, SloTotals
 
 NAMES = {"ttft": "TTFT", "itl": "ITL", "e2e": "end to end"}
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity
 from loadrepro.judge.measurements import measure
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import RunResult
 
 

@@ -5,8 +5,8 @@ max_tokens are not judged, nor answers to a grammar (counted only). Pure."""
 
 from __future__ import annotations
 
+from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.profile import VerdictSpec
 from loadrepro.records import RunResult
 from loadrepro.records.tally import Tally
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadrepro.capacity import EngineLimits, Prediction
-from loadrepro.profile import BackendName, SloSpec, VerifySpec, WatchSpec
+from loadrepro.config.capacity import EngineLimits, Prediction
+from loadrepro.config.profile import BackendName, SloSpec, VerifySpec, WatchSpec
 from loadrepro.records.tally import Tally
 from loadrepro.records.vocabulary import (
     AnswerCheck,

@@ -11,8 +11,8 @@ import numpy as np
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from loadrepro.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
-from loadrepro.profile import UNCHECKED_FORMATS, SloSpec
+from loadrepro.config.profile import UNCHECKED_FORMATS, SloSpec
+from loadrepro.records.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
 from loadrepro.records.vocabulary import (
     FAILED,
     KV_USAGE,

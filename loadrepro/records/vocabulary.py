@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from loadrepro.profile import OUTAGES, ChaosAction
+from loadrepro.config.profile import OUTAGES, ChaosAction
 
 
 class Outcome(StrEnum):

@@ -8,6 +8,7 @@ from collections import Counter
 
 from ddsketch import DDSketch
 
+from loadrepro.config.profile import Profile, StructuredFormat, VerdictSpec
 from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.classify import preemptions, series
 from loadrepro.judge.endpoints import endpoint_health
@@ -15,11 +16,11 @@ from loadrepro.judge.findings import FAILED, Finding
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.polls import slow_polls
 from loadrepro.judge.replicas import ReplicaFigures, replica_figures
+from loadrepro.judge.signatures import SignatureClass
 from loadrepro.judge.verdict import Verdict
-from loadrepro.profile import Profile, StructuredFormat, VerdictSpec
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
-from loadrepro.redact import scrub
-from loadrepro.run_report import (
+from loadrepro.records.redact import scrub
+from loadrepro.schema.run_report import (
     Cache,
     CalibrationInfo,
     CanaryInfo,
@@ -58,7 +59,6 @@ from loadrepro.run_report import (
     WorstLength,
     WrongAnswer,
 )
-from loadrepro.signatures import SignatureClass
 from loadrepro.version import __version__
 from loadrepro.workload.summary import WorkloadSummary
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.errors import UsageError
+from loadrepro.judge.signatures import CATALOG, SignatureClass
 from loadrepro.records import read_jsonl
-from loadrepro.redact import scrub
+from loadrepro.records.redact import scrub
 from loadrepro.report.json import read_report
-from loadrepro.run_report import RunReport
-from loadrepro.signatures import CATALOG, SignatureClass
+from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from loadrepro.errors import UsageError
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 
 
 def render_json(report: RunReport) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from loadrepro.run_report import RunReport, Severity
+from loadrepro.schema.run_report import RunReport, Severity
 
 
 def render_junit(report: RunReport) -> str:

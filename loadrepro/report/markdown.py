@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.gate import Gate
-from loadrepro.run_report import Percentiles, RunReport
+from loadrepro.schema.run_report import Percentiles, RunReport
 
 EXCERPT_LINES = 20
 

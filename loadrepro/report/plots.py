@@ -15,7 +15,7 @@ from matplotlib.figure import Figure, SubFigure
 from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.records import replica_name
 from loadrepro.report.timeline import Lane, Timeline
-from loadrepro.sweep_report import SweepCurve
+from loadrepro.schema.sweep_report import SweepCurve
 
 COLOURS = {"ok": "#2e7d32", "rejected": "#607d8b", "throttled": "#ef6c00", "server_error": "#c62828",
            "stream_error": "#ad1457", "truncated": "#6a1b9a", "protocol_error": "#795548", "stalled": "#d81b60",

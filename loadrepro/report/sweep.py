@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loadrepro.report.html import html_page, html_table, img
 from loadrepro.report.write import write_text
-from loadrepro.sweep_report import SweepCurve, SweepLevel, SweepReport
+from loadrepro.schema.sweep_report import SweepCurve, SweepLevel, SweepReport
 
 HEADINGS = ("level", "verdict", "failing rules", "requests/s", "output tokens/s", "TTFT p50 ms", "TTFT p95 ms",
             "ITL p50 ms", "SLO met", "goodput req/s", "note")

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 from ddsketch import DDSketch
 
-from loadrepro.counts import PerSecond
 from loadrepro.judge.answers import WRONG, is_wrong
 from loadrepro.judge.findings import FAILED
 from loadrepro.records import (
@@ -33,7 +32,8 @@ from loadrepro.records import (
     read_jsonl,
     sample_from_json,
 )
-from loadrepro.run_report import RunReport, WindowRow
+from loadrepro.records.counts import PerSecond
+from loadrepro.schema.run_report import RunReport, WindowRow
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loadrepro.defaults import pictures_wanted
+from loadrepro.config.defaults import pictures_wanted
 from loadrepro.judge.compare import Comparison
 from loadrepro.judge.gate import Gate
-from loadrepro.redact import scrub
+from loadrepro.records.redact import scrub
 from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_comparison, render_gate, render_markdown
 from loadrepro.report.timeline import Timeline, for_report
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 

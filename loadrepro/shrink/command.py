@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.defaults import SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.config.defaults import SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.config.profile import Profile, write_profile
 from loadrepro.errors import UsageError
-from loadrepro.profile import Profile, write_profile
 from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from loadrepro.profile import Profile
+from loadrepro.config.profile import Profile
 from loadrepro.report.markdown import capacity_section
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 from loadrepro.shrink.search import Shrunk
 from loadrepro.shrink.trials import ONCE, Confirm
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from loadrepro.profile import Profile
+from loadrepro.config.profile import Profile
 
 # (section, key, floor): the order of the passes. Fewer conversations and turns first: they cut trial time most.
 KNOBS: tuple[tuple[str, str, int], ...] = (

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.config.profile import Profile
 from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
-from loadrepro.profile import Profile
-from loadrepro.run_report import RunReport, Severity
-from loadrepro.session import RunOptions, run_session
+from loadrepro.runs.session import RunOptions, run_session
+from loadrepro.schema.run_report import RunReport, Severity
 from loadrepro.shrink.search import Trial
 from loadrepro.workload.summary import summarize
 
@@ -162,7 +162,7 @@ def _how(report: RunReport) -> str:
 def engine_of(run_dir: Path, engine_cmd: str | None = None) -> tuple[Profile, str | None]:
     """A failing run's profile and engine command (None: its simulated engine), to shrink it again; `engine_cmd`
     starts the engine instead of the run's own command (a run against a URL has none)."""
-    from loadrepro.profile import load_profile
+    from loadrepro.config.profile import load_profile
     from loadrepro.report.json import read_report
 
     report = read_report(run_dir)

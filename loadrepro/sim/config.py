@@ -11,8 +11,8 @@ from enum import StrEnum
 
 from pydantic import ValidationError
 
+from loadrepro.config.profile import SimSpec
 from loadrepro.errors import SimConfigError
-from loadrepro.profile import SimSpec
 
 
 class Scenario(StrEnum):

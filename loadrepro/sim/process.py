@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from loadrepro.profile import SimSpec
+from loadrepro.config.profile import SimSpec
 
 
 def sim_engine_command(spec: SimSpec) -> str:

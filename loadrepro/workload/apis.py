@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from loadrepro.profile import Api
+from loadrepro.config.profile import Api
 
 APIS: tuple[Api, ...] = get_args(Api)
 PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions",

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from loadrepro.config.profile import WorkloadSpec
 from loadrepro.errors import ProfileError
-from loadrepro.profile import WorkloadSpec
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION

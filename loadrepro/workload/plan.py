@@ -7,7 +7,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from loadrepro.profile import Profile
+from loadrepro.config.profile import Profile
 from loadrepro.workload.apis import chat_form, deterministic
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.conversations import build_conversations, planned_prompt_tokens, sampled_conversations

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from loadrepro.config.profile import TraceFormat, WorkloadSpec
 from loadrepro.errors import TraceError
-from loadrepro.profile import TraceFormat, WorkloadSpec
 from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler

@@ -24,8 +24,8 @@ from typing import Any, get_args
 
 import orjson
 
+from loadrepro.config.profile import TraceFormat
 from loadrepro.errors import TraceError
-from loadrepro.profile import TraceFormat
 
 FORMATS: tuple[TraceFormat, ...] = get_args(TraceFormat)
 TEXT_FORMATS = frozenset({"sharegpt", "openai-log"})

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from loadrepro.cli.summary_lines import describe_probe
+from loadrepro.config.profile import load_profile
 from loadrepro.drive.engine import ManagedEngine
 from loadrepro.drive.probe import probe
 from loadrepro.drive.transport import Transport
-from loadrepro.profile import load_profile
-from loadrepro.summary_lines import describe_probe
 from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import detect_counter
 from tests.engines.conftest import SCRIPTS, loadrepro, print_margins

@@ -7,9 +7,9 @@ import shlex
 import pytest
 from typer.testing import CliRunner
 
-import loadrepro.cli as cli
+import loadrepro.cli.commands as cli
+from loadrepro.config.profile import SimSpec
 from loadrepro.errors import SimConfigError
-from loadrepro.profile import SimSpec
 from loadrepro.sim import serve
 from loadrepro.sim.config import SimConfig, resolve, sim_config
 from loadrepro.sim.process import sim_engine_command

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from loadrepro.config.profile import load_profile
 from loadrepro.errors import TraceError
-from loadrepro.profile import load_profile
 from loadrepro.workload.trace import read_trace
 from loadrepro.workload.trace_formats import detect, read_rows
 from tests.helpers import cli, report

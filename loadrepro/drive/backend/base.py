@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from loadrepro.config.profile import BackendName, LoadSpec
 from loadrepro.drive.client import Client
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import LoadreproError
-from loadrepro.profile import BackendName, LoadSpec
 from loadrepro.records import RequestRecord
 from loadrepro.workload.model import Workload
 

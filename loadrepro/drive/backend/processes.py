@@ -32,12 +32,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Lock
 from typing import Any
 
+from loadrepro.config.profile import BackendName, LoadSpec
 from loadrepro.drive.arrivals import Arrivals
 from loadrepro.drive.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
-from loadrepro.profile import BackendName, LoadSpec
 from loadrepro.workload.model import Workload
 
 POLL_S = 0.05

@@ -34,13 +34,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from loadrepro.config.profile import BackendName
 from loadrepro.drive.arrivals import Arrivals
 from loadrepro.drive.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
 from loadrepro.drive.backend.processes import CANCEL, GO, NO_NEW, POLL_S, Share, split
 from loadrepro.drive.client import Activity, Client, ClientConfig
 from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
-from loadrepro.profile import BackendName
 from loadrepro.records import RequestRecord
 
 ACTOR_CPUS = 0.01

@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from loadrepro.config.profile import WatchedEndpoint, WatchSpec
 from loadrepro.drive.transport import Transport
 from loadrepro.drive.watch.health import HealthWatcher
 from loadrepro.drive.watch.metrics import MetricsWatcher
-from loadrepro.profile import WatchedEndpoint, WatchSpec
 from loadrepro.records import EndpointSample, HealthSample, MetricsSample, Note, replica_name
 
 

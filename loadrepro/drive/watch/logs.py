@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from loadrepro.drive.pause import pause
+from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, line_time, match
 from loadrepro.records import LogMatch
-from loadrepro.signatures import CATALOG, Signature, SignatureClass, line_time, match
 
 CONTEXT_LINES = 100
 _POLL_S = 0.2

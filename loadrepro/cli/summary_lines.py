@@ -6,9 +6,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from loadrepro.capacity import Capacity, KvConfig
+from loadrepro.config.capacity import Capacity, KvConfig
 from loadrepro.drive.probe import Probe, Usage
-from loadrepro.run_report import RunReport
+from loadrepro.schema.run_report import RunReport
 
 
 def describe_verdict(report: RunReport, written: list[Path] | None = None) -> list[str]:

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from loadrepro.defaults import API_KEY_ENV
+from loadrepro.cli.flags import with_model_options
+from loadrepro.config.defaults import API_KEY_ENV
+from loadrepro.config.options import AbArguments, RunArguments, ShrinkArguments, SweepArguments
+from loadrepro.config.profile import EngineSpec, SimSpec
 from loadrepro.errors import LoadreproError, UsageError
-from loadrepro.flags import with_model_options
-from loadrepro.options import AbArguments, RunArguments, ShrinkArguments, SweepArguments
-from loadrepro.profile import EngineSpec, SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs (see below)
-    from loadrepro.run_report import RunReport
+    from loadrepro.schema.run_report import RunReport
 
 # Each command imports what it uses when it runs: `loadrepro --help` should not pay for numpy, matplotlib, faker
 # or the HTTP stacks (about a second), only for typer and the profile model the `sim` flags are made from.
@@ -72,13 +72,13 @@ def run(
     import shlex
 
     from loadrepro.api import run_options
-    from loadrepro.session import process_start_ns, run_session
+    from loadrepro.runs.session import process_start_ns, run_session
 
     args = RunArguments.of(given or {})
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
     options = dataclasses.replace(options, began_ns=process_start_ns())
     if dry_run_:
-        from loadrepro.dry_run import dry_run
+        from loadrepro.cli.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
         result = asyncio.run(dry_run(options.profile, options.base_url, args.model, args.out, options.tokenizer,
@@ -89,7 +89,7 @@ def run(
             _echo(f"written    {result.written}")
         return
     if options.trials > 1:
-        from loadrepro.trial_runs import run_trials
+        from loadrepro.runs.repeats import run_trials
 
         trial_set = asyncio.run(run_trials(options, say=_say))
         for path in trial_set.written:
@@ -106,7 +106,7 @@ def run(
 
 
 def _say_verdict(report: RunReport) -> None:
-    from loadrepro.summary_lines import describe_verdict
+    from loadrepro.cli.summary_lines import describe_verdict
 
     for line in describe_verdict(report):
         _echo(line)
@@ -125,14 +125,14 @@ def ab(given: dict[str, Any] | None = None) -> None:
     from loadrepro.api import ab_sides, run_options
     from loadrepro.judge.compare import Conclusion
     from loadrepro.report.markdown import render_comparison
-    from loadrepro.session import process_start_ns, run_ab
+    from loadrepro.runs.session import process_start_ns, run_ab
 
     args = AbArguments.of(given or {})
     checked = ab_sides(args)
     options = run_options(args, label="ab", command="loadrepro " + shlex.join(sys.argv[1:]))
     options = dataclasses.replace(options, began_ns=process_start_ns())
     if options.trials > 1:
-        from loadrepro.trial_runs import run_ab_trials
+        from loadrepro.runs.repeats import run_ab_trials
 
         trial_sets = asyncio.run(run_ab_trials(options, *checked, say=_say))
         _echo(render_comparison(trial_sets.comparison))
@@ -161,7 +161,7 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     import shlex
 
     from loadrepro.api import run_options
-    from loadrepro.sweep_runs import ladder, run_sweep
+    from loadrepro.runs.sweeps import ladder, run_sweep
 
     args = SweepArguments.of(given or {})  # the same steps as loadrepro.sweep, with the command line's own say
     levels = ladder(args.over, args.values, args.ladder_from, args.ladder_to, args.factor)
@@ -199,12 +199,12 @@ def compare_reports(
     first, second = read_report(report_a), read_report(report_b)
     if gate:
         _gate(first, second, tolerance, out)
+    from loadrepro.config.profile import VerdictSpec
     from loadrepro.judge.compare import Conclusion
-    from loadrepro.profile import VerdictSpec
     from loadrepro.report.markdown import render_comparison
     from loadrepro.report.timeline import timeline_from_run_dir
     from loadrepro.report.write import write_comparison
-    from loadrepro.trial_runs import compare_runs
+    from loadrepro.runs.repeats import compare_runs
 
     spec = VerdictSpec.model_validate(second.profile.get("verdict", {}))
     comparison = compare_runs(first, second, spec, alpha)
@@ -220,7 +220,7 @@ def compare_reports(
 def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None) -> NoReturn:
     from loadrepro.report.markdown import render_gate
     from loadrepro.report.write import write_gate
-    from loadrepro.trial_runs import gate_runs
+    from loadrepro.runs.repeats import gate_runs
 
     result = gate_runs(baseline, run, tolerance)
     _echo(render_gate(result, baseline.label, run.label))
@@ -251,9 +251,9 @@ def capacity_command(
     engine: dict[str, Any] | None = None,
 ) -> None:
     """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
-    from loadrepro.capacity import capacity
+    from loadrepro.cli.summary_lines import describe_capacity
+    from loadrepro.config.capacity import capacity
     from loadrepro.drive.limits import kv_config
-    from loadrepro.summary_lines import describe_capacity
 
     kv = kv_config(EngineSpec(**(engine or {})))
     if kv is None:
@@ -301,9 +301,9 @@ def probe_command(
     import asyncio
     import os
 
+    from loadrepro.cli.summary_lines import describe_probe
     from loadrepro.drive.probe import probe
     from loadrepro.drive.target import check_base_url
-    from loadrepro.summary_lines import describe_probe
 
     url = check_base_url(base_url, target_is_isolated)
     key = os.environ.get(api_key_env)
@@ -367,7 +367,7 @@ def trace_inspect(
     import asyncio
     import os
 
-    from loadrepro.trace_commands import inspect_command
+    from loadrepro.cli.trace_commands import inspect_command
     from loadrepro.workload.trace_stats import describe_stats
 
     stats = asyncio.run(inspect_command(file, format_, block_tokens, tokenizer, base_url,
@@ -395,7 +395,7 @@ def trace_anonymize(
     import asyncio
     import os
 
-    from loadrepro.trace_commands import anonymize_command
+    from loadrepro.cli.trace_commands import anonymize_command
 
     done = asyncio.run(anonymize_command(file, output, format_, block_tokens, tokenizer, base_url,
                                          os.environ.get(api_key_env) or None, model, target_is_isolated,
@@ -412,7 +412,7 @@ def trace_anonymize(
 @app.command("profiles")
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""
-    from loadrepro.profile import builtin_profiles, load_profile
+    from loadrepro.config.profile import builtin_profiles, load_profile
 
     for name in builtin_profiles():
         _echo(f"{name:22} {load_profile(name).description}")
@@ -431,7 +431,7 @@ def _echo(text: str) -> None:
 
 def _say(text: str) -> None:
     """Progress and errors on stderr, without the secrets an engine command or a URL may carry."""
-    from loadrepro.redact import scrub
+    from loadrepro.records.redact import scrub
 
     typer.echo(scrub(text), err=True)
 
@@ -451,14 +451,14 @@ def _internal_error(exc: Exception) -> int:
 def _signalled() -> bool:
     """Ctrl-C or SIGTERM came while the command ran, though what it stopped (checking answers after the load)
     still let it finish its reports: the command exits 130 all the same."""
-    from loadrepro.interrupts import INTERRUPTS
+    from loadrepro.runs.interrupts import INTERRUPTS
 
     return INTERRUPTS.received is not None
 
 
 def main() -> None:
     """Exit codes: 0 pass, 1 the target failed, 2 usage, 3 loadrepro's own failure, 130 interrupted."""
-    from loadrepro.interrupts import INTERRUPTS
+    from loadrepro.runs.interrupts import INTERRUPTS
 
     with INTERRUPTS.installed():
         code = _run_app()

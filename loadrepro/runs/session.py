@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
-from loadrepro.checkpoints import Checkpoints
-from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
+from loadrepro.config.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
+from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
+from loadrepro.config.profile import OUTAGES, LoadSpec, Profile, write_profile
 from loadrepro.drive.chaos import Oversize, oversize
 from loadrepro.drive.client import Client, ClientConfig
 from loadrepro.drive.engine import ManagedEngine
@@ -27,20 +27,20 @@ from loadrepro.drive.runner import Runner, RunTarget, StartedReplica
 from loadrepro.drive.target import check_reachable, discover_model
 from loadrepro.drive.transport import Transport
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
-from loadrepro.interrupts import INTERRUPTS
 from loadrepro.judge.classify import classify
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
+from loadrepro.judge.signatures import compile_catalog
 from loadrepro.judge.verdict import decide, in_progress
-from loadrepro.profile import OUTAGES, LoadSpec, Profile, write_profile
-from loadrepro.progress import Progress, Say
 from loadrepro.records import JsonlWriter, RunResult, replica_name
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.timeline import for_report, timeline_of
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.run_report import RunReport, Timing
-from loadrepro.signatures import compile_catalog
+from loadrepro.runs.checkpoints import Checkpoints
+from loadrepro.runs.interrupts import INTERRUPTS
+from loadrepro.runs.progress import Progress, Say
+from loadrepro.schema.run_report import RunReport, Timing
 from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.model import Workload

@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.config.profile import Profile
 from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
-from loadrepro.profile import Profile
-from loadrepro.progress import Say
 from loadrepro.report.sweep import write_sweep
-from loadrepro.run_report import RunReport, Severity
-from loadrepro.session import RunOptions, Side, ab_side, run_directory, run_session
-from loadrepro.sweep_report import Break, SweepCurve, SweepLevel, SweepReport
-from loadrepro.trial_runs import run_trials
+from loadrepro.runs.progress import Say
+from loadrepro.runs.repeats import run_trials
+from loadrepro.runs.session import RunOptions, Side, ab_side, run_directory, run_session
+from loadrepro.schema.run_report import RunReport, Severity
+from loadrepro.schema.sweep_report import Break, SweepCurve, SweepLevel, SweepReport
 
 MAX_BISECTIONS = 6  # runs a bisection may add
 RATE_RESOLUTION = 1.1  # a rate's breaking point is bisected until the failing level is within 10% of the passing one

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from loadrepro.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.config.profile import Profile
 from loadrepro.errors import UsageError
-from loadrepro.profile import Profile
 
 # A field's command-line spelling where it differs from the field's name, and the option's metavar: read by
 # flags.model_options.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.config.profile import Profile
 from loadrepro.drive.planning import plan_on_target
 from loadrepro.drive.target import discover_model
 from loadrepro.drive.transport import Transport
-from loadrepro.profile import Profile
-from loadrepro.progress import Say
+from loadrepro.runs.progress import Say
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import WorkloadSummary, summarize

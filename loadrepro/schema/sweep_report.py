@@ -1,11 +1,11 @@
 """A sweep's report (sweep.json): each load level's run in figures, where each engine first failed, and the most
-load that met the SLO. Written by loadrepro/sweep_runs.py, drawn by report/sweep.py."""
+load that met the SLO. Written by loadrepro/runs/sweeps.py, drawn by report/sweep.py."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.run_report import Latency, SloInfo, Throughput, VerdictStatus
+from loadrepro.schema.run_report import Latency, SloInfo, Throughput, VerdictStatus
 
 SCHEMA = "loadrepro.sweep/1"
 

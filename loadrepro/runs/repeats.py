@@ -14,17 +14,17 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.config.profile import Profile, VerdictSpec
 from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison, compare, compare_trials
 from loadrepro.judge.gate import Gate, gate
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
-from loadrepro.profile import Profile, VerdictSpec
-from loadrepro.progress import Say
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
-from loadrepro.run_report import RequestRow, RunReport, Severity, TrialRow, TrialsInfo, VerdictStatus
-from loadrepro.session import RunOptions, Session, Side, ab_side, run_directory, run_session
+from loadrepro.runs.progress import Say
+from loadrepro.runs.session import RunOptions, Session, Side, ab_side, run_directory, run_session
+from loadrepro.schema.run_report import RequestRow, RunReport, Severity, TrialRow, TrialsInfo, VerdictStatus
 
 STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",
          "out of reach": "even if every remaining stock trial failed, p would not fall below alpha"}

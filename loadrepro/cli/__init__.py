@@ -1,0 +1,1 @@
+"""The command line: parsing each command's flags, running it, and what it prints."""
