@@ -53,7 +53,7 @@ def _profile(profile: str | Path | Profile, overrides: Sequence[str] | None) -> 
 
 
 def _url(url: str | None, target_is_isolated: bool) -> str | None:
-    from loadrepro.drive.target import check_base_url
+    from loadrepro.load.target import check_base_url
 
     return check_base_url(url, target_is_isolated) if url else None
 
@@ -225,12 +225,12 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
 def shrink_options(args: ShrinkArguments) -> ShrinkOptions:
     """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags).
     `confirm`: N runs the minimal workload N more times; "K/N" keeps a candidate when K of up to N runs failed."""
-    from loadrepro.shrink.trials import parse_confirm
+    from loadrepro.shrink.attempts import parse_confirm
 
     after, each = parse_confirm(str(args.confirm))
     engine_cmd = args.engine_cmd
     if args.run_dir is not None:
-        from loadrepro.shrink.trials import engine_of
+        from loadrepro.shrink.attempts import engine_of
 
         resolved, command = engine_of(args.run_dir, engine_cmd)
         engine_cmd = engine_cmd or command

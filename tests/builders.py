@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadrepro.drive.watch.metrics import canonical
 from loadrepro.judge.signatures import CATALOG
+from loadrepro.load.watch.metrics_scrapes import canonical
 from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult, StopReason
 
 S = 1_000_000_000  # one second in ns

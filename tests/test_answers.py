@@ -166,7 +166,7 @@ def test_each_api_gives_the_same_answer_and_only_the_messages_api_no_logprobs():
     import asyncio
     import time
 
-    from loadrepro.drive.client import Client, ClientConfig
+    from loadrepro.load.client import Client, ClientConfig
     from loadrepro.sim.config import sim_config
     from loadrepro.sim.serve import sim_in_thread
     from loadrepro.workload.apis import deterministic

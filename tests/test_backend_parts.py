@@ -7,7 +7,7 @@ import ctypes
 import multiprocessing
 import time
 
-from loadrepro.drive.backend.processes import Shared, SharedActivity, SharedStarts
+from loadrepro.load.backend.processes import Shared, SharedActivity, SharedStarts
 from loadrepro.runs.checkpoints import Checkpoints
 from tests.builders import result
 

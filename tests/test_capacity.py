@@ -16,8 +16,8 @@ from loadrepro.config.capacity import (
     split_pool,
 )
 from loadrepro.config.profile import EngineSpec
-from loadrepro.drive.limits import from_profile
 from loadrepro.errors import UsageError
+from loadrepro.load.limits import from_profile
 
 
 def test_seed_001_page_index_arithmetic():

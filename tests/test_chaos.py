@@ -241,8 +241,8 @@ def _waiting_fault(gone=lambda: False):
     import time
 
     from loadrepro.config.profile import ChaosEvent
-    from loadrepro.drive.chaos import ChaosTools, Oversize
-    from loadrepro.drive.faults import FaultsOnPurpose
+    from loadrepro.load.chaos import ChaosTools, Oversize
+    from loadrepro.load.faults import FaultsOnPurpose
 
     sent = asyncio.Event()
 
@@ -275,7 +275,7 @@ async def test_a_fault_waiting_on_the_engine_ends_when_the_run_is_interrupted():
 
 
 async def test_a_faults_wait_for_health_ends_once_the_engine_is_gone():
-    from loadrepro.drive.chaos import ChaosTools, _back
+    from loadrepro.load.chaos import ChaosTools, _back
 
     gone = False
     polls = 0

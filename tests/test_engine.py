@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
-from loadrepro.drive.engine import ManagedEngine, split_command
 from loadrepro.errors import TargetError, UsageError
+from loadrepro.load.engine import ManagedEngine, split_command
 from tests.helpers import Done, cli, report, until
 
 PY = sys.executable

@@ -11,8 +11,8 @@ import pytest
 
 import loadrepro
 from loadrepro.config.profile import SimSpec
-from loadrepro.drive.engine import ManagedEngine
 from loadrepro.errors import TargetRefused
+from loadrepro.load.engine import ManagedEngine
 from loadrepro.sim.process import sim_engine_command
 from tests.gateway_server import Gateway
 
@@ -108,7 +108,7 @@ def test_a_litellm_gateways_health_that_calls_the_model_is_not_polled_and_the_re
 
 
 def test_probe_recognises_a_litellm_gateway_and_says_which_health_path_a_run_polls(engine, monkeypatch):
-    from loadrepro.drive.probe import probe
+    from loadrepro.load.probe import probe
 
     with Gateway(engine.url, KEY, litellm=True).running() as gateway:
         found = asyncio.run(probe(gateway.url, api_key=KEY))

@@ -29,7 +29,7 @@ def test_no_rule_and_no_session_reads_a_notes_words():
     package = ROOT / "loadrepro"
     words = re.compile(r"\bn\.text\b|\.source (==|in|!=) [\"'(]")  # a note is `n` wherever notes are read
     files = [*sorted((package / "judge").glob("*.py")), package / "runs" / "session.py",
-             package / "drive" / "runner.py", *sorted((package / "shrink").glob("*.py")),
+             package / "load" / "runner.py", *sorted((package / "shrink").glob("*.py")),
              package / "runs" / "repeats.py"]
     found = [f"{path.name}:{i}: {line.strip()}" for path in files
              for i, line in enumerate(path.read_text().splitlines(), 1) if words.search(line)]

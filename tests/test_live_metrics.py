@@ -83,7 +83,7 @@ def test_a_port_already_taken_is_a_usage_error(tmp_path):
 
 
 def test_the_grafana_dashboard_asks_only_for_series_loadrepro_serves():
-    from loadrepro.drive.live_metrics import LiveMetrics
+    from loadrepro.load.live_metrics import LiveMetrics
 
     dashboard = json.loads((ROOT / "examples" / "grafana" / "loadrepro-soak.json").read_text())
     asked = {name for panel in dashboard["panels"] for target in panel["targets"]
@@ -102,7 +102,7 @@ def test_a_scrape_is_counted_as_it_begins_so_the_end_waits_for_one_that_read_the
     """The end lets a scraper take the last values: it waits for a scrape counted after them. Counted as it ends, a
     scrape that read the counters before the last request ended, held up on a busy machine, satisfied that wait
     with old values (Prometheus's last point 66 requests, the report 75)."""
-    from loadrepro.drive.live_metrics import LiveMetrics
+    from loadrepro.load.live_metrics import LiveMetrics
 
     live = LiveMetrics(0, "http://127.0.0.1:8000", linger_s=0)
     try:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import loadrepro
-from loadrepro.drive.malformed import KINDS, body
+from loadrepro.load.malformed import KINDS, body
 from tests.bad_input_server import BadInputServer
 from tests.helpers import fired, report, until
 

@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.watch.metrics import canonical, parse_kept
 from loadrepro.judge.classify import classify, pressure_in_metrics
 from loadrepro.judge.verdict import decide
+from loadrepro.load.watch.metrics_scrapes import canonical, parse_kept
 from loadrepro.records import MetricsSample
 from loadrepro.report.build import build_report
 from loadrepro.report.timeline import timeline_of

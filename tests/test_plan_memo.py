@@ -10,7 +10,7 @@ import json
 import pytest
 
 import loadrepro
-from loadrepro.drive.planning import REUSED
+from loadrepro.load.planning import REUSED
 from tests.netservers import RawServer
 
 # The server has no tokenize endpoint: lengths are counted with salted probe requests, told by their salt.

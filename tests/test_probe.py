@@ -7,7 +7,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadrepro.cli.summary_lines import describe_probe
-from loadrepro.drive.probe import probe
+from loadrepro.load.probe import probe
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from tests.examples import save_example

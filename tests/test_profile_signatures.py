@@ -1,10 +1,10 @@
 """A profile's signatures behave exactly like built-in ones: records keep the class, rules and reports read it."""
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.client import outcome_for_stream_error
 from loadrepro.judge.classify import classify, fatal_signature
 from loadrepro.judge.signatures import compile_catalog
 from loadrepro.judge.verdict import decide
+from loadrepro.load.client import outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
 from loadrepro.workload.summary import WorkloadSummary

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.backend.base import LoadSetup, WorkerCrashed
-from loadrepro.drive.backend.ray_actors import START_LEAD_S, RayArrivals, RayWorker
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.live import LiveState
+from loadrepro.load.backend.base import LoadSetup, WorkerCrashed
+from loadrepro.load.backend.ray_actors import START_LEAD_S, RayArrivals, RayWorker
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.live import LiveState
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter

@@ -1,4 +1,4 @@
-"""Recovery from a fault on purpose, judged from records alone (judge/chaos.py): too few requests after a fault
+"""Recovery from a fault on purpose, judged from records alone (judge/recovery.py): too few requests after a fault
 near the load's end is not "never back", while a group's worth sent after it and none served is."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.chaos import recovery
+from loadrepro.judge.recovery import recovery
 from loadrepro.records import Fault, Outcome
 from tests.builders import START, S, record, result
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from loadrepro.drive.engine import _NO_PROXY
-from loadrepro.drive.transport import Transport
+from loadrepro.load.engine import _NO_PROXY
+from loadrepro.load.transport import Transport
 from tests.helpers import cli, small
 from tests.stub_server import StubServer, chat_app, serving
 

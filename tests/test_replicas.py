@@ -285,7 +285,7 @@ def test_a_replica_at_a_url_whose_process_exits_near_the_runs_end_is_named(tmp_p
     """A replica given by URL (its process not loadrepro's to watch) crashes after five answers, and the run ends
     soon after, before its /health was polled twice more: the requests that could not reach it after its last
     answer, with its /health not 200 since (or not polled again), name it all the same."""
-    from loadrepro.drive.engine import ManagedEngine
+    from loadrepro.load.engine import ManagedEngine
 
     crashing = ManagedEngine(f"{sys.executable} -m tests.restart_server --port {{port}} --state "
                              f"{tmp_path / 'starts'} --crash-start 1 --crash-after 5 --tokens 4 --delay 0.01",

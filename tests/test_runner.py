@@ -11,10 +11,10 @@ import time
 import pytest
 
 from loadrepro.config.profile import VerdictSpec, load_profile
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.engine import ManagedEngine
-from loadrepro.drive.runner import Runner, RunTarget
 from loadrepro.judge.classify import engine_death
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.engine import ManagedEngine
+from loadrepro.load.runner import Runner, RunTarget
 from loadrepro.records import Outcome, RequestRecord, read_jsonl
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload
@@ -176,7 +176,7 @@ def test_ctrl_c_mid_run_leaves_a_complete_requests_jsonl(tmp_path):
 
 
 async def test_a_log_followed_from_its_end_counts_old_lines_but_matches_only_new_ones(tmp_path):
-    from loadrepro.drive.watch.logs import LogWatcher
+    from loadrepro.load.watch.logs import LogWatcher
 
     log = tmp_path / "engine.log"
     log.write_text("Available blocks exhausted (an old line)\n" * 3)

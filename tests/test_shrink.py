@@ -8,8 +8,8 @@ import tomllib
 import pytest
 
 from loadrepro.config.profile import load_profile
+from loadrepro.shrink.attempts import engine_of
 from loadrepro.shrink.search import Shrinker, Trial
-from loadrepro.shrink.trials import engine_of
 from tests.helpers import cli
 from tests.interrupting import interrupted_when
 from tests.stub_server import StubServer

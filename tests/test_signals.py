@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.drive.runner import GRACE_S
+from loadrepro.load.runner import GRACE_S
 from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,7 +203,7 @@ def test_a_signal_while_the_event_loop_waits_is_raised_in_the_caller_of_a_stoppa
 def test_a_wait_cut_short_by_a_stop_returns_none_and_cancels_it_and_a_quick_answer_still_counts():
     import asyncio
 
-    from loadrepro.drive.pause import unless
+    from loadrepro.load.pause import unless
 
     async def scenario() -> tuple[object, bool, object, object]:
         stop, cancelled = asyncio.Event(), asyncio.Event()

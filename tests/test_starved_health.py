@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.runner import Runner, RunTarget
 from loadrepro.records import MetricsSample
 from loadrepro.workload.model import Workload
 from tests.helpers import cli

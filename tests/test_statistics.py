@@ -270,7 +270,7 @@ def test_a_small_dip_in_a_creeping_kv_usage_is_tolerated_and_a_larger_one_is_not
 
 
 def test_a_long_runs_scrapes_are_bounded_in_memory_and_its_windows_still_count_every_one(tmp_path):
-    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
+    from loadrepro.load.recorder import MAX_SAMPLES, Recorder
 
     rng = np.random.default_rng(11)
     scrapes = [metrics(i * 0.5, vllm__kv_cache_usage_perc=float(rng.uniform(0.1, 0.9)),
@@ -330,8 +330,8 @@ def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one
 
 def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept(tmp_path):
     from loadrepro.config.profile import WatchSpec
-    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
     from loadrepro.judge.polls import would_restart
+    from loadrepro.load.recorder import MAX_SAMPLES, Recorder
     from loadrepro.records import HealthSample
     from loadrepro.report.build import _health
 
@@ -360,7 +360,7 @@ def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept
 
 
 def test_a_long_runs_canaries_are_bounded_and_every_one_that_got_nothing_is_kept(tmp_path):
-    from loadrepro.drive.recorder import MAX_SAMPLES, Recorder
+    from loadrepro.load.recorder import MAX_SAMPLES, Recorder
     from loadrepro.records import CanarySample
     from loadrepro.report.build import _canary
 

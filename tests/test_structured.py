@@ -7,7 +7,7 @@ import re
 
 import loadrepro
 from loadrepro.config.profile import load_profile
-from loadrepro.workload.structured import RESPONSE_FORMATS
+from loadrepro.workload.structured_requests import RESPONSE_FORMATS
 from tests.structured_server import StructuredServer
 
 PROFILE = """
@@ -85,7 +85,7 @@ def test_answers_cut_at_max_tokens_are_not_judged(tmp_path, tokenizer_dir):
 
 def test_each_structured_request_asks_for_one_of_the_formats_drawn_from_the_seed():
     from loadrepro.workload.generation import generation
-    from loadrepro.workload.structured import asked
+    from loadrepro.workload.structured_requests import asked
 
     spec = load_profile("quickstart", ["workload.structured_share=1",
                                        'workload.structured_format=["choice", "regex", "grammar", "json_object"]']
@@ -99,7 +99,7 @@ def test_each_structured_request_asks_for_one_of_the_formats_drawn_from_the_seed
 
 
 def test_what_an_answer_is_checked_against():
-    from loadrepro.workload.structured import mismatch
+    from loadrepro.workload.structured_requests import mismatch
 
     choice = {"structured_outputs": {"choice": ["yes", "no"]}}
     regex = {"structured_outputs": {"regex": "(yes|no), case [0-9]{1,3}"}}

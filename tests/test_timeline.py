@@ -79,7 +79,7 @@ def test_a_run_that_kept_few_records_draws_its_latency_from_the_sketches_of_ever
     same median as the requests themselves, and say where they were drawn from."""
     import numpy as np
 
-    from loadrepro.drive.recorder import Recorder
+    from loadrepro.load.recorder import Recorder
     from loadrepro.report.plots import latency_figure
     from loadrepro.report.timeline import build_timeline
     from tests.builders import START, record

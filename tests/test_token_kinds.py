@@ -7,7 +7,7 @@ import time
 import pytest
 
 import loadrepro
-from loadrepro.drive.client import Client, ClientConfig
+from loadrepro.load.client import Client, ClientConfig
 from loadrepro.records import Outcome
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.runner import Runner, RunTarget
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.runner import Runner, RunTarget
 from loadrepro.sim.tokenizer import render_chat, tokenize
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter

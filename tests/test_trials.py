@@ -110,7 +110,7 @@ def test_trials_must_be_at_least_one():
 
 
 def test_confirm_takes_n_or_k_of_n():
-    from loadrepro.shrink.trials import Confirm, parse_confirm
+    from loadrepro.shrink.attempts import Confirm, parse_confirm
 
     assert parse_confirm("3") == (3, Confirm(1, 1))
     assert parse_confirm("3/5") == (0, Confirm(3, 5))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.backend.processes import split
 from loadrepro.errors import UsageError
+from loadrepro.load.backend.processes import split
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
 from tests.helpers import cli, until
@@ -106,7 +106,7 @@ def test_two_ray_actors_send_the_same_requests_and_judge_alike(tmp_path, profile
 
 
 def test_a_record_from_another_node_is_moved_onto_the_driver_clock():
-    from loadrepro.drive.backend.ray_actors import _shifted
+    from loadrepro.load.backend.ray_actors import _shifted
     from loadrepro.records import Outcome, RequestRecord
 
     record = RequestRecord(1, 0, 1, Outcome.OK, "", 200, 0.0, 1_000, 1_100, 1_200, 1_300, 1_900, (1_300, 1_600),

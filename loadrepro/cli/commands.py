@@ -46,7 +46,7 @@ def sim(
 
     Its settings are the keys of a profile's sim section; those left out take the scenario's defaults.
     """
-    from loadrepro.drive.target import is_loopback
+    from loadrepro.load.target import is_loopback
     from loadrepro.sim.config import sim_config
     from loadrepro.sim.serve import serve_forever
 
@@ -253,7 +253,7 @@ def capacity_command(
     """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
     from loadrepro.cli.summary_lines import describe_capacity
     from loadrepro.config.capacity import capacity
-    from loadrepro.drive.limits import kv_config
+    from loadrepro.load.limits import kv_config
 
     kv = kv_config(EngineSpec(**(engine or {})))
     if kv is None:
@@ -302,8 +302,8 @@ def probe_command(
     import os
 
     from loadrepro.cli.summary_lines import describe_probe
-    from loadrepro.drive.probe import probe
-    from loadrepro.drive.target import check_base_url
+    from loadrepro.load.probe import probe
+    from loadrepro.load.target import check_base_url
 
     url = check_base_url(base_url, target_is_isolated)
     key = os.environ.get(api_key_env)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.profile import Profile
-from loadrepro.drive.planning import plan_on_target
-from loadrepro.drive.target import discover_model
-from loadrepro.drive.transport import Transport
+from loadrepro.load.planning import plan_on_target
+from loadrepro.load.target import discover_model
+from loadrepro.load.transport import Transport
 from loadrepro.runs.progress import Say
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan
@@ -24,7 +24,7 @@ class DryRun:
 
 async def dry_run(profile: Profile, base_url: str | None, model: str | None, out: Path | None,
                   tokenizer: Path | None = None, api_key: str | None = None, say: Say = print) -> DryRun:
-    """Planned as a run plans (drive/planning.py): in a local tokenizer's tokens, in the simulated engine's when
+    """Planned as a run plans (load/planning.py): in a local tokenizer's tokens, in the simulated engine's when
     there is no base URL (it would be the target), else in the target's, with the same fallbacks."""
     if base_url is None:
         plan, _ = await plan_on_target(profile, None, model or profile.model, tokenizer, say)

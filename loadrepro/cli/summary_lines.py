@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from loadrepro.config.capacity import Capacity, KvConfig
-from loadrepro.drive.probe import Probe, Usage
+from loadrepro.load.probe import Probe, Usage
 from loadrepro.schema.run_report import RunReport
 
 

@@ -8,9 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from loadrepro.drive.target import check_base_url, discover_model
-from loadrepro.drive.transport import Transport
 from loadrepro.errors import UsageError
+from loadrepro.load.target import check_base_url, discover_model
+from loadrepro.load.transport import Transport
 from loadrepro.workload.anonymize import Anonymized, anonymize
 from loadrepro.workload.tokens import HttpTokenCounter, LocalTokenizerCounter, SimTokenCounter, detect_counter
 from loadrepro.workload.trace_stats import TraceStats, inspect_trace

@@ -36,10 +36,10 @@ StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "gra
 UNCHECKED_FORMATS = frozenset({"grammar", "other"})
 # The trace formats workload/trace_formats.py reads.
 TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
-# The faults on purpose a [[chaos.events]] entry may cause (drive/chaos.py).
+# The faults on purpose a [[chaos.events]] entry may cause (load/chaos.py).
 ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize", "malformed"]
 MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens", "bad_grammar"]
-# What sends the load: this process, worker processes (--workers), Ray actors (--ray): drive/backend/.
+# What sends the load: this process, worker processes (--workers), Ray actors (--ray): load/backend/.
 BackendName = Literal["in-process", "processes", "ray"]
 # How requests are spread over replicas ([target] routing): in turn, or every turn of a conversation (a trace's
 # session) on one replica, as a prefix-aware router keeps it.

@@ -229,7 +229,7 @@ def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 def series(result: RunResult, name: str) -> list[float]:
-    """One canonical metrics series over the run (drive/watch/metrics.py names them)."""
+    """One canonical metrics series over the run (load/watch/metrics_scrapes.py names them)."""
     return [s.values[name] for s in result.metrics if name in s.values]
 
 

@@ -9,8 +9,8 @@ import threading
 from dataclasses import dataclass, field
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.chaos import Recovery, recoveries
 from loadrepro.judge.polls import Restart, usable_health, would_restart
+from loadrepro.judge.recovery import Recovery, recoveries
 from loadrepro.judge.service_level import SloMeasure, slo_measure
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
 from loadrepro.records import RunResult

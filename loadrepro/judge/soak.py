@@ -6,9 +6,9 @@ not a failure but looks like one, saturation. Pure."""
 from __future__ import annotations
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.chaos import SINCE
 from loadrepro.judge.findings import Finding, Severity, grouped
 from loadrepro.judge.measurements import measure
+from loadrepro.judge.recovery import SINCE
 from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
 from loadrepro.records import Outcome, RunResult
 

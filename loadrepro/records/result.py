@@ -46,7 +46,7 @@ class RunResult:
     limits: EngineLimits | None = None  # the target's KV limits, when known
     predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
     tally: Tally | None = None  # totals over every record (None: every record is in `records`); see totals()
-    workers: int = 1  # processes that sent the load (drive/backend/processes.py)
+    workers: int = 1  # processes that sent the load (load/backend/processes.py)
     backend: BackendName = "in-process"
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
     canaries: tuple[CanarySample, ...] = ()

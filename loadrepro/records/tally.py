@@ -168,7 +168,7 @@ class Tally:
     requests: int = 0
     conversations: int = 0  # conversations started: requests of a first turn
     dropped: int = 0  # records not kept in memory
-    thinned: int = 0  # watcher samples not kept in memory (drive/recorder.py)
+    thinned: int = 0  # watcher samples not kept in memory (load/recorder.py)
     by_outcome: dict[str, int] = dataclasses.field(default_factory=dict)
     retries: int = 0
     reconnects: int = 0

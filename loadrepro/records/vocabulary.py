@@ -197,7 +197,7 @@ class Watched:
     exit: ProcessExit | None = None  # a replica loadrepro started (--replicas) that exited by itself during the run
 
 
-# Canonical metrics series: every engine's families are mapped to these when scraped (drive/watch/metrics.py).
+# Canonical metrics series: every engine's families are mapped to these when scraped (load/watch/metrics_scrapes.py).
 KV_USAGE, RUNNING, WAITING, PREEMPTIONS = "kv_usage", "running", "waiting", "preemptions"
 CACHE_HITS, CACHE_QUERIES = "prefix_cache_hits", "prefix_cache_queries"
 POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (the simulated engine's pools)
@@ -206,7 +206,7 @@ POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (t
 @dataclass(frozen=True, slots=True)
 class MetricsSample:
     t_ns: int
-    values: dict[str, float]  # canonical series (drive/watch/metrics.py) -> value: kv_usage, running, waiting, ...
+    values: dict[str, float]  # canonical series (load/watch/metrics_scrapes.py) -> value: kv_usage, running, ...
     in_flight: int | None = None  # loadrepro's requests in flight when the scrape was sent (None: not known)
 
 

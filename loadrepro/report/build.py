@@ -131,7 +131,7 @@ def _health(result: RunResult, window_s: float) -> Health:
     for sample in [*result.health, *([result.post_health] if result.post_health else [])]:
         if not transitions or transitions[-1].status != sample.status:
             transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
-    # Every slow poll is kept in memory (drive/recorder.py), so counting them there is counting all of them.
+    # Every slow poll is kept in memory (load/recorder.py), so counting them there is counting all of them.
     slow = len(slow_polls(result.health, result.watch))
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from loadrepro.drive.pause import pause
+from loadrepro.load.pause import pause
 from loadrepro.records import RunResult
 
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from loadrepro.drive.live import LiveState
+from loadrepro.load.live import LiveState
 
 if TYPE_CHECKING:
     from rich.live import Live

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.profile import Profile, VerdictSpec
-from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
 from loadrepro.judge.compare import Comparison, compare, compare_trials
 from loadrepro.judge.gate import Gate, gate
 from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
+from loadrepro.load.planning import PlanMemo
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
 from loadrepro.runs.progress import Say

@@ -15,23 +15,23 @@ from pathlib import Path
 from loadrepro.config.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
 from loadrepro.config.profile import OUTAGES, LoadSpec, Profile, write_profile
-from loadrepro.drive.chaos import Oversize, oversize
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.engine import ManagedEngine
-from loadrepro.drive.gateway import find_gateway, health_path_for
-from loadrepro.drive.limits import discover, from_profile, longest_sequence
-from loadrepro.drive.live_metrics import LiveMetrics
-from loadrepro.drive.planning import PlanMemo, plan_on_target
-from loadrepro.drive.references import verify_answers
-from loadrepro.drive.runner import Runner, RunTarget, StartedReplica
-from loadrepro.drive.target import check_reachable, discover_model
-from loadrepro.drive.transport import Transport
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
 from loadrepro.judge.classify import classify
 from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.signatures import compile_catalog
 from loadrepro.judge.verdict import decide, in_progress
+from loadrepro.load.chaos import Oversize, oversize
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.engine import ManagedEngine
+from loadrepro.load.gateway import find_gateway, health_path_for
+from loadrepro.load.limits import discover, from_profile, longest_sequence
+from loadrepro.load.live_metrics import LiveMetrics
+from loadrepro.load.planning import PlanMemo, plan_on_target
+from loadrepro.load.references import verify_answers
+from loadrepro.load.runner import Runner, RunTarget, StartedReplica
+from loadrepro.load.target import check_reachable, discover_model
+from loadrepro.load.transport import Transport
 from loadrepro.records import JsonlWriter, RunResult, replica_name
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
@@ -67,10 +67,10 @@ class RunOptions:
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
     pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
-    workers: int = 1  # processes sending the load (drive/backend/processes.py)
-    ray: str | None = None  # "local" or a Ray cluster's address: workers are Ray actors (drive/backend/ray_actors.py)
+    workers: int = 1  # processes sending the load (load/backend/processes.py)
+    ray: str | None = None  # "local" or a Ray cluster's address: workers are Ray actors (load/backend/ray_actors.py)
     on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn
-    trials: int = 1  # > 1: run N times, each on a fresh engine (trial_runs.py)
+    trials: int = 1  # > 1: run N times, each on a fresh engine (runs/repeats.py)
     vary_seed: bool = False  # trials: trial i gets the seed + i - 1
     alpha: float = 0.05  # A/B trials: a fix is shown when the one-sided Fisher test's p is below this
     serve_metrics: int | None = None  # serve loadrepro's own metrics on 127.0.0.1:PORT while it runs (0: any port)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.profile import Profile
-from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
+from loadrepro.load.planning import PlanMemo
 from loadrepro.report.sweep import write_sweep
 from loadrepro.runs.progress import Say
 from loadrepro.runs.repeats import run_trials

@@ -312,7 +312,7 @@ class ChaosRow(_Model):
     @field_validator("*")
     @classmethod
     def _to_the_millisecond(cls, value: object) -> object:
-        """Read from the judge's measurement (judge/chaos.Recovery) as it is; its seconds and ratios to 3 places."""
+        """Read from the judge's measurement (judge/recovery.Recovery) as it is; its seconds and ratios to 3 places."""
         return round(value, 3) if isinstance(value, float) else value
 
 

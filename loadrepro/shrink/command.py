@@ -16,9 +16,9 @@ from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
+from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
 from loadrepro.shrink.output import render_shrink
 from loadrepro.shrink.search import KNOBS, Shrinker, Shrunk
-from loadrepro.shrink.trials import ONCE, Confirm, Failure, Trials
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from loadrepro.config.profile import Profile
 from loadrepro.report.markdown import capacity_section
 from loadrepro.schema.run_report import RunReport
+from loadrepro.shrink.attempts import ONCE, Confirm
 from loadrepro.shrink.search import Shrunk
-from loadrepro.shrink.trials import ONCE, Confirm
 
 
 def _factor(before: int, after: int) -> str:

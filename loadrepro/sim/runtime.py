@@ -14,8 +14,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from loadrepro.sim.answers import Choice
 from loadrepro.sim.config import SimConfig
+from loadrepro.sim.replies import Choice
 from loadrepro.sim.scheduler import Death, Finished, Rejection, Scheduler, SchedulerStats
 
 

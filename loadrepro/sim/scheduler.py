@@ -13,7 +13,7 @@ Policies:
 - race (any scenario, stock, [sim] race_probability): on that share of starts (the draw seeded by race_seed), the
   engine dies at the N-th admission, N drawn too: a flaky failure; patched never.
 - prefix-corruption, stock: a cached block taken for new work stays findable under its old hash, so a later turn
-  that shares the old prefix reads the new owner's content and answers from it (sim/answers.py); patched: the
+  that shares the old prefix reads the new owner's content and answers from it (sim/replies.py); patched: the
   block leaves the index when it is taken.
 """
 
@@ -25,9 +25,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from loadrepro.sim.answers import Choice, choose, continue_chain, tag_in
 from loadrepro.sim.config import Policy, Scenario, SimConfig
 from loadrepro.sim.kvcache import BlockPool, block_hashes, blocks_for, clamped_seq_len, page_index_width
+from loadrepro.sim.replies import Choice, choose, continue_chain, tag_in
 from loadrepro.sim.tokenizer import natural_length
 
 
@@ -54,7 +54,7 @@ class SimRequest:
     cached_tokens: int = -1  # prompt tokens served from the prefix cache at first admission
     preempted: bool = False
     tag: tuple[str, int] | None = None  # the conversation tag in its prompt, and where
-    fingerprint: bytes = b""  # of the context it computes from (sim/answers.py), set at admission
+    fingerprint: bytes = b""  # of the context it computes from (sim/replies.py), set at admission
     context_tag: str | None = None  # the tag that context holds
     previous: str = ""  # the last token it generated
 

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadrepro.sim.answers import Choice
 from loadrepro.sim.protocol import error_body
+from loadrepro.sim.replies import Choice
 from loadrepro.sim.scheduler import Finished
 
 Event = tuple[str | None, dict[str, Any] | str]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 VOCAB_SIZE = 32000
 _TOKEN = re.compile(r"<\|[a-z_]+\|>|\w+|[^\w\s]")
 
-# Words the simulated model "writes" (sim/answers.py): plain words, each once, so the output re-tokenizes to the
+# Words the simulated model "writes" (sim/replies.py): plain words, each once, so the output re-tokenizes to the
 # same count and a runner-up is always another word.
 OUTPUT_WORDS = tuple(dict.fromkeys((
     "the request was processed and the cache kept the shared prefix while the scheduler waited for free "

@@ -185,7 +185,7 @@ END_EVENTS = ("response.completed", "response.incomplete", "response.failed", "m
 
 def take_answer(event: dict[str, Any], answer: dict[str, Any]) -> None:
     """Content text and per-position logprobs (token, its logprob, the best other's) of chat, completions and
-    Responses events (loadrepro's drive/answers.py reads them the same way; this file stands alone)."""
+    Responses events (loadrepro's load/answer_text.py reads them the same way; this file stands alone)."""
     entries = []
     for choice in event.get("choices") or []:
         text = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.drive.engine import ManagedEngine
+from loadrepro.load.engine import ManagedEngine
 from tests.engines.conftest import ROOT, SCRIPTS
 from tests.examples import save_example
 from tests.helpers import until

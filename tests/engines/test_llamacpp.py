@@ -12,9 +12,9 @@ import pytest
 
 from loadrepro.cli.summary_lines import describe_probe
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.engine import ManagedEngine
-from loadrepro.drive.probe import probe
-from loadrepro.drive.transport import Transport
+from loadrepro.load.engine import ManagedEngine
+from loadrepro.load.probe import probe
+from loadrepro.load.transport import Transport
 from loadrepro.workload.plan import TOLERANCE, plan_workload
 from loadrepro.workload.tokens import detect_counter
 from tests.engines.conftest import SCRIPTS, loadrepro, print_margins

@@ -11,7 +11,7 @@ import subprocess
 import httpx
 import pytest
 
-from loadrepro.drive.engine import free_port
+from loadrepro.load.engine import free_port
 from tests.helpers import until
 from tests.test_live_metrics import start
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.drive.engine import ManagedEngine
+from loadrepro.load.engine import ManagedEngine
 from tests.engines.conftest import loadrepro
 from tests.engines.test_llamacpp import command, report
 

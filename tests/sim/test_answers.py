@@ -2,9 +2,9 @@
 near-ties alone may flip in a batch, and a stale prefix index (prefix-corruption, stock) answers from another
 request's blocks. Pure: the scheduler stepped by hand."""
 
-from loadrepro.sim.answers import NEAR_TIE_EVERY, choose, continue_chain
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.kvcache import block_hashes
+from loadrepro.sim.replies import NEAR_TIE_EVERY, choose, continue_chain
 from loadrepro.sim.scheduler import Scheduler
 
 

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.drive.transport import Transport
+from loadrepro.load.transport import Transport
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
 from loadrepro.workload.apis import PATHS

@@ -1,5 +1,5 @@
 """Scale-out on one machine (`--workers N`): the workload's conversations split over N processes, each running
-drive/arrivals.py and its own client on its own event loop, every record streamed back to the driver, which
+load/arrivals.py and its own client on its own event loop, every record streamed back to the driver, which
 stays the one writer of requests.jsonl and the only one watching the engine (health, metrics, log).
 
 - Conversation i goes to worker i mod N, so the same seed always gives the same split; concurrency is split so
@@ -33,11 +33,11 @@ from multiprocessing.synchronize import Lock
 from typing import Any
 
 from loadrepro.config.profile import BackendName, LoadSpec
-from loadrepro.drive.arrivals import Arrivals
-from loadrepro.drive.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
+from loadrepro.load.arrivals import Arrivals
+from loadrepro.load.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.live import LiveState
 from loadrepro.workload.model import Workload
 
 POLL_S = 0.05
@@ -194,7 +194,7 @@ async def _work(share: Share, config: ClientConfig, seed: int, started_ns: int, 
 
 
 class WorkerArrivals:
-    """The load sent from worker processes (drive/backend/base.py's LoadBackend)."""
+    """The load sent from worker processes (load/backend/base.py's LoadBackend)."""
 
     name: BackendName = "processes"
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadrepro.drive.answers import AnswerParts, chat_logprobs, completions_logprobs
+from loadrepro.load.answer_text import AnswerParts, chat_logprobs, completions_logprobs
 from loadrepro.workload.apis import openai_usage
 
 NONE, TOKEN, CONTENT = 0, 1, 2  # what one event carried

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.profile import Profile
-from loadrepro.drive.planning import PlanMemo
 from loadrepro.errors import UsageError
+from loadrepro.load.planning import PlanMemo
 from loadrepro.runs.session import RunOptions, run_session
 from loadrepro.schema.run_report import RunReport, Severity
 from loadrepro.shrink.search import Trial

@@ -1,7 +1,7 @@
-"""Runs a workload's arrivals (drive/arrivals.py) against a target, watches the target meanwhile, and returns a
+"""Runs a workload's arrivals (load/arrivals.py) against a target, watches the target meanwhile, and returns a
 RunResult. Owns every task.
 
-Faults on purpose ([[chaos.events]], drive/chaos.py) run beside the load at their times. While one stops the engine
+Faults on purpose ([[chaos.events]], load/chaos.py) run beside the load at their times. While one stops the engine
 (kill, restart, pause) and until /health answers 200 again, a request that fails is the fault's (outcome
 `faulted`), and neither its failures nor the engine's exit or silence are judged as the engine dying.
 
@@ -23,24 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.config.profile import Profile, WatchedEndpoint
-from loadrepro.drive.backend import backend_for
-from loadrepro.drive.backend.base import LoadBackend, LoadSetup, WorkerCrashed
-from loadrepro.drive.chaos import ChaosTools, EngineControl, Oversize
-from loadrepro.drive.client import Client
-from loadrepro.drive.engine import describe_exit
-from loadrepro.drive.faults import FaultsOnPurpose
-from loadrepro.drive.live import LiveState
-from loadrepro.drive.live_metrics import LiveMetrics
-from loadrepro.drive.pause import pause, unless
-from loadrepro.drive.recorder import Recorder
-from loadrepro.drive.transport import Transport
-from loadrepro.drive.watch.canary import Canaries
-from loadrepro.drive.watch.endpoints import replicas_watched, watch_endpoint
-from loadrepro.drive.watch.health import HealthWatcher
-from loadrepro.drive.watch.logs import LogWatcher
-from loadrepro.drive.watch.metrics import MetricsWatcher
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
+from loadrepro.load.backend import backend_for
+from loadrepro.load.backend.base import LoadBackend, LoadSetup, WorkerCrashed
+from loadrepro.load.chaos import ChaosTools, EngineControl, Oversize
+from loadrepro.load.client import Client
+from loadrepro.load.engine import describe_exit
+from loadrepro.load.faults import FaultsOnPurpose
+from loadrepro.load.live import LiveState
+from loadrepro.load.live_metrics import LiveMetrics
+from loadrepro.load.pause import pause, unless
+from loadrepro.load.recorder import Recorder
+from loadrepro.load.transport import Transport
+from loadrepro.load.watch.canary import Canaries
+from loadrepro.load.watch.endpoint_polls import replicas_watched, watch_endpoint
+from loadrepro.load.watch.health_polls import HealthWatcher
+from loadrepro.load.watch.logs import LogWatcher
+from loadrepro.load.watch.metrics_scrapes import MetricsWatcher
 from loadrepro.records import (
     FAILED,
     KV_USAGE,
@@ -104,8 +104,8 @@ class Runner:
     def __init__(self, profile: Profile, workload: Workload, client: Client, target: RunTarget, out_dir: Path,
                  clock: Callable[[], int] = time.perf_counter_ns, workers: int = 1, ray: str | None = None,
                  live_metrics: LiveMetrics | None = None) -> None:
-        """`workers` > 1: the load is sent from that many processes (drive/backend/processes.py); with `ray`
-        ("local" or a cluster's address), from that many Ray actors (drive/backend/ray_actors.py).
+        """`workers` > 1: the load is sent from that many processes (load/backend/processes.py); with `ray`
+        ("local" or a cluster's address), from that many Ray actors (load/backend/ray_actors.py).
         `live_metrics`: told every record and sample as it comes (--serve-metrics)."""
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from loadrepro.config.profile import WatchedEndpoint, WatchSpec
-from loadrepro.drive.transport import Transport
-from loadrepro.drive.watch.health import HealthWatcher
-from loadrepro.drive.watch.metrics import MetricsWatcher
+from loadrepro.load.transport import Transport
+from loadrepro.load.watch.health_polls import HealthWatcher
+from loadrepro.load.watch.metrics_scrapes import MetricsWatcher
 from loadrepro.records import EndpointSample, HealthSample, MetricsSample, Note, replica_name
 
 

@@ -36,7 +36,7 @@ class _Scrapes(Collector):
 
 class LiveMetrics:
     """Started before the run is planned, stopped after it is judged; told each record and sample by the runner
-    (drive/runner.py) and each judgement (session.py)."""
+    (load/runner.py) and each judgement (runs/session.py)."""
 
     def __init__(self, port: int, endpoint: str, linger_s: float = LINGER_S) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)

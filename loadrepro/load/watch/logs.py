@@ -9,8 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from loadrepro.drive.pause import pause
 from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, line_time, match
+from loadrepro.load.pause import pause
 from loadrepro.records import LogMatch
 
 CONTEXT_LINES = 100

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadrepro.config.profile import BackendName
-from loadrepro.drive.arrivals import Arrivals
-from loadrepro.drive.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
-from loadrepro.drive.backend.processes import CANCEL, GO, NO_NEW, POLL_S, Share, split
-from loadrepro.drive.client import Activity, Client, ClientConfig
-from loadrepro.drive.live import LiveState
 from loadrepro.errors import UsageError
+from loadrepro.load.arrivals import Arrivals
+from loadrepro.load.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
+from loadrepro.load.backend.processes import CANCEL, GO, NO_NEW, POLL_S, Share, split
+from loadrepro.load.client import Activity, Client, ClientConfig
+from loadrepro.load.live import LiveState
 from loadrepro.records import RequestRecord
 
 ACTOR_CPUS = 0.01
@@ -158,7 +158,7 @@ def _held_stderr() -> Iterator[None]:
 
 
 class RayArrivals:
-    """The load sent from Ray actors (drive/backend/base.py's LoadBackend)."""
+    """The load sent from Ray actors (load/backend/base.py's LoadBackend)."""
 
     name: BackendName = "ray"
 

@@ -18,9 +18,9 @@ import numpy as np
 from aiolimiter import AsyncLimiter
 
 from loadrepro.config.profile import LoadSpec
-from loadrepro.drive.client import Client
-from loadrepro.drive.live import LiveState
-from loadrepro.drive.pause import pause
+from loadrepro.load.client import Client
+from loadrepro.load.live import LiveState
+from loadrepro.load.pause import pause
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 

@@ -6,7 +6,7 @@ the aiohttp transport) plus httpx-sse cost about twice a bare aiohttp loop per s
 that shows as TTFT error; orjson parses each chunk at a fifth of json's cost.
 
 Connections, credentials and the resend of a request that met a pooled connection the server had closed are the
-transport's (drive/transport.py); what reaches this client is what the target did.
+transport's (load/transport.py); what reaches this client is what the target did.
 
 Silence: after its first token a stream that gets no byte for `stall_timeout_s` is stalled. Before its first token
 a request is waiting, which queueing engines do for minutes, as long as the engine makes progress (a token on any
@@ -32,15 +32,15 @@ import aiohttp
 import orjson
 
 from loadrepro.config.profile import Api, Routing
-from loadrepro.drive.answers import AnswerParts
-from loadrepro.drive.sse import SseEvents, SseLines
-from loadrepro.drive.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
-from loadrepro.drive.transport import Transport, off_origin, redirected
 from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, match
+from loadrepro.load.answer_text import AnswerParts
+from loadrepro.load.sse import SseEvents, SseLines
+from loadrepro.load.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
+from loadrepro.load.transport import Transport, off_origin, redirected
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
 from loadrepro.workload.apis import PATHS, count_of, wire_body
 from loadrepro.workload.model import PlannedRequest
-from loadrepro.workload.structured import asked, mismatch
+from loadrepro.workload.structured_requests import asked, mismatch
 
 DETAIL_LIMIT = 4096
 
@@ -57,7 +57,7 @@ _TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation,
 
 class Progress(Protocol):
     """When the engine last made progress (ns), read and marked by every request of a run: an `Activity` in this
-    process, or one every worker process shares (drive/backend/processes.py)."""
+    process, or one every worker process shares (load/backend/processes.py)."""
 
     last_ns: int
 
@@ -227,7 +227,7 @@ class Client:
 
     async def _attempt(self, transport: Transport, content: bytes, streamed: bool, a: Attempt,
                        cancel_after_chunks: int | None) -> tuple[Outcome, str]:
-        """One attempt (the transport may have sent it twice, see drive/transport.py)."""
+        """One attempt (the transport may have sent it twice, see load/transport.py)."""
         deadline = asyncio.timeout(self.config.request_timeout_s)
         try:
             async with deadline:

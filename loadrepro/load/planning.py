@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.profile import Api, Profile, VerifySpec, WorkloadSpec
-from loadrepro.drive.transport import Transport
 from loadrepro.errors import TargetError
+from loadrepro.load.transport import Transport
 from loadrepro.workload.plan import Plan, plan_workload
 from loadrepro.workload.tokens import LocalTokenizerCounter, SimTokenCounter, detect_counter
 

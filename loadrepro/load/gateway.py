@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadrepro.drive.transport import Transport, get_json
+from loadrepro.load.transport import Transport, get_json
 
 DEFAULT_HEALTH = "/health"
 

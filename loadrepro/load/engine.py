@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from loadrepro.config.defaults import ENGINE_START_TIMEOUT_S
-from loadrepro.drive.transport import credentials
 from loadrepro.errors import TargetError, UsageError
+from loadrepro.load.transport import credentials
 
 _PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 30

@@ -14,14 +14,14 @@ import time
 
 from pydantic import BaseModel, ConfigDict
 
-from loadrepro.drive.client import Client, ClientConfig
-from loadrepro.drive.gateway import find_gateway, health_path_for
-from loadrepro.drive.limits import discover
-from loadrepro.drive.references import reset_path
-from loadrepro.drive.target import check_reachable
-from loadrepro.drive.transport import NoAnswer, Transport, get_json
-from loadrepro.drive.watch.canary import one_token_request, salted_request
-from loadrepro.drive.watch.metrics import CANONICAL, parse_kept
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.gateway import find_gateway, health_path_for
+from loadrepro.load.limits import discover
+from loadrepro.load.references import reset_path
+from loadrepro.load.target import check_reachable
+from loadrepro.load.transport import NoAnswer, Transport, get_json
+from loadrepro.load.watch.canary import one_token_request, salted_request
+from loadrepro.load.watch.metrics_scrapes import CANONICAL, parse_kept
 from loadrepro.records import CACHE_HITS, KV_USAGE, PREEMPTIONS, RUNNING, WAITING, Outcome, RequestRecord
 from loadrepro.workload.apis import APIS, PATHS
 from loadrepro.workload.tokens import detect_counter

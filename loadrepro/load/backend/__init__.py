@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from loadrepro.drive.backend.base import InProcess, LoadBackend, LoadSetup
+from loadrepro.load.backend.base import InProcess, LoadBackend, LoadSetup
 
 
 def backend_for(setup: LoadSetup, workers: int, ray: str | None,
@@ -15,11 +15,11 @@ def backend_for(setup: LoadSetup, workers: int, ray: str | None,
     """`ray` ("local" or a cluster's address): `workers` Ray actors; else `workers` > 1: worker processes; else
     this process (on `clock`; workers keep the machine's monotonic clock)."""
     if ray:
-        from loadrepro.drive.backend.ray_actors import RayArrivals
+        from loadrepro.load.backend.ray_actors import RayArrivals
 
         return RayArrivals(setup, workers, None if ray == "local" else ray)
     if workers > 1:
-        from loadrepro.drive.backend.processes import WorkerArrivals
+        from loadrepro.load.backend.processes import WorkerArrivals
 
         return WorkerArrivals(setup, workers)
     return InProcess(setup, clock)

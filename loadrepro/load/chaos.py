@@ -2,7 +2,7 @@
 engine loadrepro started, cancel streams in flight, or send one request the engine can never hold. Each becomes a
 Fault: what was done, and when /health answered 200 again (polled every BACK_POLL_S, for up to the event's
 recover_within_s after loadrepro's part of it ended: the engine started again, or SIGCONT sent). Judging whether
-the engine recovered is judge/chaos.py's, from the run's samples.
+the engine recovered is judge/recovery.py's, from the run's samples.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from loadrepro.config.profile import Api, ChaosEvent
-from loadrepro.drive.malformed import KINDS, send_malformed
-from loadrepro.drive.watch.canary import one_token_request
 from loadrepro.judge.findings import grouped
+from loadrepro.load.malformed import KINDS, send_malformed
+from loadrepro.load.watch.canary import one_token_request
 from loadrepro.records import Fault, Outcome, RequestRecord
 from loadrepro.workload.model import PlannedRequest
 
@@ -27,7 +27,7 @@ COMMON_WORDS = ("the", "of", "and", "to", "in", "is", "it")  # one token each in
 
 
 class EngineControl(Protocol):
-    """What a fault needs of an engine loadrepro started (drive/engine.py's ManagedEngine)."""
+    """What a fault needs of an engine loadrepro started (load/engine.py's ManagedEngine)."""
 
     @property
     def pid(self) -> int | None: ...

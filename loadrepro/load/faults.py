@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable
 
 from loadrepro.config.profile import WIPES, ChaosEvent
-from loadrepro.drive.chaos import BACK_POLL_S, ChaosTools, cause
+from loadrepro.load.chaos import BACK_POLL_S, ChaosTools, cause
 from loadrepro.records import Fault, FaultNotCaused, FaultSpan, FaultSpans, NoteSource, RequestRecord
 
 

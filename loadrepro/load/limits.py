@@ -18,8 +18,8 @@ from loadrepro.config.capacity import (
     parse_size,
 )
 from loadrepro.config.profile import EngineSpec
-from loadrepro.drive.transport import NoAnswer, Transport, get_json
 from loadrepro.errors import ProfileError
+from loadrepro.load.transport import NoAnswer, Transport, get_json
 
 
 def kv_config(spec: EngineSpec) -> KvConfig | None:

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from loadrepro.drive.client import Client, ClientConfig, Progress
-from loadrepro.drive.pause import pause
+from loadrepro.load.client import Client, ClientConfig, Progress
+from loadrepro.load.pause import pause
 from loadrepro.records import CanarySample, Outcome, RequestRecord
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.model import PlannedRequest

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 import urllib.parse
 
-from loadrepro.drive.transport import NoAnswer, Transport
 from loadrepro.errors import TargetError, TargetUnreachable, UsageError, auth_refusal
+from loadrepro.load.transport import NoAnswer, Transport
 
 
 def is_loopback(host: str) -> bool:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.drive.pause import pause
-from loadrepro.drive.transport import NoAnswer, Transport
+from loadrepro.load.pause import pause
+from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import (
     CACHE_HITS,
     CACHE_QUERIES,

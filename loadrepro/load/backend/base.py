@@ -1,4 +1,4 @@
-"""The one seam between the runner and what sends its load: this process (drive/arrivals.py), worker processes on
+"""The one seam between the runner and what sends its load: this process (load/arrivals.py), worker processes on
 this machine (processes.py) or Ray actors over a cluster (ray_actors.py). The runner gives a backend a LoadSetup
 and asks it only what LoadBackend declares.
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from loadrepro.config.profile import BackendName, LoadSpec
-from loadrepro.drive.client import Client
-from loadrepro.drive.live import LiveState
 from loadrepro.errors import LoadreproError
+from loadrepro.load.client import Client
+from loadrepro.load.live import LiveState
 from loadrepro.records import RequestRecord
 from loadrepro.workload.model import Workload
 
@@ -59,7 +59,7 @@ class LoadBackend(Protocol):
         """What the report says of how the load was sent (clocks, how max_rps was shared)."""
 
     async def abort(self, count: int) -> tuple[int, int]:
-        """Cancels up to `count` requests in flight at once (a [[chaos.events]] abort burst, drive/arrivals.py);
+        """Cancels up to `count` requests in flight at once (a [[chaos.events]] abort burst, load/arrivals.py);
         how many, and how many of them mid-answer."""
 
 
@@ -70,7 +70,7 @@ class InProcess:
     workers = 1
 
     def __init__(self, setup: LoadSetup, clock: Callable[[], int] = time.perf_counter_ns) -> None:
-        from loadrepro.drive.arrivals import Arrivals
+        from loadrepro.load.arrivals import Arrivals
 
         self._arrivals = Arrivals(setup.load, setup.workload, setup.seed, setup.client, setup.live, setup.stopped,
                                   setup.on_record, clock)

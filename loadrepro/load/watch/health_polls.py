@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from loadrepro.config.profile import HEALTH_GIVE_UP
-from loadrepro.drive.transport import NoAnswer, Transport
+from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import HealthSample
 
 POKE_MIN_GAP_NS = 100_000_000  # extra polls at most every 100 ms

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from loadrepro.config.profile import VerifySpec
-from loadrepro.drive.client import Client
-from loadrepro.drive.transport import NoAnswer, Transport
 from loadrepro.judge.answers import check, choose
+from loadrepro.load.client import Client
+from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import AnswerCheck, RequestRecord
 from loadrepro.workload.conversations import MARKER, marker
 from loadrepro.workload.model import Workload
