@@ -24,13 +24,13 @@ from loadrepro.version import __version__
 
 if TYPE_CHECKING:
     from loadrepro.api import ab, arun, load_profile, run, shrink_failure, sweep
+    from loadrepro.compare.comparison import Comparison
     from loadrepro.config.profile import Profile
-    from loadrepro.judge.compare import Comparison
     from loadrepro.schema.run_report import RunReport
 
 _LAZY = {"ab": "loadrepro.api", "arun": "loadrepro.api", "load_profile": "loadrepro.api", "run": "loadrepro.api",
          "shrink_failure": "loadrepro.api", "sweep": "loadrepro.api",
-         "Comparison": "loadrepro.judge.compare", "Profile": "loadrepro.config.profile",
+         "Comparison": "loadrepro.compare.comparison", "Profile": "loadrepro.config.profile",
          "RunReport": "loadrepro.schema.run_report"}
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from loadrepro.compare.comparison import Comparison
 from loadrepro.config.defaults import (
     API_KEY_ENV,
     ENGINE_START_TIMEOUT_S,
@@ -25,7 +26,6 @@ from loadrepro.config.options import AbArguments, Arguments, RunArguments, Shrin
 from loadrepro.config.profile import Profile, with_overrides
 from loadrepro.config.profile import load_profile as _load_profile
 from loadrepro.errors import UsageError
-from loadrepro.judge.compare import Comparison
 from loadrepro.runs.progress import Say
 from loadrepro.runs.session import REPORTS_ROOT, RunOptions, Side, run_ab, run_session
 from loadrepro.schema.run_report import RunReport

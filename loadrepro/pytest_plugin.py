@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from loadrepro.compare.comparison import Comparison
     from loadrepro.config.profile import Profile
-    from loadrepro.judge.compare import Comparison
     from loadrepro.schema.run_report import RunReport
 
 _RUNS = pytest.StashKey["LoadreproRuns"]()

@@ -1,8 +1,8 @@
 """compare's table: rows that say something on at least one side."""
 
+from loadrepro.compare.comparison import compare
 from loadrepro.config.profile import VerdictSpec, load_profile
 from loadrepro.judge.classify import classify
-from loadrepro.judge.compare import compare
 from loadrepro.judge.verdict import decide
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
@@ -37,7 +37,7 @@ def test_a_row_with_no_value_on_either_side_is_left_out():
 
 
 def test_a_long_cell_is_cut_at_a_word_and_given_whole_below_the_table():
-    from loadrepro.judge.compare import Comparison, Conclusion, Row
+    from loadrepro.compare.comparison import Comparison, Conclusion, Row
     from loadrepro.report.markdown import CELL_CHARS, render_comparison
 
     died = ("engine died at 0.2 s with `Draft KV cache context resize failed for request 13: could not resize to "

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import loadrepro
-from loadrepro.judge.compare import TTFT_FLOOR_MS, latency_changes, within_noise
+from loadrepro.compare.comparison import TTFT_FLOOR_MS, latency_changes, within_noise
 from loadrepro.schema.run_report import RequestRow
 
 
@@ -92,8 +92,8 @@ def _side(tokens: list[int], verdict: str, died: bool = False):
 
 
 def test_a_decode_rate_drop_is_a_regression_only_when_it_is_not_noise():
+    from loadrepro.compare.comparison import Conclusion, compare
     from loadrepro.config.profile import VerdictSpec
-    from loadrepro.judge.compare import Conclusion, compare
 
     stock = _side([16] * 12, "fail")
     slower = compare(stock, _side([10] * 12, "pass"), VerdictSpec())  # every request 37% slower to decode

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import loadrepro
+from loadrepro.compare.gate import gate
 from loadrepro.errors import UsageError
-from loadrepro.judge.gate import gate
 from loadrepro.report.json import read_report
 from loadrepro.runs.repeats import gate_runs
 from loadrepro.schema.run_report import RuleResult, Severity, SloInfo, SloMissed
@@ -71,7 +71,7 @@ def test_a_run_thirty_percent_slower_closes_it_naming_ttft(runs, tmp_path):
 
 
 def read_gate(path):
-    from loadrepro.judge.gate import Gate
+    from loadrepro.compare.gate import Gate
 
     return Gate.model_validate_json((path / "gate.json").read_text())
 
@@ -107,8 +107,8 @@ def test_runs_of_different_workloads_are_refused(runs):
 
 
 def test_compare_lists_each_sides_slo_when_both_judged_one(runs):
+    from loadrepro.compare.comparison import compare
     from loadrepro.config.profile import VerdictSpec
-    from loadrepro.judge.compare import compare
 
     baseline = read_report(runs["baseline"])
     a, b = (baseline.model_copy(update={"slo": _slo(met, 1000)}) for met in (990, 900))

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 import loadrepro
 from loadrepro.cli import commands as cli
+from loadrepro.compare.comparison import Conclusion
+from loadrepro.compare.trials import Trial, decided, p_value, rate_of, trials_needed
 from loadrepro.errors import UsageError
-from loadrepro.judge.compare import Conclusion
-from loadrepro.judge.trials import Trial, decided, p_value, rate_of, trials_needed
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.scheduler import RACE_AT, race_point
 from tests.interrupting import interrupted_when

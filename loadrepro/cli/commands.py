@@ -123,7 +123,7 @@ def ab(given: dict[str, Any] | None = None) -> None:
     import shlex
 
     from loadrepro.api import ab_sides, run_options
-    from loadrepro.judge.compare import Conclusion
+    from loadrepro.compare.comparison import Conclusion
     from loadrepro.report.markdown import render_comparison
     from loadrepro.runs.session import process_start_ns, run_ab
 
@@ -199,8 +199,8 @@ def compare_reports(
     first, second = read_report(report_a), read_report(report_b)
     if gate:
         _gate(first, second, tolerance, out)
+    from loadrepro.compare.comparison import Conclusion
     from loadrepro.config.profile import VerdictSpec
-    from loadrepro.judge.compare import Conclusion
     from loadrepro.report.markdown import render_comparison
     from loadrepro.report.timeline import timeline_from_run_dir
     from loadrepro.report.write import write_comparison

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from html import escape
 
-from loadrepro.judge.compare import Comparison
+from loadrepro.compare.comparison import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.markdown import (
     ANSWER_HEADINGS,

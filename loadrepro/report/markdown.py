@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadrepro.judge.compare import Comparison
-from loadrepro.judge.gate import Gate
+from loadrepro.compare.comparison import Comparison
+from loadrepro.compare.gate import Gate
 from loadrepro.schema.run_report import Percentiles, RunReport
 
 EXCERPT_LINES = 20

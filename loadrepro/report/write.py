@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from loadrepro.compare.comparison import Comparison
+from loadrepro.compare.gate import Gate
 from loadrepro.config.defaults import pictures_wanted
-from loadrepro.judge.compare import Comparison
-from loadrepro.judge.gate import Gate
 from loadrepro.records.redact import scrub
 from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json

@@ -4,7 +4,7 @@ its exact 95% interval, which rules failed how often, when each failing trial fi
 trial i the seed + i - 1 (and the simulated engine's race draw that seed).
 
 An A/B with trials alternates stock and patched trials and stops as soon as the answer is decided
-(judge/trials.py): a fix shown, out of reach, or the patched side failing; each side's directory holds its trials
+(compare/trials.py): a fix shown, out of reach, or the patched side failing; each side's directory holds its trials
 and its summary, and the comparison says how sure it is.
 """
 
@@ -14,11 +14,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.compare.comparison import Comparison, compare, compare_trials
+from loadrepro.compare.gate import Gate, gate
+from loadrepro.compare.trials import Trial, decided, p_value, rate_of, signatures
 from loadrepro.config.profile import Profile, VerdictSpec
 from loadrepro.errors import UsageError
-from loadrepro.judge.compare import Comparison, compare, compare_trials
-from loadrepro.judge.gate import Gate, gate
-from loadrepro.judge.trials import Trial, decided, p_value, rate_of, signatures
 from loadrepro.load.planning import PlanMemo
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports

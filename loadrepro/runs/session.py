@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.compare.comparison import Comparison, compare
 from loadrepro.config.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
 from loadrepro.config.profile import OUTAGES, LoadSpec, Profile, write_profile
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
 from loadrepro.judge.classify import classify
-from loadrepro.judge.compare import Comparison, compare
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.signatures import compile_catalog
 from loadrepro.judge.verdict import decide, in_progress

@@ -1,6 +1,6 @@
 """A regression gate for a nightly job: RUN against BASELINE (two runs of one workload). It closes when RUN is
 significantly worse on a gated figure by more than the tolerance, or a rule fails in RUN that did not fail in
-BASELINE. Latency is the comparison's own (judge/compare.py): each figure over the requests both runs completed,
+BASELINE. Latency is the comparison's own (compare/comparison.py): each figure over the requests both runs completed,
 with its bootstrap 95% interval; the SLO's attainment, a share of requests, by a one-sided Fisher exact test. A
 change inside the interval, or smaller than the tolerance, never closes it. Pure."""
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.judge.compare import METRICS, LatencyChange, Runs, latency_changes, within_noise
-from loadrepro.judge.trials import Rate, p_value
+from loadrepro.compare.comparison import METRICS, LatencyChange, Runs, latency_changes, within_noise
+from loadrepro.compare.trials import Rate, p_value
 from loadrepro.schema.run_report import RunReport, Severity
 
 GATE_ALPHA = 0.05  # the attainment's one-sided test: RUN missed the SLO more often than BASELINE with p below this
 GATED = {name for name, *_ in METRICS}  # TTFT p50 and p95, ITL p50, each request's decode tokens/s
 # Changes within compare's noise (what differs between the halves of one run, or between the runs of a side, and
-# a floor of the client's own timing) never close the gate: see judge/compare.py.
+# a floor of the client's own timing) never close the gate: see compare/comparison.py.
 
 
 class GateCheck(BaseModel):
@@ -30,7 +30,7 @@ class GateCheck(BaseModel):
 
 class Gate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: str = "loadrepro.judge.gate/1"
+    schema_version: str = "loadrepro.compare.gate/1"
     passed: bool = Field(description="No figure closed the gate.")
     tolerance: float = Field(description="A change smaller than this share of BASELINE's value never closes it.")
     detail: str = Field(description="What closed the gate, or that nothing did.")

@@ -6,7 +6,7 @@ regression: each metric's difference over those pairs, with a bootstrap 95% inte
 over several runs (trials), the runs themselves (requests of one run are not independent of each other). Patched
 regresses when that interval says so and the difference is beyond the thresholds: the TTFT p50 grown by more than
 `max_ttft_regression`, or the decode tokens/s p50 dropped by more than `max_throughput_regression`, and in both
-cases beyond noise (`beyond_noise`). The regression gate (judge/gate.py) uses the same noise.
+cases beyond noise (`beyond_noise`). The regression gate (compare/gate.py) uses the same noise.
 
 Noise scales with what is measured. One run a side gives an interval of the requests' spread within a run, not of
 what differs between two runs of one engine, so each side's run is split in halves (in request order) and the
@@ -24,8 +24,8 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadrepro.compare.trials import Rate, p_value, trials_needed
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.trials import Rate, p_value, trials_needed
 from loadrepro.schema.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
 
 TTFT_FLOOR_MS = 10.0  # TTFT differences below this are the client's timing on a busy machine, whatever the ratio
@@ -80,7 +80,7 @@ class LatencyChange(BaseModel):
 
 class Comparison(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    schema_version: str = "loadrepro.judge.compare/1"
+    schema_version: str = "loadrepro.compare.comparison/1"
     conclusion: Conclusion
     detail: str
     stock_label: str
