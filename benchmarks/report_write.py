@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from loadrepro.config.profile import load_profile
-from loadrepro.judge.classify import classify
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.judgement import judge
 from loadrepro.records import HealthSample, MetricsSample, Outcome, RequestRecord, RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.timeline import timeline_of
@@ -52,8 +51,7 @@ def main() -> None:
         result = synthetic(n)
         with tempfile.TemporaryDirectory() as out:
             started = time.perf_counter()
-            findings = classify(result, profile.verdict)
-            report = build_report(result, profile, findings, decide(findings), summary, "loadrepro run")
+            report = build_report(result, profile, judge(result, profile.verdict), summary, "loadrepro run")
             built = time.perf_counter()
             written = write_reports(report, Path(out), timeline_of(result))
             done = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadrepro.judge.measurements import measure
 from loadrepro.judge.signatures import CATALOG
 from loadrepro.load.watch.metrics_scrapes import canonical
 from loadrepro.records import HealthSample, LogMatch, MetricsSample, Note, Outcome, RequestRecord, RunResult, StopReason
@@ -56,3 +57,8 @@ def log_match(t_s: float, line: str, signature: str, klass: str = "F", number: i
 
 def note(t_s: float, source: str, text: str) -> Note:
     return Note(START + int(t_s * S), source, text)
+
+
+def ruled(rule, run: RunResult, spec):
+    """What a rule that reads the judgement's measurements finds of `run`, given them as the judge would."""
+    return rule(run, spec, measure(run, spec))

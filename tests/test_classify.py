@@ -5,7 +5,6 @@ import dataclasses
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.classify import (
     Severity,
-    classify,
     engine_death,
     failures_while_healthy,
     fatal_signature,
@@ -20,9 +19,9 @@ from loadrepro.judge.classify import (
     throttling,
     truncated_streams,
 )
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome, StopReason
-from tests.builders import health, log_match, metrics, note, record, result
+from tests.builders import health, log_match, metrics, note, record, result, ruled
 
 SPEC = VerdictSpec()
 FATAL = "Failed to resume draft KV cache for request 53"
@@ -125,7 +124,7 @@ def test_rejections_are_info_unless_forbidden():
     r = result([record(1), record(2, Outcome.REJECTED, detail="This model's maximum context length is 8 tokens")])
     assert rejections(r, SPEC).severity is Severity.INFO
     assert rejections(r, VerdictSpec(allow_rejected=False)).severity is Severity.FAIL
-    assert decide(classify(r, SPEC)).status == "pass"
+    assert judge(r, SPEC).verdict.status == "pass"
 
 
 def test_throttling_and_pressure_are_info():
@@ -133,11 +132,11 @@ def test_throttling_and_pressure_are_info():
     samples = [metrics(0.5, vllm__num_preemptions_total=0, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.2),
                metrics(1.5, vllm__num_preemptions_total=3, vllm__num_requests_waiting=5,
                        vllm__kv_cache_usage_perc=0.97)]
-    finding = pressure_in_metrics(result([record(1)], metrics=samples), SPEC)
+    finding = ruled(pressure_in_metrics, result([record(1)], metrics=samples), SPEC)
     assert finding.severity is Severity.INFO
     assert finding.summary == "pressure handled: 3 preemptions, up to 5 requests waiting, KV usage peaked at 97%"
     calm = [metrics(0.5, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.5)]
-    assert pressure_in_metrics(result([record(1)], metrics=calm), SPEC) is None
+    assert ruled(pressure_in_metrics, result([record(1)], metrics=calm), SPEC) is None
 
 
 def test_prefix_reuse_threshold():
@@ -153,12 +152,12 @@ def test_prefix_reuse_threshold():
 
 def test_verdict_reasons_come_from_failing_rules_in_order():
     r = result([record(1), record(2, Outcome.STALLED, end_s=2.0)], post=503)
-    verdict = decide(classify(r, SPEC))
+    verdict = judge(r, SPEC).verdict
     assert verdict.status == "fail"
     assert verdict.reasons[0] == "engine died at 5.0 s; /health 503 from then on"  # the post-run poll was 503
     assert verdict.reasons[1].startswith("1 request failed while /health answered 200")
     assert verdict.reasons[2].startswith("1 streams stalled") and verdict.reasons[-1] == "/health 503 after the run"
-    assert decide(classify(result([record(1)]), SPEC)) .status == "pass"
+    assert judge(result([record(1)]), SPEC).verdict.status == "pass"
 
 
 def test_zombies_say_how_loadrepros_requests_were_cancelled():

@@ -13,7 +13,6 @@ from loadrepro.judge.classify import (
     engine_death,
     failures_while_healthy,
     low_completion,
-    preemptions,
     prefix_reuse_missing,
     pressure_in_metrics,
     prompt_lengths,
@@ -24,9 +23,10 @@ from loadrepro.judge.classify import (
     throttling,
     truncated_streams,
 )
+from loadrepro.judge.measurements import measure
 from loadrepro.records import Outcome
 from loadrepro.records.vocabulary import LogMatch
-from tests.builders import health, metrics, note, record, result
+from tests.builders import health, metrics, note, record, result, ruled
 
 SPEC = VerdictSpec()
 FATAL = "Failed to resume draft KV cache for request 53"
@@ -218,12 +218,12 @@ def test_pressure_lists_what_the_metrics_showed_at_their_thresholds():
     samples = [metrics(0.5, vllm__num_preemptions_total=3, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.2),
                metrics(1.0, vllm__num_preemptions_total=7, vllm__num_requests_waiting=2, vllm__kv_cache_usage_perc=0.9)]
     run = result([record(1)], metrics=samples)
-    assert preemptions(run) == 4
-    assert pressure_in_metrics(run, SPEC).summary == ("pressure handled: 4 preemptions, up to 2 requests waiting, "
-                                                     "KV usage peaked at 90%")
+    assert measure(run, SPEC).preemptions == 4
+    assert ruled(pressure_in_metrics, run, SPEC).summary == (
+        "pressure handled: 4 preemptions, up to 2 requests waiting, KV usage peaked at 90%")
     calm = [metrics(0.5, vllm__num_preemptions_total=3, vllm__num_requests_waiting=0, vllm__kv_cache_usage_perc=0.89)]
-    assert pressure_in_metrics(result([record(1)], metrics=calm), SPEC) is None
-    assert preemptions(result([record(1)])) is None
+    assert ruled(pressure_in_metrics, result([record(1)], metrics=calm), SPEC) is None
+    assert measure(result([record(1)]), SPEC).preemptions is None
 
 
 def test_prefix_reuse_is_judged_over_every_request_even_those_not_kept_in_memory():

@@ -2,8 +2,7 @@
 
 from loadrepro.compare.comparison import compare
 from loadrepro.config.profile import VerdictSpec, load_profile
-from loadrepro.judge.classify import classify
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
 from loadrepro.schema.run_report import Environment, RunReport
@@ -20,8 +19,7 @@ def report(label: str, tokens: int, failing: bool) -> RunReport:
         records.append(record(3, Outcome.SERVER_ERROR, end_s=2.0, conversation=2, status=500, detail="boom"))
     run = result(records, health(200, 200, 200))
     profile = load_profile("quickstart")
-    findings = classify(run, profile.verdict)
-    built = build_report(run, profile, findings, decide(findings), SUMMARY, "loadrepro ab",
+    built = build_report(run, profile, judge(run, profile.verdict), SUMMARY, "loadrepro ab",
                          Environment(loadrepro_version="0.1.0", python="3.11.7", platform="Linux"))
     return built.model_copy(update={"label": label})
 

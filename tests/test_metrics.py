@@ -8,15 +8,15 @@ import httpx
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.judge.classify import classify, pressure_in_metrics
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.classify import pressure_in_metrics
+from loadrepro.judge.judgement import judge
 from loadrepro.load.watch.metrics_scrapes import canonical, parse_kept
 from loadrepro.records import MetricsSample
 from loadrepro.report.build import build_report
 from loadrepro.report.timeline import timeline_of
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
-from tests.builders import START, S, record, result
+from tests.builders import START, S, record, result, ruled
 from tests.test_profile_signatures import summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -66,11 +66,10 @@ def test_rules_reports_and_plots_agree_on_what_the_engine_reported(engine, repla
     samples = [MetricsSample(START + S // 2, calm), MetricsSample(START + S, scraped(engine, **replace))]
     run = result([record(1)], metrics=samples)
     profile = load_profile("quickstart")
-    findings = classify(run, profile.verdict)
-    report = build_report(run, profile, findings, decide(findings), summary(), "loadrepro run")
+    report = build_report(run, profile, judge(run, profile.verdict), summary(), "loadrepro run")
     assert report.pressure.kv_usage_peak == kv_peak
     assert report.pressure.preemptions == (preempted if preempted is not None else 0.0)
-    finding = pressure_in_metrics(run, profile.verdict)
+    finding = ruled(pressure_in_metrics, run, profile.verdict)
     assert f"KV usage peaked at {kv_peak:.0%}" in finding.summary
     if preempted:
         assert f"{preempted:.0f} preemptions" in finding.summary

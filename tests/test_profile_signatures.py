@@ -1,9 +1,9 @@
 """A profile's signatures behave exactly like built-in ones: records keep the class, rules and reports read it."""
 
 from loadrepro.config.profile import load_profile
-from loadrepro.judge.classify import classify, fatal_signature
+from loadrepro.judge.classify import fatal_signature
+from loadrepro.judge.judgement import judge
 from loadrepro.judge.signatures import compile_catalog
-from loadrepro.judge.verdict import decide
 from loadrepro.load.client import outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
@@ -19,9 +19,9 @@ def test_a_profile_signature_of_class_t_stays_t_in_rules_and_report():
     profile = load_profile("quickstart")
     run = result([record(1), record(2, Outcome.STREAM_ERROR, detail="pool is full, retract", signature="my-pressure",
                                     signature_class="T")])
-    findings = classify(run, profile.verdict)
-    assert dict(findings)["fatal_signature"] is None
-    report = build_report(run, profile, findings, decide(findings), summary(), "loadrepro run")
+    judgement = judge(run, profile.verdict)
+    assert dict(judgement.findings)["fatal_signature"] is None
+    report = build_report(run, profile, judgement, summary(), "loadrepro run")
     assert [(s.name, s.class_) for s in report.signatures] == [("my-pressure", "T")]
 
 

@@ -5,8 +5,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from loadrepro.config.profile import load_profile
-from loadrepro.judge.classify import classify
-from loadrepro.judge.verdict import decide
+from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
 from loadrepro.report.json import read_report, render_json
@@ -36,8 +35,7 @@ def fixed_report() -> RunReport:
     profile = load_profile("quickstart")
     summary = WorkloadSummary("conversations", "chat", 7, "40.63.0", "simulated engine tokenizer (local)", 3, 0, 6,
                               4000, 4225, 4225, 24000, 8000, 600, 100000, ())
-    findings = classify(run, profile.verdict)
-    return build_report(run, profile, findings, decide(findings), summary, "loadrepro run --profile quickstart",
+    return build_report(run, profile, judge(run, profile.verdict), summary, "loadrepro run --profile quickstart",
                         Environment(loadrepro_version="0.1.0", python="3.11.7", platform="Linux-x86_64"))
 
 

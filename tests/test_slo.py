@@ -10,7 +10,7 @@ import pytest
 
 import loadrepro
 from loadrepro.config.profile import SloSpec, VerdictSpec
-from loadrepro.judge.classify import classify
+from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.report.build import _slo as slo_section
 from tests import builders
@@ -33,8 +33,8 @@ def timed(id: int, sent_s: float, ttft_s: float, gap_s: float, outcome: Outcome 
 def judged(records, slo: SloSpec, duration_s: float):
     result = dataclasses.replace(builders.result(records, duration_s=duration_s), slo=slo)
     spec = VerdictSpec()
-    findings = dict(classify(result, spec))
-    return findings["slo"], slo_section(result, spec)
+    judgement = judge(result, spec)
+    return dict(judgement.findings)["slo"], slo_section(result, spec, judgement.measurements)
 
 
 def test_attainment_and_goodput_are_the_requests_counted_by_hand():

@@ -16,7 +16,7 @@ from loadrepro.judge.soak import errors_after_recovery
 from loadrepro.judge.windows import windows
 from loadrepro.records import Outcome
 from loadrepro.schema.run_report import RunReport
-from tests.builders import record, result
+from tests.builders import record, result, ruled
 from tests.helpers import cli, fired, report, until
 from tests.stub_server import StubServer
 
@@ -121,10 +121,10 @@ def test_errors_that_come_back_after_a_recovery_fail():
                record(4, Outcome.SERVER_ERROR, end_s=3.6), record(5, end_s=3.7)]
     run = result(records, duration_s=4.0)
     assert [w.failed for w in windows(run, 1.0)] == [1, 0, 0, 1]
-    assert errors_after_recovery(run, S).summary == (
+    assert ruled(errors_after_recovery, run, S).summary == (
         "errors came back in window 4 (3-4 s) (1 of 2 requests failed) after the engine had recovered in window 3 "
         "(2-3 s), following failures in window 1 (0-1 s)")
-    assert errors_after_recovery(result(records[:3], duration_s=4.0), S) is None
+    assert ruled(errors_after_recovery, result(records[:3], duration_s=4.0), S) is None
 
 
 @pytest.mark.parametrize(("duration_s", "count"), [(1.4, 0), (1.5, 2), (2.4, 2), (2.5, 3)])

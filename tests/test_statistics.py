@@ -15,7 +15,7 @@ from loadrepro.judge.soak import degradation, kv_leak
 from loadrepro.judge.windows import quantile_bounds, windows
 from loadrepro.records import SKETCH_ACCURACY, Fault, Outcome, RequestRecord, Tally, tally
 from loadrepro.report.build import _latency
-from tests.builders import START, S, metrics, record, result
+from tests.builders import START, S, metrics, record, result, ruled
 
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "max": 1.0}
 
@@ -124,7 +124,7 @@ SPEC = VerdictSpec(window_s=3.0, max_ttft_growth=0.5, max_kv_leak=0.05)
 
 
 def test_ttft_grown_past_the_allowed_share_from_the_first_steady_window_fails_degradation():
-    found = degradation(steady_run([900.0, 100.0, 140.0, 220.0]), SPEC)
+    found = ruled(degradation, steady_run([900.0, 100.0, 140.0, 220.0]), SPEC)
     assert found is not None and re.fullmatch(
         r"TTFT p95 grew from (\d+) ms in window 2 \(3-6 s\) to (\d+) ms in window 4 \(9-12 s\) \(at most \+50% "
         r"allowed; its p95 at least (\d+) ms now against at most (\d+) ms then\)", found.summary), found
@@ -138,7 +138,7 @@ def test_ttft_grown_past_the_allowed_share_from_the_first_steady_window_fails_de
     [100.0, 100.0, 900.0, 100.0],  # one slow window, then steady again: the last against the reference
 ], ids=["within-allowed-growth", "below-the-floor", "one-slow-window-in-between"])
 def test_degradation_does_not_fire_on_its_near_misses(ttfts):
-    assert degradation(steady_run(ttfts), SPEC) is None
+    assert ruled(degradation, steady_run(ttfts), SPEC) is None
 
 
 def test_a_few_slow_requests_in_a_window_of_dozens_are_not_degradation_and_a_slow_sixth_is():
@@ -155,8 +155,8 @@ def test_a_few_slow_requests_in_a_window_of_dozens_are_not_degradation_and_a_slo
     few = run(5)
     assert [w.ttft_p95_ms for w in windows(few, 3.0)][1::2] == [pytest.approx(70, rel=0.02),
                                                                 pytest.approx(150, rel=0.02)]
-    assert degradation(few, spec) is None
-    found = degradation(run(11), spec)
+    assert ruled(degradation, few, spec) is None
+    found = ruled(degradation, run(11), spec)
     assert found is not None and "to 150 ms in window 4 (9-12 s)" in found.summary and \
         "its p95 at least 150 ms now against at most 70 ms then" in found.summary, found
 
@@ -186,16 +186,17 @@ def test_windows_a_fault_on_purpose_overlaps_are_not_degradation():
     """A pause from 9.5 s to 11 s (/health 200 again then) holds the last window's first tokens back: the fault's
     doing, judged by no_recovery; degradation compares the windows it did not touch. Without the fault, it fires."""
     slowed = steady_run([900.0, 100.0, 110.0, 900.0])
-    assert degradation(slowed, SPEC) is not None
+    assert ruled(degradation, slowed, SPEC) is not None
     pause = Fault("pause", START + int(9.5 * S), START + 11 * S, START + 11 * S, 60.0, "SIGSTOP ...")
-    assert degradation(dataclasses.replace(slowed, faults=(pause,)), SPEC) is None
+    assert ruled(degradation, dataclasses.replace(slowed, faults=(pause,)), SPEC) is None
     early = Fault("pause", START + int(3.5 * S), START + 4 * S, START + 4 * S, 60.0, "SIGSTOP ...")
-    found = degradation(dataclasses.replace(slowed, faults=(early,)), SPEC)  # the reference moves on, not the rule
+    # the reference moves on, not the rule
+    found = ruled(degradation, dataclasses.replace(slowed, faults=(early,)), SPEC)
     assert found is not None and "in window 3 (6-9 s) to" in found.summary, found
 
 
 def test_kv_usage_creeping_up_at_quiet_moments_fails_kv_leak():
-    found = kv_leak(steady_run([100.0] * 4, [0.02, 0.05, 0.08, 0.11]), SPEC)
+    found = ruled(kv_leak, steady_run([100.0] * 4, [0.02, 0.05, 0.08, 0.11]), SPEC)
     assert found is not None and found.summary.startswith("KV usage with nothing running crept up from 2.0% in "
                                                           "window 1 (0-3 s) to 11.0% in window 4 (9-12 s)")
 
@@ -205,7 +206,7 @@ def test_kv_usage_creeping_up_at_quiet_moments_fails_kv_leak():
     [0.02, 0.10, 0.03, 0.11],  # a cache that fills and is freed again: not window after window
 ], ids=["within-allowed-rise", "freed-in-between"])
 def test_kv_leak_does_not_fire_on_its_near_misses(quiet):
-    assert kv_leak(steady_run([100.0] * 4, quiet), SPEC) is None
+    assert ruled(kv_leak, steady_run([100.0] * 4, quiet), SPEC) is None
 
 
 def test_a_windows_engine_figures_are_its_peaks_its_quiet_low_and_its_counters_growth():
@@ -237,36 +238,36 @@ def test_an_error_rate_grown_past_the_allowed_share_fails_degradation_and_one_wi
         return result(records, duration_s=9.0)
 
     spec = VerdictSpec(window_s=3.0, max_error_growth=0.25)
-    assert degradation(run(2), spec) is None  # 0% in the reference window, 20% in the last: within +25%
-    found = degradation(run(3), spec)
+    assert ruled(degradation, run(2), spec) is None  # 0% in the reference window, 20% in the last: within +25%
+    found = ruled(degradation, run(3), spec)
     assert found is not None and found.summary == (
         "the error rate grew from 0.0% in window 2 (3-6 s) to 30.0% in window 3 (6-9 s) (at most +25% allowed)")
-    assert degradation(result(run(3).records[:20], duration_s=6.0), spec) is None  # two windows: too short
+    assert ruled(degradation, result(run(3).records[:20], duration_s=6.0), spec) is None  # two windows: too short
 
 
 def test_the_soak_rules_findings_are_failures_under_their_own_names():
     both = steady_run([900.0, 100.0, 140.0, 220.0])
-    found = degradation(both, SPEC)
+    found = ruled(degradation, both, SPEC)
     assert (found.rule, found.severity) == ("degradation", Severity.FAIL)
-    leak = kv_leak(steady_run([100.0] * 3, [0.02, 0.05, 0.08]), SPEC)  # three quiet windows are enough
+    leak = ruled(kv_leak, steady_run([100.0] * 3, [0.02, 0.05, 0.08]), SPEC)  # three quiet windows are enough
     assert leak is not None and (leak.rule, leak.severity) == ("kv_leak", Severity.FAIL)
-    assert kv_leak(steady_run([100.0] * 2, [0.02, 0.08]), SPEC) is None  # two are not
+    assert ruled(kv_leak, steady_run([100.0] * 2, [0.02, 0.08]), SPEC) is None  # two are not
 
 
 def test_ttft_and_error_growth_are_said_together_and_a_thin_window_says_nothing_of_ttft():
     run = steady_run([900.0, 100.0, 140.0, 220.0])
     failing = [dataclasses.replace(r, outcome=Outcome.SERVER_ERROR) if r.sent_ns > START + 9 * S and r.id % 3 == 0
                else r for r in run.records]
-    found = degradation(dataclasses.replace(run, records=tuple(failing)), SPEC)
+    found = ruled(degradation, dataclasses.replace(run, records=tuple(failing)), SPEC)
     assert found is not None and "ms then); the error rate grew from 0.0% in window 2" in found.summary
     thin = [r for r in run.records if not (START + 3 * S <= r.sent_ns < START + 6 * S) or r.id % 9 < 4]
-    assert degradation(dataclasses.replace(run, records=tuple(thin)), SPEC) is None  # 4 in the reference: < 5
+    assert ruled(degradation, dataclasses.replace(run, records=tuple(thin)), SPEC) is None  # 4 in the reference: < 5
 
 
 @pytest.mark.parametrize(("dip", "fires"), [(-0.004, True), (-0.006, False)])
 def test_a_small_dip_in_a_creeping_kv_usage_is_tolerated_and_a_larger_one_is_not(dip, fires):
     quiet = [0.02, 0.06, 0.06 + dip, 0.12]  # a tenth of max_kv_leak (0.005) is the largest dip tolerated
-    assert (kv_leak(steady_run([100.0] * 4, quiet), SPEC) is not None) is fires
+    assert (ruled(kv_leak, steady_run([100.0] * 4, quiet), SPEC) is not None) is fires
 
 
 def test_a_long_runs_scrapes_are_bounded_in_memory_and_its_windows_still_count_every_one(tmp_path):
@@ -406,13 +407,13 @@ def test_arrivals_outpacing_a_steady_service_are_saturation_not_degradation():
     from loadrepro.judge.soak import saturated
 
     run = fifo_run([9] * 6, [6] * 6, waiting=[3, 6, 9, 12, 15, 18])
-    found = saturated(run, SPEC)
+    found = ruled(saturated, run, SPEC)
     assert found is not None and found.severity is Severity.INFO
     assert re.fullmatch(r"saturated from window 2 \(3-6 s\): requests arrived at 3.00/s and completed at 2.00/s; "
                         r"requests in flight grew from 6 to 18 over 5 windows; the engine's waiting requests from 6 "
                         r"to 18; TTFT p95 from [\d,]+ to [\d,]+ ms, with nothing failing: the engine is at capacity, "
                         r"not broken", found.summary), found.summary
-    assert degradation(run, SPEC) is None  # TTFT grew six-fold, by queueing
+    assert ruled(degradation, run, SPEC) is None  # TTFT grew six-fold, by queueing
 
 
 @pytest.mark.parametrize(("arrivals", "served", "failed"), [
@@ -424,7 +425,7 @@ def test_arrivals_outpacing_a_steady_service_are_saturation_not_degradation():
 def test_saturation_near_misses(arrivals, served, failed):
     from loadrepro.judge.soak import saturated
 
-    assert saturated(fifo_run(arrivals, served, failed=failed), SPEC) is None
+    assert ruled(saturated, fifo_run(arrivals, served, failed=failed), SPEC) is None
 
 
 def test_a_judgement_measures_the_windows_once_for_its_rules_and_its_report(tmp_path, monkeypatch):

@@ -7,17 +7,21 @@ rule and whether it fired. A finding of severity
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from loadrepro.config.capacity import Fit
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.answers import ANSWER_RULES
-from loadrepro.judge.endpoints import ENDPOINT_RULES
+from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
-from loadrepro.judge.health import HEALTH_RULES
+from loadrepro.judge.health import frontend_unresponsive, health_latency, liveness, wedged_while_healthy
+from loadrepro.judge.measurements import Measurements, series
 from loadrepro.judge.polls import frontend_hung, left_service, usable_health
-from loadrepro.judge.replicas import REPLICA_RULES, replica_health, sent_to
+from loadrepro.judge.replicas import replica_health, sent_to
 from loadrepro.judge.signatures import CATALOG, INPUT_TRUNCATED, SignatureClass
 from loadrepro.judge.slo import SLO_RULES
-from loadrepro.judge.soak import CHAOS_RULES, SOAK_RULES
+from loadrepro.judge.soak import SOAK_RULES, bad_input_crash, no_recovery
 from loadrepro.judge.structured import STRUCTURED_RULES
 from loadrepro.judge.waits import behind, queue_work
 from loadrepro.records import (
@@ -228,20 +232,9 @@ def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("throttling", Severity.INFO, f"{hits} requests throttled after retries; {retried} retries")
 
 
-def series(result: RunResult, name: str) -> list[float]:
-    """One canonical metrics series over the run (load/watch/metrics_scrapes.py names them)."""
-    return [s.values[name] for s in result.metrics if name in s.values]
-
-
-def preemptions(result: RunResult) -> float | None:
-    """Preemptions (SGLang: retractions) during the run, from the engine's counter."""
-    counts = series(result, "preemptions")
-    return max(counts) - counts[0] if counts else None
-
-
-def pressure_in_metrics(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def pressure_in_metrics(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info)."""
-    preempted = preemptions(result)
+    preempted = measured.preemptions
     waiting, usage = series(result, "waiting"), series(result, "kv_usage")
     parts = []
     if preempted:
@@ -395,14 +388,36 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("zombie_requests", Severity.FAIL, words)
 
 
-RULES: tuple[Rule, ...] = (
-    engine_death, *ENDPOINT_RULES, *REPLICA_RULES, failures_while_healthy, fatal_signature, stalled_streams,
-    truncated_streams, protocol_errors, low_completion, post_run_health, interrupted, zombie_requests, *CHAOS_RULES,
-    capacity_mismatch, prefix_reuse_missing, rejections, throttling, pressure_in_metrics, prompt_truncated,
-    prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, *HEALTH_RULES, *SLO_RULES, *SOAK_RULES,
+# A rule that reads what the judge measured of the run (judge/measurements.py), made once per judgement.
+MeasuredRule = Callable[[RunResult, VerdictSpec, Measurements], Finding | None]
+
+
+def _plain(rule: Rule) -> MeasuredRule:
+    @functools.wraps(rule)
+    def judged(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
+        return rule(result, spec)
+    return judged
+
+
+def plain(*rules: Rule) -> tuple[MeasuredRule, ...]:
+    """Rules that need nothing measured, taken as the others are."""
+    return tuple(_plain(rule) for rule in rules)
+
+
+RULES: tuple[MeasuredRule, ...] = (
+    *plain(engine_death), *DEPLOYMENT_RULES,
+    *plain(failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
+           low_completion, post_run_health, interrupted, zombie_requests),
+    no_recovery,
+    *plain(bad_input_crash, capacity_mismatch, prefix_reuse_missing, rejections, throttling),
+    pressure_in_metrics,
+    *plain(prompt_truncated, prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, health_latency),
+    liveness,
+    *plain(wedged_while_healthy, frontend_unresponsive),
+    *SLO_RULES, *SOAK_RULES,
 )
 
 
-def classify(result: RunResult, spec: VerdictSpec) -> list[tuple[str, Finding | None]]:
+def classify(result: RunResult, spec: VerdictSpec, measured: Measurements) -> list[tuple[str, Finding | None]]:
     """Every rule's name with its finding (None: did not fire), in RULES order."""
-    return [(rule.__name__, rule(result, spec)) for rule in RULES]
+    return [(rule.__name__, rule(result, spec, measured)) for rule in RULES]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from loadrepro.config.profile import VerdictSpec, WatchSpec
 from loadrepro.judge.death import DEATH_POLLS
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.judge.measurements import measure
+from loadrepro.judge.measurements import Measurements
 from loadrepro.judge.polls import outside_outages, polls_outside_faults, sent, slow_polls, usable_health
 from loadrepro.records import HealthSample, Outcome, RunResult
 
@@ -22,12 +22,12 @@ def _described(watch: WatchSpec) -> str:
             f"{watch.liveness_failures} failures")
 
 
-def liveness(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def liveness(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """A liveness probe with [watch] liveness_timeout_s, liveness_period_s and liveness_failures (Kubernetes'
     defaults: 1 s, 10 s, 3) would have restarted the engine: that many of its probes in a row would have failed
     (not 200, or slower than the timeout). A warning: the orchestrator's judgement, not the engine's failure; says
     how many requests the engine completed after that moment."""
-    restart = measure(result, spec).restart
+    restart = measured.restart
     if restart is None:
         return None
     served = sum(1 for r in result.records if r.outcome is Outcome.OK and r.end_ns > restart.t_ns)
@@ -121,4 +121,3 @@ def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | Non
                    "HTTP frontend was unresponsive, not dead")
 
 
-HEALTH_RULES = (health_latency, liveness, wedged_while_healthy, frontend_unresponsive)

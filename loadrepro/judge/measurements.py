@@ -1,16 +1,18 @@
 """What the judge measures of a run, once per judgement: its windows (and those while the load was started),
 saturation found in them, the recovery from each fault on purpose, when a liveness probe would have restarted
-the engine, and the service level. The rules (judge/soak.py) and the report
-(report/build.py) read the same object, so a number in the report is the number a rule judged by. Pure."""
+the engine, the service level, the slow /health polls, the preemptions, each watched endpoint's health and each
+replica's figures. The rules that need one take the judgement's `Measurements`, and the report reads the same
+object (judge/judgement.py), so a number in the report is the number a rule judged by. Pure."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.polls import Restart, usable_health, would_restart
+from loadrepro.judge.endpoints import EndpointFigures, endpoint_health
+from loadrepro.judge.polls import Restart, slow_polls, usable_health, would_restart
 from loadrepro.judge.recovery import Recovery, recoveries
+from loadrepro.judge.replicas import ReplicaFigures, replica_figures
 from loadrepro.judge.service_level import SloMeasure, slo_measure
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
 from loadrepro.records import RunResult
@@ -24,29 +26,28 @@ class Measurements:
     recoveries: list[Recovery] = field(default_factory=list)  # per fault on purpose, in the order caused
     restart: Restart | None = None  # when a liveness probe ([watch] liveness_*) would have restarted the engine
     slo: SloMeasure | None = None  # the requests against [slo] (None: no limit set)
+    slow_polls: int = 0  # the target's /health polls slower than [watch] health_timeout_s
+    preemptions: float | None = None  # during the run, from the engine's counter (None: it has none)
+    endpoints: list[EndpointFigures] = field(default_factory=list)  # per [[watch.endpoints]], in the run's order
+    replicas: list[ReplicaFigures] = field(default_factory=list)  # per replica, the target first (none: no replicas)
 
 
-def _measured(result: RunResult, spec: VerdictSpec) -> Measurements:
-    found = windows(result, spec.window_s)
-    loaded = load_windows(result, found)
-    return Measurements(found, loaded, saturation(loaded), recoveries(result, spec),
-                        would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s))
+def series(result: RunResult, name: str) -> list[float]:
+    """One canonical metrics series over the run (load/watch/metrics_scrapes.py names them)."""
+    return [s.values[name] for s in result.metrics if name in s.values]
 
 
-class _Last(threading.local):
-    """The last judgement's measurements, per thread (a checkpoint is judged on a worker thread)."""
-
-    result: RunResult | None = None
-    spec: VerdictSpec | None = None
-    measured: Measurements | None = None
-
-
-_last = _Last()
+def _preemptions(result: RunResult) -> float | None:
+    """Preemptions (SGLang: retractions) during the run, from the engine's counter."""
+    counts = series(result, "preemptions")
+    return max(counts) - counts[0] if counts else None
 
 
 def measure(result: RunResult, spec: VerdictSpec) -> Measurements:
-    """The measurements of `result` under `spec`, made once for the rules and the report that judge and report
-    the same result one after the other (the same objects: results are immutable)."""
-    if _last.result is not result or _last.spec is not spec or _last.measured is None:
-        _last.result, _last.spec, _last.measured = result, spec, _measured(result, spec)
-    return _last.measured
+    """Everything the judge measures of `result` under `spec`; made once per judgement (judge/judgement.py)."""
+    found = windows(result, spec.window_s)
+    loaded = load_windows(result, found)
+    return Measurements(found, loaded, saturation(loaded), recoveries(result, spec),
+                        would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s),
+                        len(slow_polls(result.health, result.watch)), _preemptions(result),
+                        [endpoint_health(result, w) for w in result.watched], replica_figures(result, spec.window_s))

@@ -1,15 +1,15 @@
-"""Replicas of the target ([target] replicas): each one's requests, first-token times and /health, and the death of
-one while others served: rule replica_death. Replica 0 is the target (its death is also engine_death's); the others
-are watched as [[watch.endpoints]] are (judge/endpoints.py says when one died). Pure."""
+"""Replicas of the target ([target] replicas), measured: each one's requests, first-token times and /health, and
+the death of one while others served (judge/deployment.py's rule replica_death reads it). Replica 0 is the target
+(its death is also engine_death's); the others are watched as [[watch.endpoints]] are (judge/endpoints.py says when
+one died). Pure."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.endpoints import endpoint_health
-from loadrepro.judge.findings import Finding, Severity, quote
+from loadrepro.judge.findings import quote
 from loadrepro.judge.polls import left_service, slow_polls
 from loadrepro.judge.signatures import SignatureClass
 from loadrepro.records import HealthSample, Outcome, RequestRecord, RunResult, Watched, replica_name
@@ -113,33 +113,3 @@ def _cut_off(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> 
               "its /health was not polled again before the run ended")
     return result.seconds(first), (f"{len(refused)} requests sent to it after its last answer could not reach it, "
                                    f"and {health}")
-
-
-def _served_after(result: RunResult, replica: int, t_s: float) -> int:
-    """Requests of that replica completed after t_s, of those kept in memory."""
-    t_ns = result.start_ns + round(t_s * 1e9)
-    return sum(1 for r in result.records if r.replica == replica and r.outcome is Outcome.OK and r.end_ns > t_ns)
-
-
-def replica_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """A replica left service while another served (completed a request after it died): FAIL, naming it, when and
-    why, and what the others completed after it. Threshold: one replica. Every replica dead is the deployment's
-    death, said the same way (engine_death says the target's)."""
-    figures = replica_figures(result, spec.window_s)
-    dead = [f for f in figures if f.died_s is not None]
-    if not dead:
-        return None
-    kept = "" if not result.totals(spec.window_s).dropped else " (of the requests kept in memory)"
-    said = []
-    for f in dead:
-        assert f.died_s is not None
-        others = [(o.name, _served_after(result, o.index, f.died_s)) for o in figures if o.index != f.index]
-        served = ", ".join(f"{name} {n:,}" for name, n in others)
-        words = (f"{f.name} ({f.url}) died at {f.died_s:.1f} s: {f.why}; {f.tally.requests:,} requests went to it "
-                 f"({f.tally.by_outcome.get(Outcome.OK.value, 0):,} ok); completed after it by the others{kept}: "
-                 f"{served}")
-        said.append(words if any(n for _, n in others) else words + " (none: every replica was down)")
-    return Finding("replica_death", Severity.FAIL, "; ".join(said))
-
-
-REPLICA_RULES = (replica_death,)

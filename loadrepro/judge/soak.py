@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity, grouped
-from loadrepro.judge.measurements import measure
+from loadrepro.judge.measurements import Measurements
 from loadrepro.judge.recovery import SINCE
 from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
 from loadrepro.records import Outcome, RunResult
 
 
-def no_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def no_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """A fault on purpose ([[chaos.events]]) after which the engine was not back within the event's
     recover_within_s: /health 200, TTFT p95 within max_ttft_growth of before, no more requests running than
     loadrepro had in flight; or its KV usage at the last quiet moment after it more than max_kv_leak above before
     (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
     recovered, says how fast (info). A fault never caused (the load ended before its time, or while an earlier
     fault had the engine down) is said with why, and judges nothing."""
-    found = measure(result, spec).recoveries
+    found = measured.recoveries
     missed = [r for r in found if not r.recovered]
     never = "; ".join(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
                       for f in result.not_caused)
@@ -53,11 +53,11 @@ def _unsent(result: RunResult, spec: VerdictSpec, run: list[Window]) -> str:
                if longest is not None and median is not None else ""))
 
 
-def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def saturated(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """Information, not a failure: arrivals outpaced the engine's steady service (see `saturation`), so requests
     queued and waited longer window after window while nothing failed. Says when it began, at what rates, and how
     the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there."""
-    found = measure(result, spec).saturation
+    found = measured.saturation
     if found is None:
         return None
     first, last, run = found.first, found.last, list(found.windows)
@@ -72,7 +72,7 @@ def saturated(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    + ", with nothing failing: the engine is at capacity, not broken")
 
 
-def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def degradation(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
     than TTFT_FLOOR_MS) beyond doubt, or the error rate up by more than `max_error_growth`. Needs three windows.
     Beyond doubt: the lowest the last window's p95 may be (windows.quantile_bounds) against the highest the first's
@@ -80,7 +80,7 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
     TTFT grown by saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is
     a fault on purpose's: windows that overlap one, from when it was caused until /health 200 again, are neither
     compared nor compared with (the engine's way back is no_recovery's to judge)."""
-    found = measure(result, spec).windows
+    found = measured.windows
     if len(found) < 3:
         return None
     faults = result.fault_spans
@@ -90,7 +90,7 @@ def degradation(result: RunResult, spec: VerdictSpec) -> Finding | None:
         return None
     first, last = calm[0], calm[-1]
     parts = []
-    queued = measure(result, spec).saturation is not None  # a queue under a steady service
+    queued = measured.saturation is not None  # a queue under a steady service
     if not queued and _enough(first) and _enough(last) and first.ttft_p95_bounds_ms and last.ttft_p95_bounds_ms:
         (_, high), (low, _) = first.ttft_p95_bounds_ms, last.ttft_p95_bounds_ms
         if low - high > TTFT_FLOOR_MS and low > high * (1 + spec.max_ttft_growth):
@@ -107,10 +107,10 @@ def _enough(w: Window) -> bool:
     return sum(n for o, n in w.outcomes.items() if o == Outcome.OK.value) >= MIN_SAMPLES
 
 
-def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def kv_leak(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """KV usage at quiet moments (nothing running or waiting) creeping up window after window by more than
     `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows."""
-    quiet = [(w, w.kv_usage_quiet) for w in measure(result, spec).windows if w.kv_usage_quiet is not None]
+    quiet = [(w, w.kv_usage_quiet) for w in measured.windows if w.kv_usage_quiet is not None]
     if len(quiet) < 3:
         return None
     steps = [b - a for (_, a), (_, b) in zip(quiet, quiet[1:])]
@@ -122,11 +122,11 @@ def kv_leak(result: RunResult, spec: VerdictSpec) -> Finding | None:
                    f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees")
 
 
-def errors_after_recovery(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def errors_after_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """Failures, then a window with completed requests and none failed (a recovery), then failures again."""
     failing: Window | None = None
     recovered: Window | None = None
-    for w in measure(result, spec).windows:
+    for w in measured.windows:
         if w.failed and recovered is not None and failing is not None:
             return Finding("errors_after_recovery", Severity.FAIL,
                            f"errors came back in {w.span} ({w.failed} of {w.requests} requests failed) after the "
@@ -155,5 +155,4 @@ def bad_input_crash(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return None
 
 
-CHAOS_RULES = (no_recovery, bad_input_crash)
 SOAK_RULES = (degradation, kv_leak, errors_after_recovery, saturated)

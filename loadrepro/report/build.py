@@ -10,14 +10,12 @@ from ddsketch import DDSketch
 
 from loadrepro.config.profile import Profile, StructuredFormat, VerdictSpec
 from loadrepro.judge.answers import KINDS, WRONG
-from loadrepro.judge.classify import preemptions, series
-from loadrepro.judge.endpoints import endpoint_health
-from loadrepro.judge.findings import FAILED, Finding
-from loadrepro.judge.measurements import measure
-from loadrepro.judge.polls import slow_polls
-from loadrepro.judge.replicas import ReplicaFigures, replica_figures
+from loadrepro.judge.endpoints import EndpointFigures
+from loadrepro.judge.findings import FAILED
+from loadrepro.judge.judgement import Judgement
+from loadrepro.judge.measurements import Measurements, series
+from loadrepro.judge.replicas import ReplicaFigures
 from loadrepro.judge.signatures import SignatureClass
-from loadrepro.judge.verdict import Verdict
 from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
 from loadrepro.records.redact import scrub
 from loadrepro.schema.run_report import (
@@ -83,8 +81,8 @@ def _latency(result: RunResult, window_s: float) -> Latency:
                    queue_ms=_sketched(t.queue_ms), ttfc_ms=_sketched(t.ttfc_ms))
 
 
-def _slo(result: RunResult, spec: VerdictSpec) -> SloInfo | None:
-    m = measure(result, spec).slo
+def _slo(result: RunResult, spec: VerdictSpec, measured: Measurements) -> SloInfo | None:
+    m = measured.slo
     if m is None:
         return None
     whole = m.whole.met / m.whole.requests if m.whole.requests else None
@@ -107,8 +105,7 @@ def _structured(t: Tally, asked: list[StructuredFormat]) -> StructuredInfo | Non
                           first_refused_request=refused, first_refusal=refusal)
 
 
-def _watched(result: RunResult, w: Watched) -> WatchedEndpointInfo:
-    e = endpoint_health(result, w)
+def _watched(w: Watched, e: EndpointFigures) -> WatchedEndpointInfo:
     return WatchedEndpointInfo(name=w.name, health_url=w.health_url, metrics_url=w.metrics_url, polls=e.polls,
                                not_ok=e.not_ok, died_at_s=None if e.died_s is None else round(e.died_s, 3),
                                kv_usage_peak=e.kv_usage_peak, waiting_peak=e.waiting_peak)
@@ -126,13 +123,11 @@ def _r(share: float | None) -> float | None:
     return round(share, 5) if share is not None else None
 
 
-def _health(result: RunResult, window_s: float) -> Health:
+def _health(result: RunResult, window_s: float, slow: int) -> Health:
     transitions: list[Transition] = []
     for sample in [*result.health, *([result.post_health] if result.post_health else [])]:
         if not transitions or transitions[-1].status != sample.status:
             transitions.append(Transition(t_s=round(result.seconds(sample.t_ns), 3), status=sample.status))
-    # Every slow poll is kept in memory (load/recorder.py), so counting them there is counting all of them.
-    slow = len(slow_polls(result.health, result.watch))
     return Health(pre=result.health[0].status if result.health else None,
                   post=result.post_health.status if result.post_health else None, transitions=transitions,
                   path=result.watch.health_path, latency_ms=_sketched(result.totals(window_s).health_ms), slow=slow,
@@ -152,9 +147,9 @@ def _outputs(result: RunResult) -> OutputsInfo | None:
                        **{kind: counts.get(kind, 0) for kind in KINDS})
 
 
-def _chaos(result: RunResult, spec: VerdictSpec) -> list[ChaosRow]:
+def _chaos(result: RunResult, measured: Measurements) -> list[ChaosRow]:
     return [ChaosRow.model_validate(r, from_attributes=True).model_copy(update={"detail": scrub(r.detail)})
-            for r in measure(result, spec).recoveries] + [
+            for r in measured.recoveries] + [
         ChaosRow(at_s=f.at_s, action=f.action, done_s=f.at_s, recovered=None, recovery_s=None, recover_within_s=0.0,
                  health_s=None, ttft_s=None, running_s=None, before_ttft_p95_ms=None, before_running=None,
                  before_kv_usage=None, kv_s=None, after_kv_usage=None, faulted=0,
@@ -169,11 +164,11 @@ def _canary(result: RunResult, window_s: float) -> CanaryInfo | None:
                       ttft_ms=_sketched(t.canary_ttft_ms), by_outcome=dict(sorted(t.canary_outcomes.items())))
 
 
-def _liveness(result: RunResult, spec: VerdictSpec) -> Liveness | None:
+def _liveness(result: RunResult, measured: Measurements) -> Liveness | None:
     if not result.health:
         return None
     w = result.watch
-    restart = measure(result, spec).restart
+    restart = measured.restart
     return Liveness(timeout_s=w.liveness_timeout_s, period_s=w.liveness_period_s, failures=w.liveness_failures,
                     would_restart_at_s=round(result.seconds(restart.t_ns), 3) if restart else None)
 
@@ -231,9 +226,9 @@ def _prefix_reuse(totals: Tally) -> PrefixReuse:
     return PrefixReuse(possible_tokens=possible, cached_tokens=cached, ratio=ratio)
 
 
-def _pressure(result: RunResult) -> Pressure:
+def _pressure(result: RunResult, measured: Measurements) -> Pressure:
     return Pressure(kv_usage_peak=_peak(result, KV_USAGE), waiting_peak=_peak(result, WAITING),
-                    preemptions=preemptions(result), pool_usage_peak=_pool_peaks(result))
+                    preemptions=measured.preemptions, pool_usage_peak=_pool_peaks(result))
 
 
 def _capacity(result: RunResult) -> CapacityInfo | None:
@@ -315,13 +310,16 @@ def _kept_note(result: RunResult) -> list[str]:
             "records; requests.jsonl has every one"]
 
 
-def _windows(result: RunResult, spec: VerdictSpec) -> list[WindowRow]:
-    return [WindowRow(**dataclasses.asdict(w)) for w in measure(result, spec).windows]
+def _windows(measured: Measurements) -> list[WindowRow]:
+    return [WindowRow(**dataclasses.asdict(w)) for w in measured.windows]
 
 
-def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, Finding | None]], verdict: Verdict,
-                 workload: WorkloadSummary, command: str, env: Environment | None = None,
-                 extra_notes: list[str] | None = None, diagnosis: DiagnosisInfo | None = None) -> RunReport:
+def build_report(result: RunResult, profile: Profile, judgement: Judgement, workload: WorkloadSummary, command: str,
+                 env: Environment | None = None, extra_notes: list[str] | None = None,
+                 diagnosis: DiagnosisInfo | None = None) -> RunReport:
+    """The report of `result` as `judgement` judged it: its figures of what the judge measured are the judgement's
+    own, read, never measured again."""
+    verdict, measured = judgement.verdict, judgement.measurements
     duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
     rows = _rows(result)
     totals, kept = result.totals(profile.verdict.window_s), _kept(rows)
@@ -334,10 +332,10 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
         stop_reason=result.stop_reason, interrupted=result.interrupted,
         requests=Requests(total=totals.requests, by_outcome=dict(sorted(totals.by_outcome.items())),
                           reconnects=totals.reconnects, conversations=totals.conversations),
-        health=_health(result, profile.verdict.window_s), first_failure=_first_failure(result),
+        health=_health(result, profile.verdict.window_s, measured.slow_polls), first_failure=_first_failure(result),
         signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity if f else None,
-                          detail=f.summary if f else "") for name, f in findings],
+                          detail=f.summary if f else "") for name, f in judgement.findings],
         latency=_latency(result, profile.verdict.window_s),
         throughput=Throughput(requests_per_s=round(totals.by_outcome.get("ok", 0) / duration, 3),
                               output_tokens_per_s=round(totals.output_tokens / duration, 3)),
@@ -348,19 +346,20 @@ def build_report(result: RunResult, profile: Profile, findings: list[tuple[str, 
                               seed=workload.seed, faker_version=workload.faker_version,
                               calibration_source=workload.calibration_source, origin=workload.origin,
                               prefix_reuse=_prefix_reuse(totals)),
-        pressure=_pressure(result), capacity=_capacity(result), diagnosis=diagnosis,
+        pressure=_pressure(result, measured), capacity=_capacity(result), diagnosis=diagnosis,
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result, profile.verdict.window_s),
-        workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result, profile.verdict),
+        workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result, measured),
         canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
-        chaos=_chaos(result, profile.verdict),
+        chaos=_chaos(result, measured),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + _first_fatal_line(result),
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
                                   *_kept_note(result), *_workers_note(result))],
-        environment=env or environment(), windows=_windows(result, profile.verdict), slo=_slo(result, profile.verdict),
-        watched_endpoints=[_watched(result, w) for w in result.watched],
-        endpoints=[_endpoint(f) for f in replica_figures(result, profile.verdict.window_s)],
+        environment=env or environment(), windows=_windows(measured),
+        slo=_slo(result, profile.verdict, measured),
+        watched_endpoints=[_watched(w, e) for w, e in zip(result.watched, measured.endpoints)],
+        endpoints=[_endpoint(f) for f in measured.replicas],
         structured_outputs=_structured(totals, profile.workload.structured_formats),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -17,10 +17,9 @@ from loadrepro.config.capacity import EngineLimits, Prediction, predict, prefix_
 from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp, sim_in_process
 from loadrepro.config.profile import OUTAGES, LoadSpec, Profile, write_profile
 from loadrepro.errors import InternalError, LoadreproError, TargetError, UsageError, keep_traceback
-from loadrepro.judge.classify import classify
 from loadrepro.judge.diagnose import diagnose, verification_for
+from loadrepro.judge.judgement import judge
 from loadrepro.judge.signatures import compile_catalog
-from loadrepro.judge.verdict import decide, in_progress
 from loadrepro.load.chaos import Oversize, oversize
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.engine import ManagedEngine
@@ -466,15 +465,15 @@ class _Judged:
     def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
         result = dataclasses.replace(result, limits=self.limits, context=self.context,
                                      predictions=_predictions(self.plan, self.profile, self.limits))
-        findings = classify(result, self.profile.verdict)
+        judgement = judge(result, self.profile.verdict, final)
         if self.live is not None:
-            self.live.rules((name, f.severity.value if f else None) for name, f in findings)
+            self.live.rules((name, f.severity.value if f else None) for name, f in judgement.findings)
         log = self.run_dir / "engine.log"
         catalog = compile_catalog(_extra(self.profile))
         diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
             if final and log.exists() else None
-        report = build_report(result, self.profile, findings, decide(findings) if final else in_progress(findings),
-                              summarize(self.plan), self.command, extra_notes=self.notes, diagnosis=diagnosis)
+        report = build_report(result, self.profile, judgement, summarize(self.plan), self.command,
+                              extra_notes=self.notes, diagnosis=diagnosis)
         return result, report
 
     def final(self, result: RunResult) -> tuple[RunResult, RunReport]:
