@@ -23,8 +23,6 @@ from loadrepro.judge.findings import Finding, Severity
 from loadrepro.records import Answer, AnswerCheck, Outcome, RequestRecord, RunResult
 
 RUNAWAY = 16  # the same token this many times in a row is a runaway
-KINDS = ("identical", "near_tie", "diverged", "garbled", "cross_talk", "unverifiable")
-WRONG = frozenset({"diverged", "garbled", "cross_talk"})  # the kinds a rule fails a run on
 END = ""  # the token past an answer's end
 
 
@@ -120,12 +118,6 @@ def check(load: RequestRecord, reference: RequestRecord | None, spec: VerifySpec
     return replace(compared, kind="garbled", detail=broken) if broken is not None else compared
 
 
-def is_wrong(c: AnswerCheck, spec: VerifySpec) -> bool:
-    """Different from the reference where the reference was sure of its token: diverged, or a cross-talk or
-    garbled answer that also differed so."""
-    return c.kind == "diverged" or (c.kind in WRONG and c.margin is not None and c.margin >= spec.min_margin)
-
-
 def _first(result: RunResult, kind: str) -> tuple[list[AnswerCheck], AnswerCheck | None]:
     found = [c for c in result.answers if c.kind == kind]
     return found, min(found, key=lambda c: c.request, default=None)
@@ -146,7 +138,7 @@ def _shown(token: str) -> str:
 def wrong_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Answers under load that differ from the same request alone where the engine was sure of its token (led its
     runner-up by at least [verify] min_margin nats): wrong answers. Threshold: one."""
-    found = [c for c in result.answers if is_wrong(c, result.verify)]
+    found = [c for c in result.answers if c.wrong(result.verify)]
     c = min(found, key=lambda c: c.request, default=None)
     if c is None or c.margin is None:
         return None

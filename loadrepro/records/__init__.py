@@ -13,6 +13,7 @@ from loadrepro.records.result import RunResult
 from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
 from loadrepro.records.vocabulary import (
     ANSWER_CHARS,
+    ANSWER_KINDS,
     CACHE_HITS,
     CACHE_QUERIES,
     FAILED,
@@ -21,6 +22,7 @@ from loadrepro.records.vocabulary import (
     PREEMPTIONS,
     RUNNING,
     WAITING,
+    WRONG,
     Answer,
     AnswerCheck,
     CanarySample,
@@ -45,8 +47,9 @@ from loadrepro.records.vocabulary import (
 )
 
 __all__ = [
-    "ANSWER_CHARS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS", "REUSE_SCALE",
-    "RUNNING", "SKETCH_ACCURACY", "WAITING", "Answer", "AnswerCheck", "CanarySample", "EndpointSample", "Fault",
+    "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS",
+    "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
+    "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched",
     "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json",

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from loadrepro.config.profile import OUTAGES, ChaosAction
+from loadrepro.config.profile import OUTAGES, ChaosAction, VerifySpec
 
 
 class Outcome(StrEnum):
@@ -58,6 +58,11 @@ class Answer:
 ANSWER_CHARS = 4096
 
 
+# What an answer under load can be, against the same request alone (judge/answers.py says which is which).
+ANSWER_KINDS = ("identical", "near_tie", "diverged", "garbled", "cross_talk", "unverifiable")
+WRONG = frozenset({"diverged", "garbled", "cross_talk"})  # the kinds a rule fails a run on
+
+
 @dataclass(frozen=True, slots=True)
 class AnswerCheck:
     """One answer under load judged against the same request sent alone afterwards ([verify])."""
@@ -72,6 +77,12 @@ class AnswerCheck:
     margin: float | None = None  # nats by which the reference's token led its runner-up there
     cached_tokens: int | None = None  # the load request's, as its usage reported
     detail: str = ""
+
+    def wrong(self, spec: VerifySpec) -> bool:
+        """Different from the reference where the reference was sure of its token: diverged, or a cross-talk or
+        garbled answer that also differed so."""
+        return self.kind == "diverged" or (self.kind in WRONG and self.margin is not None and
+                                           self.margin >= spec.min_margin)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,14 +9,23 @@ from collections import Counter
 from ddsketch import DDSketch
 
 from loadrepro.config.profile import Profile, StructuredFormat, VerdictSpec
-from loadrepro.judge.answers import KINDS, WRONG
 from loadrepro.judge.endpoints import EndpointFigures
-from loadrepro.judge.findings import FAILED
 from loadrepro.judge.judgement import Judgement
 from loadrepro.judge.measurements import Measurements, series
 from loadrepro.judge.replicas import ReplicaFigures
 from loadrepro.judge.signatures import SignatureClass
-from loadrepro.records import KV_USAGE, POOL_USAGE, WAITING, Outcome, RunResult, Tally, Watched
+from loadrepro.records import (
+    ANSWER_KINDS,
+    FAILED,
+    KV_USAGE,
+    POOL_USAGE,
+    WAITING,
+    WRONG,
+    Outcome,
+    RunResult,
+    Tally,
+    Watched,
+)
 from loadrepro.records.redact import scrub
 from loadrepro.schema.run_report import (
     Cache,
@@ -144,7 +153,7 @@ def _outputs(result: RunResult) -> OutputsInfo | None:
     return OutputsInfo(mode=v.outputs, checked=len(result.answers), compare_tokens=v.compare_tokens,
                        min_margin=v.min_margin, near_tie_margin_max=max(ties) if ties else None,
                        worst=[WrongAnswer.model_validate(dataclasses.asdict(c)) for c in wrong],
-                       **{kind: counts.get(kind, 0) for kind in KINDS})
+                       **{kind: counts.get(kind, 0) for kind in ANSWER_KINDS})
 
 
 def _chaos(result: RunResult, measured: Measurements) -> list[ChaosRow]:

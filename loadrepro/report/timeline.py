@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 from ddsketch import DDSketch
 
-from loadrepro.judge.answers import WRONG, is_wrong
-from loadrepro.judge.findings import FAILED
 from loadrepro.records import (
+    FAILED,
     KV_USAGE,
     RUNNING,
     WAITING,
+    WRONG,
     CanarySample,
     HealthSample,
     LogMatch,
@@ -194,7 +194,7 @@ def timeline_of(result: RunResult) -> Timeline:
     timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
-    wrong = {c.request for c in result.answers if is_wrong(c, result.verify) or c.kind in WRONG}
+    wrong = {c.request for c in result.answers if c.wrong(result.verify) or c.kind in WRONG}
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
                                endpoints=endpoints, replicas=1 + len(result.replicas))
