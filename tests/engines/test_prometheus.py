@@ -48,13 +48,16 @@ def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp
         assert run.wait(120) in (0, 1)
         assert during and during[0]["metric"]["job"] == "loadrepro"
         report = json.loads((tmp_path / "run" / "report.json").read_text())
+        # The run's last scrape (the one its end waited for, phase `done`) may still be being stored when the run has
+        # exited: its values are read once Prometheus has it.
+        until(lambda: query(base, 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1'), 30,
+              "Prometheus to store the run's last scrape")
         # The target is gone: Prometheus marked its series stale, so each is read as its last scrape left it.
         totals = {r["metric"]["outcome"]: float(r["value"][1])
                   for r in query(base, "last_over_time(loadrepro_requests_total[5m])")}
         assert totals == {k: float(v) for k, v in report["requests"]["by_outcome"].items()}
         count = query(base, "last_over_time(loadrepro_ttft_seconds_count[5m])")
         assert float(count[0]["value"][1]) == report["latency"]["ttft_ms"]["count"]
-        assert query(base, 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1')
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
