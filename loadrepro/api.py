@@ -26,8 +26,10 @@ from loadrepro.config.options import AbArguments, Arguments, RunArguments, Shrin
 from loadrepro.config.profile import Profile, with_overrides
 from loadrepro.config.profile import load_profile as _load_profile
 from loadrepro.errors import UsageError
+from loadrepro.runs.ab import Side, run_ab
 from loadrepro.runs.progress import Say
-from loadrepro.runs.session import REPORTS_ROOT, RunOptions, Side, run_ab, run_session
+from loadrepro.runs.run_options import REPORTS_ROOT, RunOptions
+from loadrepro.runs.session import run_session
 from loadrepro.schema.run_report import RunReport
 from loadrepro.schema.sweep_report import SweepReport
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from loadrepro.config.profile import load_profile
-from loadrepro.runs.session import RunOptions, run_session
+from loadrepro.runs.run_options import RunOptions
+from loadrepro.runs.session import run_session
 from tests.helpers import cli
 from tests.netservers import RawServer
 

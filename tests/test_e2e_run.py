@@ -165,7 +165,8 @@ def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its
     import asyncio
 
     from loadrepro.config.profile import load_profile
-    from loadrepro.runs.session import RunOptions, run_session
+    from loadrepro.runs.run_options import RunOptions
+    from loadrepro.runs.session import run_session
 
     seen = []
     began = time.perf_counter()

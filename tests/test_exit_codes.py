@@ -75,12 +75,13 @@ def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directo
     from loadrepro.config.profile import load_profile
     from loadrepro.errors import InternalError
     from loadrepro.runs import session
+    from loadrepro.runs.run_options import RunOptions
 
     async def broken(*args, **kwargs):
         raise RuntimeError("a bug while planning")
 
     monkeypatch.setattr(session, "plan_on_target", broken)
-    options = session.RunOptions(load_profile("healthy"), None, None, "run", tmp_path, quiet=True)
+    options = RunOptions(load_profile("healthy"), None, None, "run", tmp_path, quiet=True)
     with pytest.raises(InternalError, match="a bug while planning") as raised:
         asyncio.run(session.run_session(options, say=lambda text: None))
     assert raised.value.exit_code == 3

@@ -111,7 +111,8 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
 def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
     from loadrepro.report.plots import timeline_figure
     from loadrepro.report.timeline import timeline_of
-    from loadrepro.runs.session import RunOptions, run_session
+    from loadrepro.runs.run_options import RunOptions
+    from loadrepro.runs.session import run_session
 
     a, b = StubServer(tokens=8, token_delay_s=0.02), StubServer(tokens=8, token_delay_s=0.02, die_after=3)
     path = tmp_path / "replicas.toml"

@@ -72,7 +72,8 @@ def run(
     import shlex
 
     from loadrepro.api import run_options
-    from loadrepro.runs.session import process_start_ns, run_session
+    from loadrepro.runs.reporting import process_start_ns
+    from loadrepro.runs.session import run_session
 
     args = RunArguments.of(given or {})
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
@@ -125,7 +126,8 @@ def ab(given: dict[str, Any] | None = None) -> None:
     from loadrepro.api import ab_sides, run_options
     from loadrepro.compare.comparison import Conclusion
     from loadrepro.report.markdown import render_comparison
-    from loadrepro.runs.session import process_start_ns, run_ab
+    from loadrepro.runs.ab import run_ab
+    from loadrepro.runs.reporting import process_start_ns
 
     args = AbArguments.of(given or {})
     checked = ab_sides(args)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from loadrepro.config.profile import Profile
+
 
 class SignatureClass(StrEnum):
     FATAL = "F"
@@ -108,6 +110,11 @@ def compile_catalog(extra: Iterable[tuple[str, str, str] | tuple[str, str, str, 
     ones; they behave exactly like built-in ones everywhere, since records and log matches keep the class."""
     return tuple(_sig(name, pattern, klass, "profile", throttling=bool(rest and rest[0]))
                  for name, pattern, klass, *rest in extra) + CATALOG
+
+
+def profile_catalog(profile: Profile) -> tuple[Signature, ...]:
+    """The catalog with the profile's own signatures ([[signatures]]) first."""
+    return compile_catalog((s.name, s.pattern, s.class_, s.throttling) for s in profile.signatures)
 
 
 def match(text: str, catalog: tuple[Signature, ...] = CATALOG) -> Signature | None:

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from loadrepro.config.profile import LoadSpec
 from loadrepro.load.pause import pause
 from loadrepro.records import RunResult
 
@@ -45,3 +46,10 @@ class Checkpoints:
                 return
             self.written += 1
             self.seconds += self._clock() - started
+
+
+def interval_s(load: LoadSpec) -> float:
+    """The profile's interval; unset, 60 s for a soak (a run with a duration) and none otherwise."""
+    if load.checkpoint_s is not None:
+        return load.checkpoint_s
+    return 60.0 if load.duration_s else 0.0

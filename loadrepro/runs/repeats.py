@@ -22,8 +22,10 @@ from loadrepro.errors import UsageError
 from loadrepro.load.planning import PlanMemo
 from loadrepro.report.json import read_report
 from loadrepro.report.write import write_comparison, write_reports
+from loadrepro.runs.ab import Side, ab_side
 from loadrepro.runs.progress import Say
-from loadrepro.runs.session import RunOptions, Session, Side, ab_side, run_directory, run_session
+from loadrepro.runs.run_options import RunOptions, run_directory
+from loadrepro.runs.session import Session, run_session
 from loadrepro.schema.run_report import RequestRow, RunReport, Severity, TrialRow, TrialsInfo, VerdictStatus
 
 STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",

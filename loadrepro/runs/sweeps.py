@@ -17,9 +17,11 @@ from loadrepro.config.profile import Profile
 from loadrepro.errors import UsageError
 from loadrepro.load.planning import PlanMemo
 from loadrepro.report.sweep import write_sweep
+from loadrepro.runs.ab import Side, ab_side
 from loadrepro.runs.progress import Say
 from loadrepro.runs.repeats import run_trials
-from loadrepro.runs.session import RunOptions, Side, ab_side, run_directory, run_session
+from loadrepro.runs.run_options import RunOptions, run_directory
+from loadrepro.runs.session import run_session
 from loadrepro.schema.run_report import RunReport, Severity
 from loadrepro.schema.sweep_report import Break, SweepCurve, SweepLevel, SweepReport
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from loadrepro.config.profile import Profile
 from loadrepro.errors import UsageError
 from loadrepro.load.planning import PlanMemo
-from loadrepro.runs.session import RunOptions, run_session
+from loadrepro.runs.run_options import RunOptions
+from loadrepro.runs.session import run_session
 from loadrepro.schema.run_report import RunReport, Severity
 from loadrepro.shrink.search import Trial
 from loadrepro.workload.summary import summarize

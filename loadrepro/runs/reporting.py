@@ -1,0 +1,78 @@
+"""The last stages of a run: its result judged once (judge/judgement.py) and its report built from the result and
+that judgement, for the final report and for each checkpoint alike; and report.json's timing of the command."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadrepro.config.capacity import EngineLimits
+from loadrepro.config.profile import Profile
+from loadrepro.judge.diagnose import diagnose, verification_for
+from loadrepro.judge.judgement import judge
+from loadrepro.judge.signatures import profile_catalog
+from loadrepro.load.live_metrics import LiveMetrics
+from loadrepro.records import RunResult
+from loadrepro.report.build import build_report
+from loadrepro.report.diagnosis import to_info
+from loadrepro.report.write import write_reports
+from loadrepro.runs.sizing import predictions
+from loadrepro.schema.run_report import RunReport, Timing
+from loadrepro.workload.plan import Plan
+from loadrepro.workload.summary import summarize
+
+
+@dataclass(frozen=True, slots=True)
+class Reporter:
+    """Judging and reporting a run's result, for the final report and for the checkpoints alike."""
+
+    profile: Profile
+    plan: Plan
+    limits: EngineLimits | None
+    command: str
+    notes: list[str]
+    run_dir: Path
+    live: LiveMetrics | None = None  # told the rules fired at each judgement
+    context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
+
+    def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
+        result = dataclasses.replace(result, limits=self.limits, context=self.context,
+                                     predictions=predictions(self.plan, self.profile, self.limits))
+        judgement = judge(result, self.profile.verdict, final)
+        if self.live is not None:
+            self.live.rules((name, f.severity.value if f else None) for name, f in judgement.findings)
+        log = self.run_dir / "engine.log"
+        catalog = profile_catalog(self.profile)
+        diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
+            if final and log.exists() else None
+        report = build_report(result, self.profile, judgement, summarize(self.plan), self.command,
+                              extra_notes=self.notes, diagnosis=diagnosis)
+        return result, report
+
+    def final(self, result: RunResult) -> tuple[RunResult, RunReport]:
+        return self._report(result, final=True)
+
+    def checkpoint(self, result: RunResult) -> None:
+        write_reports(self._report(result, final=False)[1], self.run_dir)
+
+
+def process_start_ns() -> int | None:
+    """When this process started, on the clock records use (CLOCK_MONOTONIC), from /proc where there is one."""
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_s = int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, since boot
+        since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.perf_counter_ns()
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return int(started_s * 1e9) - since_boot
+
+
+def timing(result: RunResult, started: int | None) -> Timing:
+    sent = [r.sent_ns for r in result.records if r.sent_ns is not None]
+    first = min(sent) if sent else None
+    last = max((r.end_ns for r in result.records), default=None)
+    return Timing(to_first_request_s=round((first - started) / 1e9, 3) if first and started else None,
+                  last_answer_to_verdict_s=round((time.perf_counter_ns() - last) / 1e9, 3) if last else None)
