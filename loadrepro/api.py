@@ -26,10 +26,10 @@ from loadrepro.config.options import AbArguments, Arguments, RunArguments, Shrin
 from loadrepro.config.profile import Profile, with_overrides
 from loadrepro.config.profile import load_profile as _load_profile
 from loadrepro.errors import UsageError
-from loadrepro.runs.ab import Side, run_ab
+from loadrepro.runs.ab import Side
+from loadrepro.runs.dispatch import ab_any, run_any
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import REPORTS_ROOT, RunOptions
-from loadrepro.runs.session import run_session
 from loadrepro.schema.run_report import RunReport
 from loadrepro.schema.sweep_report import SweepReport
 from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
@@ -130,13 +130,8 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
     (False, 'engine_death')
     """
     options = run_options(_given(RunArguments, locals()))
-    if options.trials > 1:
-        from loadrepro.runs.repeats import run_trials
-
-        trial_set = await run_trials(options, say=say or (lambda _: None))
-        return trial_set.report.model_copy(update={"run_dir": str(trial_set.run_dir)})
-    session = await run_session(options, say=say or (lambda _: None))
-    return session.report.model_copy(update={"run_dir": str(session.run_dir)})
+    done = await run_any(options, say=say or (lambda _: None))
+    return done.report.model_copy(update={"run_dir": str(done.run_dir)})
 
 
 def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | list[str] | None = None,
@@ -186,12 +181,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
     args = _given(AbArguments, locals())
     stock, patched = ab_sides(args)
     options = run_options(args, label="ab")
-    if options.trials > 1:
-        from loadrepro.runs.repeats import run_ab_trials
-
-        return asyncio.run(run_ab_trials(options, stock, patched, say=say or (lambda _: None))).comparison
-    session = asyncio.run(run_ab(options, stock, patched, say=say or (lambda _: None)))
-    return session.comparison
+    return asyncio.run(ab_any(options, stock, patched, say=say or (lambda _: None))).comparison
 
 
 def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"] = "concurrency",

@@ -72,8 +72,8 @@ def run(
     import shlex
 
     from loadrepro.api import run_options
+    from loadrepro.runs.dispatch import run_any
     from loadrepro.runs.reporting import process_start_ns
-    from loadrepro.runs.session import run_session
 
     args = RunArguments.of(given or {})
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=_say_verdict)
@@ -89,21 +89,12 @@ def run(
         if result.written:
             _echo(f"written    {result.written}")
         return
-    if options.trials > 1:
-        from loadrepro.runs.repeats import run_trials
-
-        trial_set = asyncio.run(run_trials(options, say=_say))
-        for path in trial_set.written:
-            _echo(f"report: {path}")
-        if trial_set.interrupted:
-            raise typer.Exit(130)
-        raise typer.Exit(0 if trial_set.report.passed else 1)
-    session = asyncio.run(run_session(options, say=_say))  # the verdict is printed before the pictures are drawn
-    for path in session.written:
+    done = asyncio.run(run_any(options, say=_say))
+    for path in done.written:
         _echo(f"report: {path}")
-    if session.result.interrupted or _signalled():
+    if done.interrupted or _signalled():
         raise typer.Exit(130)
-    raise typer.Exit(0 if session.report.passed else 1)
+    raise typer.Exit(0 if done.report.passed else 1)
 
 
 def _say_verdict(report: RunReport) -> None:
@@ -126,30 +117,22 @@ def ab(given: dict[str, Any] | None = None) -> None:
     from loadrepro.api import ab_sides, run_options
     from loadrepro.compare.comparison import Conclusion
     from loadrepro.report.markdown import render_comparison
-    from loadrepro.runs.ab import run_ab
+    from loadrepro.runs.dispatch import ab_any
     from loadrepro.runs.reporting import process_start_ns
 
     args = AbArguments.of(given or {})
     checked = ab_sides(args)
     options = run_options(args, label="ab", command="loadrepro " + shlex.join(sys.argv[1:]))
     options = dataclasses.replace(options, began_ns=process_start_ns())
-    if options.trials > 1:
-        from loadrepro.runs.repeats import run_ab_trials
-
-        trial_sets = asyncio.run(run_ab_trials(options, *checked, say=_say))
-        _echo(render_comparison(trial_sets.comparison))
-        if trial_sets.interrupted:
-            raise typer.Exit(130)
-        raise typer.Exit(0 if trial_sets.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
-    session = asyncio.run(run_ab(options, *checked, say=_say))
-    for side in (session.stock, session.patched):
-        _echo(f"{side.report.label}: {side.report.verdict}  ({side.run_dir})")
-    _echo(render_comparison(session.comparison))
-    for path in session.written:
+    done = asyncio.run(ab_any(options, *checked, say=_say))
+    for label, verdict, run_dir in done.sides:
+        _echo(f"{label}: {verdict}  ({run_dir})")
+    _echo(render_comparison(done.comparison))
+    for path in done.written:
         _echo(f"comparison: {path}")
-    if _signalled():
+    if done.interrupted or _signalled():
         raise typer.Exit(130)
-    raise typer.Exit(0 if session.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
+    raise typer.Exit(0 if done.comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
 @app.command("sweep")
