@@ -82,10 +82,10 @@ def failing_on_second_share() -> type[RayWorker]:
     """RayWorker whose second share raises at once (defined here, so Ray ships it by value)."""
 
     class Failing(RayWorker):
-        async def _run(self, at_ns: int) -> None:
+        async def _run(self, opened: asyncio.Event) -> None:
             if self._share.index == 1:
                 raise RuntimeError("the share broke")
-            await super()._run(at_ns)
+            await super()._run(opened)
 
     return Failing
 

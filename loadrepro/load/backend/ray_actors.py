@@ -44,7 +44,7 @@ from loadrepro.load.live import LiveState
 from loadrepro.records import RequestRecord
 
 ACTOR_CPUS = 0.01
-START_LEAD_S = 0.5  # from telling the actors to start to their common start: a busy machine's delay, and a margin
+START_LEAD_S = 0.5  # from telling the ready actors to go to their common start: the call's delay, and a margin
 _CLOCK_READINGS = 5  # the offset is taken from the reading with the shortest round trip
 
 
@@ -83,14 +83,26 @@ class RayWorker:
 
         return ray.get_runtime_context().get_node_id(), self.clock()
 
-    async def start(self, started_ns: int, at_ns: int) -> None:
-        """Begin the share at `at_ns` (this actor's clock), the load's time zero being `started_ns`."""
+    async def start(self, started_ns: int) -> None:
+        """Make the share ready, its client open, the load's time zero being `started_ns`; returns once it is (or
+        failed: `pull` says why), and the share begins when `go` says."""
         self._live = LiveState(started_ns, None, None)
-        self._task = asyncio.create_task(self._run(at_ns))
+        self._go: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        opened = asyncio.Event()
+        self._task = asyncio.create_task(self._run(opened))
+        waiting = asyncio.ensure_future(opened.wait())
+        await asyncio.wait({waiting, self._task}, return_when=asyncio.FIRST_COMPLETED)  # or it failed first
+        waiting.cancel()
 
-    async def _run(self, at_ns: int) -> None:
+    async def go(self, at_ns: int) -> None:
+        """Begin the share at `at_ns` (this actor's clock)."""
+        self._go.set_result(at_ns)
+
+    async def _run(self, opened: asyncio.Event) -> None:
         assert self._live is not None, "started by start()"
         async with Client(self._config, self.clock, activity=self._activity) as client:
+            opened.set()
+            at_ns = await self._go
             await asyncio.sleep(max(0.0, (at_ns - self.clock()) / 1e9))
             share = self._share
             await Arrivals(share.load, share.workload, self._seed, client, self._live, self._stopped, self._keep,
@@ -235,9 +247,11 @@ class RayArrivals:
             await self.prepare()
         actors, offsets = self._actors, self._offsets
         try:
+            # Every actor ready first (a busy machine may take a while to open a client), then one instant for all:
+            # an actor that began late would send its share beside fewer of the others' requests.
+            await asyncio.gather(*(a.start.remote(self._live.started_ns + off) for a, off in zip(actors, offsets)))
             at = time.perf_counter_ns() + int(START_LEAD_S * 1e9)
-            await asyncio.gather(*(a.start.remote(self._live.started_ns + off, at + off)
-                                   for a, off in zip(actors, offsets)))
+            await asyncio.gather(*(a.go.remote(at + off) for a, off in zip(actors, offsets)))
             try:
                 await self._pump(actors, offsets)
             except asyncio.CancelledError:
