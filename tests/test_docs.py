@@ -35,3 +35,17 @@ def test_the_readme_is_a_newcomers_page_with_its_two_commands():
     assert '`.venv/bin/python -m pytest -q -m "not engine and not slow"`' in readme  # the fast tier, named
     for target in re.findall(r"\]\(([^)#]+)\)", readme):  # every file it links to is there
         assert (ROOT / target).exists(), target
+
+
+def test_the_path_of_one_run_in_the_layout_page_names_code_that_is_there():
+    """Each step of docs/layout.md's path of one run names a module and what it defines there: both exist, so the
+    page cannot drift from the code unseen."""
+    page = (ROOT / "docs" / "layout.md").read_text()
+    table = page.split("## One `loadrepro run`")[1].split("\n\n")[1]
+    named = re.findall(r"`([a-z_/]+\.py)` `(\w+)(?:\.(\w+))?`", table)
+    assert len(named) >= 10, named
+    for module, name, method in named:
+        source = (ROOT / "loadrepro" / module).read_text()
+        assert re.search(rf"^(async def|def|class) {name}\b", source, re.M), (module, name)
+        if method:
+            assert re.search(rf"^    (async def|def) {method}\b", source, re.M), (module, name, method)

@@ -11,6 +11,7 @@ from ddsketch import DDSketch
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Severity
+from loadrepro.judge.measurements import measure
 from loadrepro.judge.soak import degradation, kv_leak
 from loadrepro.judge.windows import quantile_bounds, windows
 from loadrepro.records import SKETCH_ACCURACY, Fault, Outcome, RequestRecord, Tally, tally
@@ -355,9 +356,11 @@ def test_a_long_runs_health_polls_are_bounded_and_every_one_a_rule_reads_is_kept
     coarse = dataclasses.replace(result(health_samples=tuple(recorder.health), duration_s=duration_s),
                                  tally=recorder.tally)
     full = result(health_samples=tuple(polls), duration_s=duration_s)
-    assert _health(coarse, 600.0) == _health(full, 600.0)
-    assert _health(full, 600.0).slow == 1 and close(_health(full, 600.0).latency_ms.p95,
-                                                    exact([p.latency_ns / 1e6 for p in polls])["p95"])
+    spec = VerdictSpec(window_s=600.0)
+    coarse_health, full_health = (_health(r, 600.0, measure(r, spec).slow_polls) for r in (coarse, full))
+    assert coarse_health == full_health
+    assert full_health.slow == 1
+    assert close(full_health.latency_ms.p95, exact([p.latency_ns / 1e6 for p in polls])["p95"])
 
 
 def test_a_long_runs_canaries_are_bounded_and_every_one_that_got_nothing_is_kept(tmp_path):

@@ -26,7 +26,9 @@ class Measurements:
     recoveries: list[Recovery] = field(default_factory=list)  # per fault on purpose, in the order caused
     restart: Restart | None = None  # when a liveness probe ([watch] liveness_*) would have restarted the engine
     slo: SloMeasure | None = None  # the requests against [slo] (None: no limit set)
-    slow_polls: int = 0  # the target's /health polls slower than [watch] health_timeout_s
+    # The target's /health polls slower than [watch] health_timeout_s: a long run keeps every slow poll in memory
+    # (load/recorder.py), so counting them there is counting all of them.
+    slow_polls: int = 0
     preemptions: float | None = None  # during the run, from the engine's counter (None: it has none)
     endpoints: list[EndpointFigures] = field(default_factory=list)  # per [[watch.endpoints]], in the run's order
     replicas: list[ReplicaFigures] = field(default_factory=list)  # per replica, the target first (none: no replicas)

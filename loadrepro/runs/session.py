@@ -32,7 +32,7 @@ from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
 from loadrepro.runs.reporting import Reporter, timing
 from loadrepro.runs.run_options import RunOptions, run_directory
-from loadrepro.runs.sizing import overrun, oversize_request
+from loadrepro.runs.sizing import overrun, oversize_for
 from loadrepro.runs.target import started_target
 from loadrepro.runs.verify import verified
 from loadrepro.schema.run_report import RunReport
@@ -116,7 +116,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             context = await longest_sequence(http, profile.engine)
             if options.size_to_overrun:
                 profile = overrun(profile, limits, options.size_to_overrun, say)
-            beyond = oversize_request(profile, limits, context)
+            beyond = oversize_for(profile, limits, context)
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say, options.plans, options.engine_cmd)

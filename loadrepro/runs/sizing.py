@@ -14,7 +14,7 @@ OVERRUN_TURN_OVERHEAD = 40  # reply and template tokens a later turn adds beside
 OVERRUN_MIN_PREFIX = 256
 
 
-def oversize_request(profile: Profile, limits: EngineLimits | None, longest: tuple[int, str] | None) -> Oversize | None:
+def oversize_for(profile: Profile, limits: EngineLimits | None, longest: tuple[int, str] | None) -> Oversize | None:
     """The prompt of a [[chaos.events]] oversize request: beyond the target's KV limits, or without them its
     longest sequence; UsageError (the profile cannot run on this target) when it publishes neither."""
     if not any(e.action == "oversize" for e in profile.chaos.events):
