@@ -15,8 +15,6 @@ from loadrepro.judge.classify import (
     low_completion,
     prefix_reuse_missing,
     pressure_in_metrics,
-    prompt_lengths,
-    prompt_truncated,
     protocol_errors,
     rejections,
     stalled_streams,
@@ -24,6 +22,7 @@ from loadrepro.judge.classify import (
     truncated_streams,
 )
 from loadrepro.judge.measurements import measure
+from loadrepro.judge.prompts import prompt_lengths, prompt_truncated
 from loadrepro.records import Outcome
 from loadrepro.records.vocabulary import LogMatch
 from tests.builders import health, metrics, note, record, result, ruled

@@ -304,7 +304,8 @@ def with_lengths(records: list[RequestRecord]) -> list[RequestRecord]:
 
 
 def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one_that_kept_all():
-    from loadrepro.judge.classify import engine_death, prompt_lengths
+    from loadrepro.judge.classify import engine_death
+    from loadrepro.judge.prompts import prompt_lengths
     from loadrepro.report.build import _lengths
     from loadrepro.report.timeline import timeline_of
     from tests.builders import health, note
