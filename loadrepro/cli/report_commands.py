@@ -1,0 +1,223 @@
+"""The commands that read what runs, engines and traces left: `compare` (and its gate), `bundle`, `capacity`,
+`diagnose`, `probe`, `profiles`, and `trace inspect` and `trace anonymize`. Each imports what it uses when it
+runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from loadrepro.cli.flags import with_model_options
+from loadrepro.cli.output import echo, say
+from loadrepro.config.defaults import API_KEY_ENV
+from loadrepro.config.profile import EngineSpec
+from loadrepro.errors import UsageError
+
+if TYPE_CHECKING:  # imported when a command runs
+    from loadrepro.schema.run_report import RunReport
+
+
+def compare_reports(
+    report_a: Annotated[Path, typer.Argument(help="The stock run (the baseline, with --gate): report.json or its run "
+                                                  "directory.")],
+    report_b: Annotated[Path, typer.Argument(help="The patched run (the run gated, with --gate): report.json or its "
+                                                  "run directory.")],
+    out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here (gate.md and gate.json "
+                                                  "with --gate).")] = None,
+    alpha: Annotated[float, typer.Option(help="Two sets of trials: the p below which a fix is shown.")] = 0.05,
+    gate: Annotated[bool, typer.Option("--gate", help="A regression gate: exit 1 when the second run is "
+                                                      "significantly worse than the first (TTFT p50/p95, ITL p50, "
+                                                      "decode tokens/s, SLO attainment) by more than --tolerance, or "
+                                                      "a rule fails in it that did not in the first; else 0.")] = False,
+    tolerance: Annotated[float, typer.Option(min=0, help="With --gate: a change smaller than this share of the "
+                                                         "baseline's value never closes the gate.")] = 0.05,
+) -> None:
+    """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
+    first's failure. With --gate: exit 0 unless the second regressed against the first."""
+    from loadrepro.report.json import read_report
+
+    first, second = read_report(report_a), read_report(report_b)
+    if gate:
+        _gate(first, second, tolerance, out)
+    from loadrepro.compare.comparison import Conclusion
+    from loadrepro.config.profile import VerdictSpec
+    from loadrepro.report.markdown import render_comparison
+    from loadrepro.report.timeline import timeline_from_run_dir
+    from loadrepro.report.write import write_comparison
+    from loadrepro.runs.repeats import compare_runs
+
+    spec = VerdictSpec.model_validate(second.profile.get("verdict", {}))
+    comparison = compare_runs(first, second, spec, alpha)
+    echo(render_comparison(comparison))
+    if out is not None:
+        dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
+        timelines = [timeline_from_run_dir(d, r) for d, r in zip(dirs, (first, second), strict=True)]
+        for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
+            echo(f"comparison: {path}")
+    raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
+
+
+def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None) -> NoReturn:
+    from loadrepro.report.markdown import render_gate
+    from loadrepro.report.write import write_gate
+    from loadrepro.runs.repeats import gate_runs
+
+    result = gate_runs(baseline, run, tolerance)
+    echo(render_gate(result, baseline.label, run.label))
+    if out is not None:
+        for path in write_gate(result, out, baseline.label, run.label):
+            echo(f"gate: {path}")
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def bundle(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (it holds report.json).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="The zip to write.")] = None,
+    redact_host: Annotated[bool, typer.Option(help="Replace host names and IP addresses.")] = False,
+) -> None:
+    """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
+    from loadrepro.report.bundle import make_bundle
+
+    path = make_bundle(run_dir, output, redact_host)
+    echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
+
+
+@with_model_options(EngineSpec, into="engine", flags={"gpu_memory_bytes": "gpu-memory", "weights_bytes": "weights"},
+                    defaults={"tokens_per_block": 32, "max_seq_len": 8192})
+def capacity_command(
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    engine: dict[str, Any] | None = None,
+) -> None:
+    """KV-cache arithmetic: bytes per token, pool capacity, blocks needed, page-index width, and a verdict."""
+    from loadrepro.cli.summary_lines import describe_capacity
+    from loadrepro.config.capacity import capacity
+    from loadrepro.load.limits import kv_config
+
+    kv = kv_config(EngineSpec(**(engine or {})))
+    if kv is None:
+        raise UsageError("give --bytes-per-token or --layers/--kv-heads/--head-dim, and --pool-bytes, --pool-blocks "
+                         "or --gpu-memory")
+    for line in describe_capacity(kv, capacity(kv), as_json=json_):
+        echo(line)
+
+
+def diagnose_command(
+    paths: Annotated[list[Path], typer.Argument(help="Engine logs (one per rank), or one run directory.")],
+    md: Annotated[bool, typer.Option("--md", help="Markdown, with the 100 lines before the first fatal one.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="JSON.")] = False,
+) -> None:
+    """Find the first failure signatures in engine logs, the initiating rank and the collateral ones, the capacity
+    figures the engine logged, and the next step. Exit 0: no fatal signature; 1: fatal found; 2: unreadable."""
+    from loadrepro.judge.diagnose import diagnose, logs_of
+    from loadrepro.report.diagnosis import to_json, to_markdown, to_text
+
+    if len(paths) == 1 and paths[0].is_dir():
+        logs, verification = logs_of(paths[0])
+    else:
+        logs = []
+        for path in paths:
+            logs += logs_of(path)[0]
+        verification = logs_of(paths[0])[1]
+    result = diagnose(logs, verification=verification)
+    echo(to_json(result) if json_ else to_markdown(result) if md else to_text(result))
+    raise typer.Exit(1 if result.fatal else 0)
+
+
+def probe_command(
+    base_url: Annotated[str, typer.Option(help="The engine's OpenAI-compatible URL.")],
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    health_path: Annotated[str, typer.Option(help="Where the engine answers health checks.")] = "/health",
+    metrics_path: Annotated[str, typer.Option(help="Where the engine publishes metrics.")] = "/metrics",
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback target is an isolated test engine.")] = False,
+) -> None:
+    """What loadrepro can see of an engine before a run: models, token counting, health, metrics, streamed usage
+    and cached tokens, which engine it is, and what a run will therefore judge. Sends two one-token requests."""
+    import asyncio
+    import os
+
+    from loadrepro.cli.summary_lines import describe_probe
+    from loadrepro.load.probe import probe
+    from loadrepro.load.target import check_base_url
+
+    url = check_base_url(base_url, target_is_isolated)
+    key = os.environ.get(api_key_env)
+    result = asyncio.run(probe(url, health_path, metrics_path, key or None))
+    echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
+
+
+def list_profiles() -> None:
+    """List the built-in profiles with their descriptions."""
+    from loadrepro.config.profile import builtin_profiles, load_profile
+
+    for name in builtin_profiles():
+        echo(f"{name:22} {load_profile(name).description}")
+
+
+TraceFormatOption = Annotated[str, typer.Option(
+    "--format", help="auto (from the content), mooncake, bailian, azure, burstgpt, sharegpt or openai-log.")]
+TokenizerOption = Annotated[Path | None, typer.Option(
+    help="Count in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder), chat template "
+         "applied.")]
+TraceUrlOption = Annotated[str | None, typer.Option(
+    help="Count with this engine's tokenize endpoint (vLLM, llama.cpp), chat template applied; it generates "
+         "nothing, so its prefix cache is not touched.")]
+
+
+def trace_inspect(
+    file: Annotated[Path, typer.Argument(help="The trace file.")],
+    format_: TraceFormatOption = "auto",
+    block_tokens: Annotated[int, typer.Option(
+        min=0, help="Tokens per hash id; 0: the format's own (mooncake 512, bailian 16).")] = 0,
+    tokenizer: TokenizerOption = None,
+    base_url: TraceUrlOption = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
+    json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Requests, sessions, span, arrival rate, input and output p50/p95/max, and the prompt tokens a perfect prefix
+    cache could serve. Text traces are counted in the simulated engine's tokens unless --tokenizer or --base-url."""
+    import asyncio
+    import os
+
+    from loadrepro.cli.trace_commands import inspect_command
+    from loadrepro.workload.trace_stats import describe_stats
+
+    stats = asyncio.run(inspect_command(file, format_, block_tokens, tokenizer, base_url,
+                                        os.environ.get(api_key_env) or None))
+    echo(stats.model_dump_json(indent=2) if json_ else "\n".join(describe_stats(stats)))
+
+
+def trace_anonymize(
+    file: Annotated[Path, typer.Argument(help="A text trace: an OpenAI request log or ShareGPT conversations.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Mooncake-format trace to write.")],
+    format_: TraceFormatOption = "auto",
+    block_tokens: Annotated[int, typer.Option(min=1, help="Tokens per hash id block.")] = 512,
+    tokenizer: TokenizerOption = None,
+    base_url: TraceUrlOption = None,
+    model: Annotated[str | None, typer.Option(help="With --base-url: the model (default: the first listed).")] = None,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback --base-url is an isolated test engine.")] = False,
+) -> None:
+    """Write a Mooncake-format trace (session_id, timestamp, input_length, output_length, hash_ids) that keeps the
+    lengths, sessions, timing and shared prefixes of a text trace and none of its words: block ids are keyed hashes
+    of the prompt's tokens, numbered, with the key thrown away. Replay it with kind = "trace" and
+    trace_block_tokens set to --block-tokens."""
+    import asyncio
+    import os
+
+    from loadrepro.cli.trace_commands import anonymize_command
+
+    done = asyncio.run(anonymize_command(file, output, format_, block_tokens, tokenizer, base_url,
+                                         os.environ.get(api_key_env) or None, model, target_is_isolated,
+                                         lambda n: say(f"{n:,} requests written")))
+    echo(f"written    {done.output}: {done.requests:,} requests in {done.sessions:,} sessions, {done.blocks:,} "
+          f"distinct blocks of {done.block_tokens} tokens ({done.trace_format} in, lengths counted with "
+          f"{done.tokenizer})")
+    if done.skipped.total:
+        echo(f"left out   {done.skipped.describe()}")
+    echo(f"replay     --set workload.kind='\"trace\"' --set workload.trace='\"{done.output}\"' "
+          f"--set workload.trace_block_tokens={done.block_tokens}")
