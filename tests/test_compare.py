@@ -5,7 +5,8 @@ from loadrepro.config.profile import VerdictSpec, load_profile
 from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
-from loadrepro.schema.run_report import Environment, RunReport
+from loadrepro.schema.report_sections import Environment
+from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.summary import WorkloadSummary
 from tests.builders import health, record, result
 

@@ -8,7 +8,7 @@ import pytest
 
 import loadrepro
 from loadrepro.compare.comparison import TTFT_FLOOR_MS, latency_changes, within_noise
-from loadrepro.schema.run_report import RequestRow
+from loadrepro.schema.report_sections import RequestRow
 
 
 def rows(scale: float, n: int = 200, seed: int = 0) -> list[RequestRow]:

@@ -13,7 +13,9 @@ from loadrepro.compare.gate import gate
 from loadrepro.errors import UsageError
 from loadrepro.report.json import read_report
 from loadrepro.runs.repeats import gate_runs
-from loadrepro.schema.run_report import RuleResult, Severity, SloInfo, SloMissed
+from loadrepro.schema.long_run_sections import SloInfo, SloMissed
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.report_sections import RuleResult
 from tests.helpers import cli
 from tests.stub_server import StubServer
 

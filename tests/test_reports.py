@@ -12,7 +12,8 @@ from loadrepro.report.json import read_report, render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
 from loadrepro.report.write import write_reports
-from loadrepro.schema.run_report import Environment, RunReport
+from loadrepro.schema.report_sections import Environment
+from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.summary import WorkloadSummary
 from tests.builders import health, log_match, metrics, record, result
 

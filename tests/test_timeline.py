@@ -56,7 +56,7 @@ def test_the_legend_sits_above_the_tick_band_and_layout_needs_no_warning():
 def test_a_long_runs_timeline_has_its_latency_and_errors_window_by_window():
     from loadrepro.report.plots import timeline_figure
     from loadrepro.report.timeline import for_report
-    from loadrepro.schema.run_report import WindowRow
+    from loadrepro.schema.long_run_sections import WindowRow
     from tests.test_reports import fixed_report
 
     windowed = [{"index": i + 1, "start_s": i * 1.0, "end_s": (i + 1) * 1.0, "requests": 4, "outcomes": {"ok": 4},

@@ -26,7 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loadrepro.compare.trials import Rate, p_value, trials_needed
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.schema.run_report import RequestRow, RunReport, TrialsInfo, VerdictStatus
+from loadrepro.schema.long_run_sections import TrialsInfo
+from loadrepro.schema.report_kinds import VerdictStatus
+from loadrepro.schema.report_sections import RequestRow
+from loadrepro.schema.run_report import RunReport
 
 TTFT_FLOOR_MS = 10.0  # TTFT differences below this are the client's timing on a busy machine, whatever the ratio
 PER_TOKEN_FLOOR_MS = 1.0  # and differences of the time per token (ITL, decode speed) below this

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loadrepro.compare.comparison import METRICS, LatencyChange, Runs, latency_changes, within_noise
 from loadrepro.compare.trials import Rate, p_value
-from loadrepro.schema.run_report import RunReport, Severity
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.run_report import RunReport
 
 GATE_ALPHA = 0.05  # the attainment's one-sided test: RUN missed the SLO more often than BASELINE with p below this
 GATED = {name for name, *_ in METRICS}  # TTFT p50 and p95, ITL p50, each request's decode tokens/s

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.records import FAILED, RunResult
-from loadrepro.schema.run_report import Severity
+from loadrepro.schema.report_kinds import Severity
 
 __all__ = ["FAILED", "Finding", "Rule", "Severity"]
 

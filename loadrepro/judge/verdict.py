@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.schema.run_report import VerdictStatus
+from loadrepro.schema.report_kinds import VerdictStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,22 +27,28 @@ from loadrepro.records import (
     Watched,
 )
 from loadrepro.records.redact import scrub
-from loadrepro.schema.run_report import (
+from loadrepro.schema.long_run_sections import (
+    ChaosRow,
+    EndpointHealth,
+    EndpointInfo,
+    EndpointTtft,
+    Liveness,
+    SloInfo,
+    SloMissed,
+    WatchedEndpointInfo,
+    WindowRow,
+)
+from loadrepro.schema.report_sections import (
     Cache,
     CalibrationInfo,
     CanaryInfo,
     CapacityInfo,
-    ChaosRow,
     DiagnosisInfo,
-    EndpointHealth,
-    EndpointInfo,
-    EndpointTtft,
     Environment,
     FirstFailure,
     Health,
     Latency,
     Lengths,
-    Liveness,
     OutputsInfo,
     Percentiles,
     PrefixReuse,
@@ -50,22 +56,18 @@ from loadrepro.schema.run_report import (
     RequestRow,
     Requests,
     RuleResult,
-    RunReport,
     SignatureCount,
-    SloInfo,
-    SloMissed,
     StructuredInfo,
     Target,
     Throughput,
     TokenSpread,
     Transition,
-    WatchedEndpointInfo,
-    WindowRow,
     WorkersInfo,
     WorkloadInfo,
     WorstLength,
     WrongAnswer,
 )
+from loadrepro.schema.run_report import RunReport
 from loadrepro.version import __version__
 from loadrepro.workload.summary import WorkloadSummary
 

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from loadrepro.judge.diagnose import Diagnosis, Occurrence
-from loadrepro.schema.run_report import DiagnosisInfo
+from loadrepro.schema.report_sections import DiagnosisInfo
 
 EXCERPT_LINES = 100
 

@@ -19,7 +19,8 @@ from loadrepro.report.markdown import (
     prefix_reuse_line,
     slo_lines,
 )
-from loadrepro.schema.run_report import Percentiles, RunReport
+from loadrepro.schema.report_sections import Percentiles
+from loadrepro.schema.run_report import RunReport
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:24px auto;padding:0 16px;

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from loadrepro.schema.run_report import RunReport, Severity
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.run_report import RunReport
 
 
 def render_junit(report: RunReport) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from loadrepro.compare.comparison import Comparison
 from loadrepro.compare.gate import Gate
-from loadrepro.schema.run_report import Percentiles, RunReport
+from loadrepro.schema.report_sections import Percentiles
+from loadrepro.schema.run_report import RunReport
 
 EXCERPT_LINES = 20
 

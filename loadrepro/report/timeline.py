@@ -33,7 +33,8 @@ from loadrepro.records import (
     sample_from_json,
 )
 from loadrepro.records.counts import PerSecond
-from loadrepro.schema.run_report import RunReport, WindowRow
+from loadrepro.schema.long_run_sections import WindowRow
+from loadrepro.schema.run_report import RunReport
 
 
 @dataclass(frozen=True, slots=True)

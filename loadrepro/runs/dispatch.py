@@ -12,7 +12,8 @@ from loadrepro.runs.progress import Say
 from loadrepro.runs.repeats import run_ab_trials, run_trials
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
-from loadrepro.schema.run_report import RunReport, VerdictStatus
+from loadrepro.schema.report_kinds import VerdictStatus
+from loadrepro.schema.run_report import RunReport
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,10 @@ from loadrepro.runs.ab import Side, ab_side
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import RunOptions, run_directory
 from loadrepro.runs.session import Session, run_session
-from loadrepro.schema.run_report import RequestRow, RunReport, Severity, TrialRow, TrialsInfo, VerdictStatus
+from loadrepro.schema.long_run_sections import TrialRow, TrialsInfo
+from loadrepro.schema.report_kinds import Severity, VerdictStatus
+from loadrepro.schema.report_sections import RequestRow
+from loadrepro.schema.run_report import RunReport
 
 STOPS = {"shown": "the fix was shown", "patched failed": "the patched side failed, so no fix can be shown",
          "out of reach": "even if every remaining stock trial failed, p would not fall below alpha"}

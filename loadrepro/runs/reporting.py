@@ -20,7 +20,8 @@ from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.write import write_reports
 from loadrepro.runs.sizing import predictions
-from loadrepro.schema.run_report import RunReport, Timing
+from loadrepro.schema.report_sections import Timing
+from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize
 

@@ -22,7 +22,8 @@ from loadrepro.runs.progress import Say
 from loadrepro.runs.repeats import run_trials
 from loadrepro.runs.run_options import RunOptions, run_directory
 from loadrepro.runs.session import run_session
-from loadrepro.schema.run_report import RunReport, Severity
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.run_report import RunReport
 from loadrepro.schema.sweep_report import Break, SweepCurve, SweepLevel, SweepReport
 
 MAX_BISECTIONS = 6  # runs a bisection may add

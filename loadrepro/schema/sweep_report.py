@@ -3,18 +3,17 @@ load that met the SLO. Written by loadrepro/runs/sweeps.py, drawn by report/swee
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from loadrepro.schema.run_report import Latency, SloInfo, Throughput, VerdictStatus
+from loadrepro.schema.long_run_sections import SloInfo
+from loadrepro.schema.report_kinds import Model, VerdictStatus
+from loadrepro.schema.report_sections import Latency, Throughput
 
 SCHEMA = "loadrepro.sweep/1"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-
-class SweepLevel(_Model):
+class SweepLevel(Model):
     value: float = Field(description="The level: requests in flight at most, or arrivals per second.")
     verdict: VerdictStatus = Field(
         description="Its run's verdict: pass or fail (with trials, fail when any trial failed).")
@@ -40,14 +39,14 @@ class SweepLevel(_Model):
                 and self.slo.attainment >= required and not self.broke)
 
 
-class Break(_Model):
+class Break(Model):
     last_pass: float | None = Field(description="The highest level below the first failure that passed (null: "
                                     "the lowest level failed).")
     first_fail: float = Field(description="The lowest level that failed.")
     rule: str = Field(description="The first rule that failed it, with its words.")
 
 
-class SweepCurve(_Model):
+class SweepCurve(Model):
     label: str = Field(description="The engine swept: run, stock or patched.")
     levels: list[SweepLevel] = Field(description="Every level run, lowest first.")
     break_: Break | None = Field(alias="break", description="Where it first failed (null: it held at every level).")
@@ -58,7 +57,7 @@ class SweepCurve(_Model):
     interrupted: bool = Field(False, description="Stopped by Ctrl-C or SIGTERM: the levels are those run before.")
 
 
-class SweepReport(_Model):
+class SweepReport(Model):
     schema_: str = Field(SCHEMA, alias="schema", description="The schema's name and version.")
     over: str = Field(description="What was varied: concurrency or rate.")
     profile: str = Field(description="The profile swept.")

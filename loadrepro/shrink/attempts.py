@@ -17,7 +17,8 @@ from loadrepro.errors import UsageError
 from loadrepro.load.planning import PlanMemo
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
-from loadrepro.schema.run_report import RunReport, Severity
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.run_report import RunReport
 from loadrepro.shrink.search import Trial
 from loadrepro.workload.summary import summarize
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadrepro.schema.run_report import TokenSpread
+from loadrepro.schema.report_sections import TokenSpread
 from loadrepro.workload.tokens import TokenCounter
 from loadrepro.workload.trace import SeenPrefixes
 from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, gzipped, read_rows

@@ -1,0 +1,28 @@
+"""What every part of report.json shares: the verdict's and a finding's kinds, and the model they are made of."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class VerdictStatus(StrEnum):
+    """A run's verdict: report.json's `verdict`, a trial's, the judge's."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    RUNNING = "running"  # a checkpoint written while the run goes on
+
+
+class Severity(StrEnum):
+    """What a rule's finding does to the verdict: fails it, or is said beside it."""
+
+    FAIL = "fail"
+    INFO = "info"
+
+
+class Model(BaseModel):
+    """Every part of report.json: frozen, and nothing beside its fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

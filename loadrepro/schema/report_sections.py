@@ -1,0 +1,313 @@
+"""The sections of report.json (schema/run_report.py's RunReport holds them): latency, health, workload, the
+chaos table, windows, the service level and the rest, each field described."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from loadrepro.schema.report_kinds import Model, Severity
+
+
+class Percentiles(Model):
+    p50: float | None = Field(None, description="The median.")
+    p95: float | None = Field(None, description="The 95th percentile.")
+    p99: float | None = Field(None, description="The 99th percentile.")
+    max: float | None = Field(None, description="The largest value.")
+    count: int | None = Field(None, description="How many values these are drawn from (what they are: the row's "
+                                                "description says).")
+
+
+class Latency(Model):
+    """Latency over every request of the run, kept in memory or not: from DDSketch sketches, each value within 1%
+    of the exact one (the lower of the two nearest ranks). Each row covers its own requests (`count`)."""
+
+    ttft_ms: Percentiles = Field(description="Sent -> first token of any kind (reasoning, tool-call arguments, "
+                                             "content), over the requests that received a token.")
+    itl_ms: Percentiles = Field(description="The gaps between consecutive chunks that carried tokens, over every "
+                                            "such gap of every request.")
+    e2e_ms: Percentiles = Field(description="Sent -> end, over every request that was sent, whatever its outcome: "
+                                            "failed ones included, so it can sit below TTFT.")
+    queue_ms: Percentiles = Field(description="Queued -> sent: waiting for a concurrency slot inside loadrepro, over "
+                                              "every request that was sent.")
+    ttfc_ms: Percentiles = Field(Percentiles(), description="Sent -> first content token (later than TTFT when "
+                                                            "reasoning or a tool call comes first), over the requests "
+                                                            "that received content.")
+
+
+class Throughput(Model):
+    requests_per_s: float = Field(description="Completed requests per second of the run.")
+    output_tokens_per_s: float = Field(description="Output tokens per second of the run, every request's.")
+
+
+class Cache(Model):
+    prompt_tokens: int = Field(description="Prompt tokens the target counted, over every request.")
+    cached_tokens: int | None = Field(
+        description="Of those, the ones it reported cached; null: the target reports none.")
+
+
+class TokenSpread(Model):
+    p50: int = Field(description="The median.")
+    p95: int = Field(description="The 95th percentile.")
+    max: int = Field(description="The largest.")
+
+
+class PrefixReuse(Model):
+    possible_tokens: int = Field(
+        description="Prompt tokens of the completed requests that a perfect prefix cache could have served: what "
+        "each shares with an earlier request of the workload (a trace: the blocks seen earlier in it).")
+    cached_tokens: int | None = Field(
+        description="The cached prompt tokens those same requests' usage reported; null: the target reports none.")
+    ratio: float | None = Field(
+        description="cached_tokens / possible_tokens; null when the target reports none or nothing could be served.")
+
+
+class WorkloadInfo(Model):
+    kind: str = Field(description="conversations or trace.")
+    conversations: int = Field(description="Conversations planned.")
+    requests: int = Field(description="Requests planned.")
+    prompt_tokens: TokenSpread = Field(description="Planned prompt lengths, in the target's tokens.")
+    seed: int = Field(description="The workload's seed.")
+    faker_version: str = Field(
+        description="The Faker version that wrote the records (the same seed and version, the same text).")
+    calibration_source: str = Field(description="How lengths were counted.")
+    origin: str = Field("", description="Where the requests came from, in a sentence (a trace: its file, its "
+                        "format and how it was chosen, what is replayed and what was left out).")
+    prefix_reuse: PrefixReuse | None = Field(
+        None, description="The prompt tokens a perfect prefix cache could have served the completed requests, "
+        "against what the engine reported cached: whether the replay loaded the cache as the traffic could.")
+
+
+class Target(Model):
+    base_url: str = Field(description="The target's URL.")
+    model: str = Field(description="The model asked for.")
+    engine_cmd: str | None = Field(None, description="The command that started the engine, when loadrepro started it.")
+
+
+class Requests(Model):
+    total: int = Field(description="Requests sent or given up, every one.")
+    by_outcome: dict[str, int] = Field(description="Requests by outcome.")
+    reconnects: int = Field(
+        0, description="Requests resent at once because a pooled connection was closed (not outcomes).")
+    conversations: int = Field(0, description="Conversations that ran (their first turns were sent): a soak "
+                               "repeats the planned ones.")
+
+
+class WorkersInfo(Model):
+    """What sent the load: this process, or worker processes on this machine (`--workers N`)."""
+
+    count: int = Field(description="Processes or actors that sent the load.")
+    backend: str = Field(description="in-process, processes or ray.")
+
+
+class CalibrationInfo(Model):
+    """How the workload's lengths were counted."""
+
+    source: str = Field(description="What counted the tokens.")
+    probe_requests: int = Field(description="Requests sent to the engine to count tokens (no tokenize endpoint).")
+    probe_tokens: int = Field(description="Prompt tokens those requests carried.")
+
+
+class WorstLength(Model):
+    request: int = Field(description="The request's id.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    planned: int = Field(description="The prompt length planned.")
+    measured: int = Field(description="The length the target counted.")
+
+
+class Lengths(Model):
+    """Planned prompt lengths against the target's usage.prompt_tokens; errors are shares of the planned length."""
+
+    requests: int = Field(description="Requests whose usage reported prompt tokens.")
+    error_p50: float | None = Field(description="Median of |error|.")
+    error_p95: float | None = Field(description="95th percentile of |error|.")
+    error_max: float | None = Field(description="Largest |error|.")
+    bias: float | None = Field(description="Mean signed error: + the target counted more than planned.")
+    worst: WorstLength | None = Field(description="The request furthest from its plan.")
+
+
+class Transition(Model):
+    t_s: float = Field(description="Seconds since the load started.")
+    status: int | str = Field(description="The /health status from then on.")
+
+
+class Health(Model):
+    pre: int | str | None = Field(description="/health before the run.")
+    post: int | str | None = Field(description="/health right after the run.")
+    transitions: list[Transition] = Field(description="Each change of /health status during the run.")
+    path: str = Field("/health", description="The health path that was polled ([watch] health_path).")
+    latency_ms: Percentiles = Field(Percentiles(), description="How long the polls took to answer (an unanswered "
+                                    "poll counts at the time it was given up).")
+    slow: int = Field(0, description="Polls slower than [watch] health_timeout_s.")
+    owner: str | None = Field(None, description="Whose health the path tells when it is not the engine's: a "
+                              "gateway in front of it, with how it was recognised.")
+
+
+class StructuredInfo(Model):
+    """Structured answers ([workload] structured_share): requests that asked for JSON (response_format), a choice,
+    a regex or a grammar (structured_outputs)."""
+
+    format: str = Field(description="What they asked for: the profile's structured formats, comma-separated "
+                        "(json_schema, json_object, choice, regex, grammar).")
+    answers: int = Field(description="Such requests that completed.")
+    cut: int = Field(description="Of those, answers cut at max_tokens (not judged).")
+    unchecked: int = Field(0, description="Of those that ended on their own, answers to a grammar: counted, not "
+                           "checked (not judged).")
+    unparsed: int = Field(description="Of those that ended on their own, answers that were not what they asked for: "
+                          "no JSON object, none of the choices, no match of the regex (rule structured_output).")
+    first_unparsed_request: int | None = Field(description="The first such request's id.")
+    first_unparsed: str | None = Field(description="Its answer's first words.")
+    refused: int = Field(0, description="Such requests the engine refused (4xx): not judged, and not counted "
+                         "against its capacity (rule capacity_mismatch); an engine not started to serve what they "
+                         "ask for (vLLM's tool calls without --tool-call-parser) refuses them all.")
+    first_refused_request: int | None = Field(None, description="The first refused request's id.")
+    first_refusal: str | None = Field(None, description="The engine's words refusing it (first 200 characters).")
+
+
+class CanaryInfo(Model):
+    """The canaries of a run ([watch] canary_interval_s): salted one-token requests outside the workload."""
+
+    sent: int = Field(description="Canaries sent.")
+    ok: int = Field(description="Canaries that got their token and finished.")
+    ttft_ms: Percentiles = Field(description="Sent to their token, over those that got one.")
+    by_outcome: dict[str, int] = Field(description="Canaries by outcome.")
+
+
+class WrongAnswer(Model):
+    """One answer under load that was not the one the same request gets alone."""
+
+    request: int = Field(description="The request's id (requests.jsonl, workload.jsonl.gz).")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    kind: str = Field(description="diverged, garbled or cross_talk.")
+    position: int | None = Field(description="The first output position where the two answers differ.")
+    load_token: str = Field(description="The token there under load (empty: the answer had ended).")
+    reference_token: str = Field(description="The token there when the request was sent alone.")
+    margin: float | None = Field(description="Nats by which the reference's token led its runner-up there.")
+    cached_tokens: int | None = Field(description="Prompt tokens the target reported cached for the load request.")
+    detail: str = Field(description="What made it garbled or cross-talk.")
+
+
+class OutputsInfo(Model):
+    """Answers checked under load ([verify]): each checked request's answer under load against the same request
+    sent alone on the idle engine afterwards."""
+
+    mode: str = Field(description="sample or all.")
+    checked: int = Field(description="Answers checked.")
+    identical: int = Field(description="The same over the compared tokens.")
+    near_tie: int = Field(description="First different where the reference's token led its runner-up by less than "
+                          "min_margin nats: batching's floating-point noise, not a failure.")
+    diverged: int = Field(description="First different where the reference's token led by at least min_margin: "
+                          "wrong answers (rule wrong_output).")
+    garbled: int = Field(description="U+FFFD, a runaway repeated token, or no text for counted tokens, where the "
+                         "reference has none (rule garbled_output).")
+    cross_talk: int = Field(description="Carrying another conversation's tag (rule cross_talk).")
+    unverifiable: int = Field(description="Different, with no logprobs to tell a near-tie from a wrong answer, or "
+                              "without a reference.")
+    compare_tokens: int = Field(description="Output positions compared.")
+    min_margin: float = Field(description="The margin, in nats, that separates a wrong answer from a near-tie.")
+    near_tie_margin_max: float | None = Field(description="The largest margin among the near-ties.")
+    worst: list[WrongAnswer] = Field(description="The wrong answers (diverged, garbled, cross-talk), first 20 by "
+                                     "request.")
+
+
+class Timing(Model):
+    """What a run costs beside its load, in seconds."""
+
+    to_first_request_s: float | None = Field(description="From the start to the load's first request: starting the "
+                                             "engine, planning, counting lengths. The start is the process's for "
+                                             "`loadrepro run` and `ab` (its imports counted), else when this run "
+                                             "began (a Python call, a trial, a shrink's run, an A/B's patched side).")
+    last_answer_to_verdict_s: float | None = Field(description="From the last answer to the verdict: the grace for "
+                                                   "requests in flight, the post-run health poll, judging.")
+
+
+class FirstFailure(Model):
+    t_s: float = Field(description="When it ended, seconds since the load started.")
+    request: int = Field(description="The request's id.")
+    outcome: str = Field(description="Its outcome.")
+    detail: str = Field(description="The target's error text, or why the outcome was chosen.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    status: int | None = Field(description="Its HTTP status.")
+
+
+class SignatureCount(Model):
+    name: str = Field(description="The signature's name.")
+    class_: str = Field(alias="class", description="F fatal, P propagation, T temporary, R recoverable.")
+    count: int = Field(description="How often it was seen.")
+    first_t_s: float = Field(description="First seen, seconds since the load started.")
+    sample: str = Field(description="The first text that matched.")
+
+
+class RuleResult(Model):
+    name: str = Field(description="The rule.")
+    fired: bool = Field(description="Whether it found something.")
+    severity: Severity | None = Field(description="fail or info, when it fired.")
+    detail: str = Field(description="What it found, in words.")
+
+
+class Pressure(Model):
+    kv_usage_peak: float | None = Field(description="The highest KV usage the engine published.")
+    waiting_peak: float | None = Field(description="The most requests it had waiting.")
+    preemptions: float | None = Field(description="Preemptions (SGLang: retractions) during the run.")
+    pool_usage_peak: dict[str, float] = Field(
+        {}, description="Per KV pool the engine reports blocks for (the simulated engine), its peak usage.")
+
+
+class LogPlace(Model):
+    process: str = Field(description="The process (rank) that logged it.")
+    signature: str = Field(description="The signature it matched.")
+    file: str = Field(description="The log file.")
+    line: int = Field(description="The line number.")
+    timestamp: str | None = Field(description="The time the line carries.")
+    text: str = Field(description="The line.")
+
+
+class DiagnosisInfo(Model):
+    """The engine-log analysis of a run whose engine log loadrepro kept."""
+
+    fatal: bool = Field(description="A fatal signature was found.")
+    pressure_only: bool = Field(description="Only pressure was logged (retractions, waiting), nothing fatal.")
+    initiating: LogPlace | None = Field(description="The first fatal line of the process that failed first.")
+    collateral: list[LogPlace] = Field(description="Fatal lines of the other processes, which followed it.")
+    figures: dict[str, float] = Field(description="Capacity figures the engine logged (pool sizes, blocks).")
+    capacity: str = Field(description="What those figures say of the KV pools.")
+    next_step: str = Field(description="What to do next.")
+    verification: str = Field(description="How to check a fix.")
+
+
+class Environment(Model):
+    loadrepro_version: str = Field(description="loadrepro's version.")
+    python: str = Field(description="Python's version.")
+    platform: str = Field(description="The operating system and machine.")
+
+
+class RequestRow(Model):
+    id: int = Field(description="The request's id.")
+    conversation: int = Field(description="Its conversation.")
+    turn: int = Field(description="Its turn.")
+    outcome: str = Field(description="Its outcome.")
+    status: int | None = Field(description="Its HTTP status.")
+    ttft_ms: float | None = Field(description="Sent -> first token.")
+    e2e_ms: float | None = Field(description="Sent -> end.")
+    output_tokens: int | None = Field(description="Tokens it received.")
+    cached_tokens: int | None = Field(description="Prompt tokens the target reported cached.")
+    shared_prefix_tokens: int = Field(description="Planned tokens it shares with an earlier request.")
+    prediction: str | None = Field(None, description="What the KV arithmetic predicted: fits, must_wait or never_fits.")
+    limit: str = Field("", description="Which limit the prediction names.")
+    ttfc_ms: float | None = Field(None, description="Sent -> first content token.")
+    answer: str | None = Field(None, description="[verify]: how its answer compared with the same request alone "
+                               "(identical, near_tie, diverged, garbled, cross_talk, unverifiable); null: not checked.")
+
+
+class CapacityInfo(Model):
+    source: str = Field(description="Where the limits came from.")
+    tokens_per_block: int = Field(description="Tokens per KV block.")
+    pool_tokens: int = Field(description="Tokens the binding KV pool holds.")
+    draft_pool_tokens: int | None = Field(description="Tokens the draft pool holds, when there is one.")
+    index_entries: int | None = Field(description="Entries of the page-index table, when sized.")
+    max_seq_len: int = Field(description="The longest sequence.")
+    beam_width: int = Field(description="Beams per request.")
+    outcomes_by_prediction: dict[str, dict[str, int]] = Field(
+        description="For each prediction, the outcomes its requests had.")
