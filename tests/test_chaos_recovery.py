@@ -107,7 +107,8 @@ def test_an_engine_that_does_not_come_back_as_it_was_fails_no_recovery(after, wo
     report = recover(tmp_path, tokenizer_dir, "restart", after, overrides=("load.duration_s=14",))
     assert not report.passed
     found = fired(report).get("no_recovery")
-    assert found and found.startswith("restart at 2.0 s not back within 4 s") and words in found, found
+    # caused at 2 s, or a moment later on a busy machine: the words say when it was
+    assert found and re.match(r"restart at 2\.\d s not back within 4 s", found) and words in found, found
     assert not report.chaos[0].recovered
     if after == "dead":  # a dead engine's last metrics are not read as requests it kept running
         assert "running requests not judged: /health did not answer 200 again" in found, found
@@ -193,7 +194,7 @@ max_seq_len = 512
     assert kill.recovered and kill.health_s is not None and kill.health_s >= 1.5, kill
     assert oversize.recovered and "was served" in oversize.detail, oversize  # sent to the engine, not the port
     late = [n for n in report.notes if n.startswith("chaos: the oversize at 3 s was caused")]
-    assert late and "late: the engine was down from the kill at 2.0 s until then" in late[0], report.notes
+    assert late and re.search(r"late: the engine was down from the kill at 2\.\d s until then", late[0]), report.notes
     assert report.passed, report
 
 
@@ -208,7 +209,8 @@ def test_a_pause_near_the_loads_end_is_not_degradation(tmp_path, tokenizer_dir):
     assert report.passed, report
     assert fired(report).get("degradation") is None
     [row] = report.chaos
-    assert row.recovered, row
+    # back on /health; the rest of its way back judged, or, the run ending first on a busy machine, not watched
+    assert row.health_s is not None and (row.recovered or row.done_s + row.recover_within_s > report.duration_s), row
     slow = [w for w in report.windows if w.ttft_p95_ms is not None and w.ttft_p95_ms > 500]
     assert slow, [w.ttft_p95_ms for w in report.windows]  # the pause did hold first tokens back
 

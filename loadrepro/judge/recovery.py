@@ -57,6 +57,9 @@ class Recovery:
     recovered: bool
     recovery_s: float | None  # when every part judged was back
     detail: str  # the fault, the engine's way back and the verdict on it, in words
+    # Not back, though /health was, when the run ended within recover_within_s of it: the rest of the way back was
+    # not watched, so it is not judged (an engine whose /health never came back is judged all the same).
+    cut_short: bool = False
 
     # The report's chaos row is this measurement (run_report.ChaosRow reads these by name).
     @property
@@ -150,7 +153,9 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     rec = Recovery(fault, result.seconds(at), result.seconds(done), before, running, kv, after(back), after(ttft_ns),
                    judged, sent_after, after(running_ns), published, after(kv_ns), kv_after, kv_held, faulted,
                    recovered, seconds, "")
-    return _with_words(rec, limit, (result.end_ns - done) / 1e9)
+    watched_s = (result.end_ns - done) / 1e9
+    cut_short = not recovered and clean and not kv_held and back is not None and watched_s < fault.recover_within_s
+    return _with_words(dataclasses.replace(rec, cut_short=cut_short), limit, watched_s)
 
 
 def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recovery:

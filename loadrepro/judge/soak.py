@@ -19,20 +19,26 @@ def no_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) ->
     loadrepro had in flight; or its KV usage at the last quiet moment after it more than max_kv_leak above before
     (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
     recovered, says how fast (info). A fault never caused (the load ended before its time, or while an earlier
-    fault had the engine down) is said with why, and judges nothing."""
+    fault had the engine down) is said with why, and judges nothing; so is one the run ended too soon after to
+    judge (its /health back, the rest of its way back not watched for all of recover_within_s)."""
     found = measured.recoveries
-    missed = [r for r in found if not r.recovered]
-    never = "; ".join(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
-                      for f in result.not_caused)
-    if not found:
+    missed = [r for r in found if not r.recovered and not r.cut_short]
+    unjudged = [f"the {r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s not judged: /health was 200 again, and "
+                f"the run ended before its recover_within_s ({r.recover_within_s:g} s) was over"
+                for r in found if r.cut_short]
+    never = "; ".join([*unjudged, *(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
+                                    for f in result.not_caused)])
+    back = [r for r in found if r.recovered]
+    if missed:
+        return Finding("no_recovery", Severity.FAIL, "; ".join(
+            f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.detail}" for r in missed)
+            + (f"; {never}" if never else ""))
+    if not back:
         return Finding("no_recovery", Severity.INFO, never) if never else None
-    if not missed:
-        return Finding("no_recovery", Severity.INFO, "every fault on purpose recovered: " + ", ".join(
-            f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
-            f"{SINCE.get(r.fault.action, 'after it')}" for r in found) + (f"; {never}" if never else ""))
-    return Finding("no_recovery", Severity.FAIL, "; ".join(
-        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.detail}" for r in missed)
-        + (f"; {never}" if never else ""))
+    said = "every fault on purpose recovered: " if len(back) == len(found) else "recovered: "
+    return Finding("no_recovery", Severity.INFO, said + ", ".join(
+        f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
+        f"{SINCE.get(r.fault.action, 'after it')}" for r in back) + (f"; {never}" if never else ""))
 
 
 def _grew(name: str, values: list[float | None], unit: str = "") -> str:
