@@ -96,6 +96,17 @@ def fired(report: Any) -> dict[str, str]:
     return {r["name"]: r["detail"] for r in rules if r["fired"]}
 
 
+def rule(report: Any, name: str) -> Any:
+    """One rule's result in a RunReport, fired or not."""
+    return next(r for r in report.rules if r.name == name)
+
+
+def facts(report: Any, name: str) -> dict[str, Any]:
+    """What a rule found, as its named facts (empty when it did not fire): of a RunReport or of report.json."""
+    rules = report["rules"] if isinstance(report, dict) else [r.model_dump() for r in report.rules]
+    return next((r["facts"] for r in rules if r["name"] == name), {})
+
+
 def until(done: Callable[[], T], timeout_s: float = 60, what: str = "") -> T:
     """`done()`'s first true value, looked at every 50 ms; AssertionError naming `what` after `timeout_s`. For what
     shows only outside the test's process (a file another process writes, a process ending, a port closing), which

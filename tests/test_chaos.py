@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ from aiohttp import web
 import loadrepro
 from loadrepro.config.options import RunArguments
 from loadrepro.errors import UsageError
-from tests.helpers import fired
+from tests.helpers import facts, fired
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -135,7 +136,7 @@ def test_an_engine_that_keeps_aborted_requests_running_fails_with_zombie_request
     assert not report.passed
     words = fired(report).get("zombie_requests")
     assert words and words.startswith(f"the engine still reported {server.zombies} requests running")
-    assert "had been cancelled mid-stream" in words
+    assert facts(report, "zombie_requests")["cancelled_mid_stream"] > 0, words
     assert any(n.startswith("chaos: abort burst at 1 s: cancelled 4 of the requests in flight, 4 of them mid-answer "
                             "(asked for 4); /health 200") for n in report.notes), report.notes
 
@@ -196,7 +197,7 @@ def test_an_engine_that_frees_aborted_requests_but_not_their_blocks_fails_no_rec
     assert server.disconnects >= 4 and server.held_kv >= 0.35
     words = fired(report).get("no_recovery")
     assert words and words.startswith("abort burst at 1.0 s its KV blocks not freed"), words
-    assert "at the last quiet moment (0.0% before): blocks it never freed" in words
+    assert facts(report, "no_recovery")["kv"] == "held", words
     assert fired(report).get("zombie_requests") is None  # its running count was freed: only the blocks tell
     [row] = report.chaos
     assert not row.recovered and row.before_kv_usage == 0.0 and row.after_kv_usage >= 0.35
@@ -207,7 +208,9 @@ def test_ab_confirms_the_simulated_engines_abort_fix(tmp_path):
     comparison = loadrepro.ab("zombie-on-abort", out=tmp_path)
     # the stock report whole on a failure: what the run saw is the only evidence of why the defect did not show
     assert comparison.fix_confirmed, (comparison.detail, (tmp_path / "stock" / "report.md").read_text()[:6000])
-    assert "requests it never freed (6 of loadrepro's requests had been cancelled mid-stream)" in comparison.detail
+    # how many the burst caught mid-stream is the machine's timing; that the engine held some of those is the defect
+    stock = facts(json.loads((tmp_path / "stock" / "report.json").read_text()), "zombie_requests")
+    assert stock["running"] > 0 and stock["cancelled_mid_stream"] > 0, stock
 
 
 def test_abort_bursts_need_the_load_in_this_process():

@@ -34,13 +34,14 @@ def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
                   "trtllm-draft-resume-failed")], health(200, 200, 503, 503, 503), post=503)
     finding = engine_death(died, SPEC)
     assert finding.severity is Severity.FAIL
-    assert "engine died at 2.0 s with `Failed to resume draft KV cache for request 53`" in \
-        finding.summary and "/health 503 from then on" in finding.summary
+    assert finding.facts == {"t_s": 2.0, "judged_by": "health_after_run", "signature": "trtllm-draft-resume-failed",
+                             "failed_after": 1, "ending_after": 1, "health_after": "down", "health_status": 503}
     judged = note(1.0, "death", "/health answered 503 2 times in a row while requests failed and the engine made "
                                 "no progress")
     came_back = result([record(1)], health(200, 503, 503, 200, 200), notes=[judged])
-    assert "(/health answered 503 2 times in a row" in engine_death(came_back, SPEC).summary
-    assert "came back" in engine_death(came_back, SPEC).summary
+    found = engine_death(came_back, SPEC).facts
+    assert (found["judged_by"], found["health_after"], found["health_status"]) == ("death", "back", 503), found
+    assert judged.text in engine_death(came_back, SPEC).summary  # the runner's words on how it was judged
     # The same /health without the runner's judgement (nothing failed, or tokens kept coming) is no death: SGLang's
     # /health answers 503 when its own generation waits too long behind the load.
     assert engine_death(result([record(1)], health(200, 503, 503, 200, 200)), SPEC) is None
@@ -50,14 +51,15 @@ def test_engine_death_needs_two_unhealthy_polls_or_a_dead_end():
 
 def test_engine_death_from_a_process_exit_and_not_from_a_health_endpoint_that_never_worked():
     exited = result([record(1)], notes=[note(1.5, "engine", "the engine process killed by SIGKILL")])
-    assert "(the engine process killed by SIGKILL)" in engine_death(exited, SPEC).summary
+    assert engine_death(exited, SPEC).facts["judged_by"] == "engine"
     never = result([record(1)], health(404, 404, 404), post=404)
     assert engine_death(never, SPEC) is None
 
 
 def test_failures_while_healthy_need_health_to_stay_200_around_them():
     hidden = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, detail="boom", status=500)])
-    assert "1 request failed while /health answered 200" in failures_while_healthy(hidden, SPEC).summary
+    assert failures_while_healthy(hidden, SPEC).facts == {"requests": 1, "first_request": 1,
+                                                          "first_outcome": "server_error"}
     at_death = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, status=500)], health(200, 200, 503, 503, 503))
     assert failures_while_healthy(at_death, SPEC) is None
 
@@ -88,7 +90,9 @@ def test_count_rules_name_how_many_and_the_first_to_end():
         found = rule(result([record(1), record(2, outcome, end_s=3.0), record(3, outcome, end_s=2.0)]), SPEC)
         assert (found.rule, found.severity, found.summary) == (
             rule.__name__, Severity.FAIL, f"2 {words} (first: request 3 at 2.0 s)")
-        assert rule.__doc__ == f"Any request whose outcome is `{outcome}` ({words}); threshold: one."
+        assert found.facts == {"requests": 2, "first_request": 3, "first_t_s": 2.0, "waited_behind": "",
+                                 "cancelled_before": 0}
+        assert rule.__doc__.startswith(f"Any request whose outcome is `{outcome}` ({words}); threshold: one.")
 
 
 def test_low_completion_threshold_excludes_rejections_and_cancellations():

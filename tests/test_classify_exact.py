@@ -239,3 +239,19 @@ def test_prefix_reuse_is_judged_over_every_request_even_those_not_kept_in_memory
     assert finding.summary == ("1/40 later turns found less than 80% of their shared prefix in the cache "
                                "(request 36: 799 of 1000 tokens)")
     assert prefix_reuse_missing(kept_few, VerdictSpec(min_cache_hit=0.799)) is None  # 799/1000 is 0.799: enough
+
+
+# -- no_recovery's parts, word for word -----------------------------------------------------------------------
+
+
+def test_a_recoverys_words_say_each_part_judged_or_why_not():
+    from tests.test_recovery_judge import judged
+
+    unjudged_tail = ("running requests not judged: the engine publishes no running count; KV not judged: no quiet "
+                     "moment before it (nothing running or waiting) with the KV usage published")
+    assert judged([Outcome.OK] * 3).detail == (
+        "back 0.0 s after SIGCONT: SIGSTOP ...; /health 200 after 0.0 s; TTFT not judged: 3 requests were sent after "
+        f"it, fewer than 8 (the load ended); {unjudged_tail}")
+    assert judged([Outcome.TIMEOUT] * 10).detail == (
+        "not back before the run ended, 2.0 s after it: SIGSTOP ...; /health 200 after 0.0 s; TTFT p95 never back "
+        f"within 200 ms (it was 100 ms before); {unjudged_tail}")

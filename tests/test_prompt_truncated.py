@@ -6,7 +6,7 @@ refusal), or every prompt counted shorter (a calibration error: rule prompt_leng
 from __future__ import annotations
 
 from tests.context_server import ContextServer
-from tests.helpers import cli, fired, report, small
+from tests.helpers import cli, facts, fired, report, small
 
 # Three conversations of three turns: the first turns (200 tokens) fit a context of 250, the later ones (about 290
 # and 375) do not.
@@ -31,7 +31,9 @@ def test_prompts_cut_and_answered_fail_the_run_saying_how_many_and_by_how_much(t
     assert code == 1 and found["verdict"] == "fail" and server.cut == 6, (server.cut, rules)
     said = rules["prompt_truncated"]
     assert said.startswith("6/9 prompts") and f"{N_CTX} tokens a request" in said and "/props" in said, said
-    assert "input truncated, n_ctx = 250" in said and "the other 3 prompts" in said, said
+    cut = facts(found, "prompt_truncated")
+    assert (cut["cut"], cut["prompts"], cut["context_tokens"]) == (6, 9, N_CTX), cut
+    assert cut["logged"] == 1 and cut["calibration_ruled_out"] == 1, cut
     assert "prompt_lengths" not in rules  # the cut prompts are this rule's, not a calibration warning
 
 

@@ -23,13 +23,13 @@ def judged(after: list[Outcome]):
 def test_too_few_requests_after_a_fault_leave_its_ttft_unjudged_not_failed():
     r = judged([Outcome.OK] * 3)
     assert r.recovered and not r.ttft_judged and r.sent_after == 3, r.detail
-    assert "TTFT not judged: 3 requests were sent after it, fewer than 8 (the load ended)" in r.detail
+    assert r.parts() == {"health": "back", "ttft": "not_judged", "running": "not_judged", "kv": "not_judged"}
 
 
 def test_a_groups_worth_sent_after_a_fault_and_none_served_is_never_back():
     r = judged([Outcome.TIMEOUT] * 10)
     assert not r.recovered and r.ttft_judged and r.ttft_s is None, r.detail
-    assert "TTFT p95 never back within" in r.detail
+    assert r.parts()["ttft"] == "not_back", r.detail
 
 
 def test_a_groups_worth_served_as_before_is_back():

@@ -15,6 +15,7 @@ from loadrepro.records import Outcome, RequestRecord
 from loadrepro.report.build import _slo as slo_section
 from tests import builders
 from tests.builders import START, S, record
+from tests.helpers import rule
 from tests.slo_server import TOKENS, SloServer
 
 
@@ -112,10 +113,6 @@ def run(tmp_path, tokenizer_dir, plan: tuple[str, ...], min_attainment: float):
     with SloServer(plan, late_s=1.0, slow_gap_s=0.3).running() as server:
         report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
     return server, report
-
-
-def rule(report, name: str):
-    return next(r for r in report.rules if r.name == name)
 
 
 def test_a_server_late_slow_and_failing_on_planned_requests_misses_exactly_those(tmp_path, tokenizer_dir):

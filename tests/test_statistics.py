@@ -318,12 +318,16 @@ def test_a_run_that_kept_few_records_judges_lengths_death_and_its_picture_as_one
                                    tally=dataclasses.replace(everything, dropped=len(records) - 40))
     spec = VerdictSpec(max_prompt_error=0.05)
     assert prompt_lengths(kept_few, spec).summary == prompt_lengths(kept_all, spec).summary
-    assert "off their planned length by more than 5%" in prompt_lengths(kept_all, spec).summary
+    off = prompt_lengths(kept_all, spec).facts
+    beyond = sum(r.outcome is Outcome.OK and abs(r.prompt_tokens - 2000) > 100 for r in records)  # beyond 5%
+    assert (off["max_prompt_error"], off["off"]) == (0.05, beyond), off
     assert _lengths(kept_few, 60.0) == _lengths(kept_all, 60.0)
     died_words = engine_death(kept_all, spec).summary
     assert engine_death(kept_few, spec).summary == died_words
     after = [r for r in records if r.end_ns >= START + 12 * S and r.outcome is not Outcome.CANCELLED]
-    assert f"; {sum(r.outcome is Outcome.SERVER_ERROR for r in after)}/{len(after)} requests ending after" in died_words
+    died_facts = engine_death(kept_all, spec).facts
+    assert (died_facts["failed_after"], died_facts["ending_after"]) == (
+        sum(r.outcome is Outcome.SERVER_ERROR for r in after), len(after)), died_facts
     exact, per_second = timeline_of(kept_all), timeline_of(kept_few)
     assert per_second.end_counts == exact.end_counts == {"ok": 360, "server_error": 40}
     for t, level in zip(per_second.in_flight_t[1:], per_second.in_flight_n[1:], strict=True):

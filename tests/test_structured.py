@@ -8,6 +8,7 @@ import re
 import loadrepro
 from loadrepro.config.profile import load_profile
 from loadrepro.workload.structured_requests import RESPONSE_FORMATS
+from tests.helpers import rule
 from tests.structured_server import StructuredServer
 
 PROFILE = """
@@ -35,10 +36,6 @@ def run(tmp_path, tokenizer_dir, server: StructuredServer, format_: str = "json_
     path.write_text(PROFILE.format(format=format_ if format_.startswith("[") else f'"{format_}"') + extra)
     with server.running():
         return loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
-
-
-def rule(report, name: str):
-    return next(r for r in report.rules if r.name == name)
 
 
 def test_a_seeded_share_of_requests_asks_for_json_and_warm_ups_never_do():

@@ -44,18 +44,18 @@ def _failed(result: RunResult) -> list[RequestRecord]:
     return sorted((r for r in result.records if r.outcome in FAILED), key=lambda r: r.end_ns)
 
 
-def _first_fatal(result: RunResult, replica: int | None = None) -> tuple[float, str] | None:
-    """When and what the first fatal text was, from an engine log or from a response (of that replica's alone
-    when `replica` is given: 0 the target)."""
+def _first_fatal(result: RunResult, replica: int | None = None) -> tuple[float, str, str] | None:
+    """When and what the first fatal text was, and its signature's name, from an engine log or from a response (of
+    that replica's alone when `replica` is given: 0 the target)."""
     # At equal times the log's earlier line wins, and the log wins over a response that quotes it.
-    seen = [(m.t_ns, 0, m.line_number, _from_signature(m.line)) for m in result.log_matches
+    seen = [(m.t_ns, 0, m.line_number, _from_signature(m.line), m.signature) for m in result.log_matches
             if m.klass == SignatureClass.FATAL.value and replica in (None, m.replica)]
-    seen += [(r.end_ns, 1, r.id, r.detail) for r in result.records
+    seen += [(r.end_ns, 1, r.id, r.detail, r.signature or "") for r in result.records
              if r.signature_class == SignatureClass.FATAL.value and replica in (None, r.replica)]
     if not seen:
         return None
-    t_ns, _, _, text = min(seen)
-    return result.seconds(t_ns), text
+    t_ns, _, _, text, signature = min(seen)
+    return result.seconds(t_ns), text, signature
 
 
 def _from_signature(line: str) -> str:
@@ -67,15 +67,21 @@ def _from_signature(line: str) -> str:
     return line
 
 
-def _health_after(result: RunResult, t_ns: int) -> str:
+def _health_after(result: RunResult, t_ns: int) -> tuple[str, int | str]:
+    """What /health did from `t_ns` on: ("200", 200) throughout, ("back", status) when it came back after a
+    non-200 status, ("down", status) from then on, ("unknown", "") with no poll."""
     polls = [h for h in usable_health(result) + ([result.post_health] if result.post_health else [])
              if h.t_ns >= t_ns]
     down = next((h for h in polls if not h.healthy), None)
     if down is None:
-        return "; /health answered 200 throughout" if polls else "; /health unknown from then on"
+        return ("200", 200) if polls else ("unknown", "")
     back = any(h.healthy for h in polls if h.t_ns > down.t_ns) and (result.post_health is None or
                                                                      result.post_health.healthy)
-    return "; /health came back" if back else f"; /health {down.status} from then on"
+    return ("back" if back else "down"), down.status
+
+
+_HEALTH_AFTER = {"200": "; /health answered 200 throughout", "unknown": "; /health unknown from then on",
+                 "back": "; /health came back"}
 
 
 def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -83,7 +89,11 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     DEATH_POLLS times in a row while requests failed and nothing progressed, or every request failing with a
     gateway's word that the engine behind it is unreachable), or its process exited, or /health was not 200
     after the run (the run's last word). The time is the first fatal text when one came before, else the
-    earliest of those. Says whether /health came back."""
+    earliest of those. Says whether /health came back.
+
+    Facts: `t_s`; `judged_by` (`death`: judged while the load went on, `engine`: its process exited,
+    `health_after_run`); `signature` (the first fatal text's, or empty); `failed_after` of `ending_after` requests
+    ending after it; `health_after` (`200` throughout, `back`, `down`, `unknown`) and `health_status`."""
     left = left_service(result)
     if left is None:
         return None
@@ -98,13 +108,20 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
     failed, later, complete = result.totals(spec.window_s).recent_ends.since(result.start_ns + round(t_s * 1e9))
     if later:
         words += f"; {failed}/{later} {'' if complete else 'of the latest '}requests ending after it failed"
-    return Finding("engine_death", Severity.FAIL, words + _health_after(result, t_ns))
+    health, status = _health_after(result, t_ns)
+    words += _HEALTH_AFTER.get(health, f"; /health {status} from then on")
+    return Finding("engine_death", Severity.FAIL, words, {
+        "t_s": round(t_s, 3), "judged_by": str(said.source) if said is not None else "health_after_run",
+        "signature": fatal[2] if fatal else "", "failed_after": failed, "ending_after": later,
+        "health_after": health, "health_status": status})
 
 
 def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests failed while /health kept answering 200 (before, at and HEALTHY_MARGIN_POLLS polls after the
     failure): the engine fails work but tells its orchestrator all is well. With replicas, each request against
-    the /health of the replica it went to."""
+    the /health of the replica it went to.
+
+    Facts: `requests` (how many), `first_request` (its id) and `first_outcome`."""
     healths = [usable_health(result), *(replica_health(w) for w in result.replicas)]
     hidden = []
     for record in _failed(result):
@@ -119,16 +136,20 @@ def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | No
     return Finding("failures_while_healthy", Severity.FAIL,
                    f"{len(hidden)} request{'' if len(hidden) == 1 else 's'} failed while /health answered 200 "
                    f"(first: request {first.id}, "
-                   f"{first.outcome}, {quote(first.detail)})")
+                   f"{first.outcome}, {quote(first.detail)})",
+                   {"requests": len(hidden), "first_request": first.id, "first_outcome": str(first.outcome)})
 
 
 def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """A fatal engine error text (class F in the catalog or the profile) appeared in the log or a response;
-    names the first log line that carries one, and how many responses did."""
+    names the first log line that carries one, and how many responses did.
+
+    Facts: `t_s`, `signature` (the first's), `log_line` (0: none in the log), `responses` (failed responses that
+    carried one)."""
     fatal = _first_fatal(result)
     if fatal is None:
         return None
-    t_s, text = fatal
+    t_s, text, signature = fatal
     log = next((m for m in result.log_matches if m.klass == SignatureClass.FATAL.value), None)
     in_responses = [r for r in result.records
                     if r.signature_class == SignatureClass.FATAL.value and r.outcome in FAILED]
@@ -141,7 +162,8 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
         whose = sent_to(result, in_responses)
         where.append(f"{len(in_responses)} responses" + (f" ({whose})" if whose else ""))
     return Finding("fatal_signature", Severity.FAIL, f"fatal engine error at {t_s:.1f} s in {' and '.join(where)}: "
-                   f"{quote(text)}")
+                   f"{quote(text)}", {"t_s": round(t_s, 3), "signature": signature,
+                                      "log_line": log.line_number if log else 0, "responses": len(in_responses)})
 
 
 def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False) -> Rule:
@@ -154,10 +176,16 @@ def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False
         why = behind(result, hits) if explained else None
         whose = sent_to(result, hits)
         return Finding(name, Severity.FAIL, f"{len(hits)} {words} ({f'{whose}; ' if whose else ''}first: request "
-                       f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why}" if why else ""))
+                       f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why.words}" if why else ""),
+                       {"requests": len(hits), "first_request": first.id,
+                        "first_t_s": round(result.seconds(first.end_ns), 3), "waited_behind": why.why if why else "",
+                        "cancelled_before": why.cancelled if why else 0})
 
     rule.__name__ = name
-    rule.__doc__ = f"Any request whose outcome is `{outcome}` ({words}); threshold: one."
+    rule.__doc__ = (f"Any request whose outcome is `{outcome}` ({words}); threshold: one.\n\nFacts: `requests`, "
+                    "`first_request`, `first_t_s`, `waited_behind` (`held`: by requests loadrepro was not sending, "
+                    "`queued`: behind its own, or empty), `cancelled_before` (held: the requests loadrepro had "
+                    "cancelled before, which the engine seemed to keep running).")
     return rule
 
 
@@ -172,7 +200,10 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     during a fault on purpose) completed,
     or none completed at all (unless every request was cleanly rejected: correct for requests that never fit).
     Timeouts are explained when the engine's metrics or the records tell: what those without a first token waited
-    behind (judge/waits.py), and the work queued ahead of the last of them against the time it had."""
+    behind (judge/waits.py), and the work queued ahead of the last of them against the time it had.
+
+    Facts: `completed` of `admitted`, `timed_out`, `waited_behind` (`held`, `queued` or empty) and `timeouts`
+    (`queueing`: behind busy slots, `unexplained`, or empty)."""
     counts = result.totals(spec.window_s).by_outcome
     total = sum(counts.values())
     admitted = total - sum(counts.get(o.value, 0) for o in UNADMITTED)
@@ -180,7 +211,9 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if total and counts.get(Outcome.REJECTED.value, 0) == total:
         return None  # every request refused cleanly at admission: the rejections rule judges that
     if not total or ok == 0:
-        return Finding("low_completion", Severity.FAIL, "no request completed")
+        return Finding("low_completion", Severity.FAIL, "no request completed",
+                       {"completed": 0, "admitted": admitted, "timed_out": counts.get(Outcome.TIMEOUT.value, 0),
+                        "waited_behind": "", "timeouts": ""})
     if admitted and ok / admitted < spec.min_completed:
         timed_out = [r for r in result.records if r.outcome is Outcome.TIMEOUT]
         unanswered = [r for r in timed_out if r.first_token_ns is None]
@@ -188,8 +221,10 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
         work = queue_work(result, timed_out)
         return Finding("low_completion", Severity.FAIL, f"{ok}/{admitted} admitted requests completed "
                        f"({ok / admitted:.0%}; at least {spec.min_completed:.0%} required)"
-                       + (f"; the {len(unanswered)} that timed out without a first token: {why}" if why else "")
-                       + (f"; of the {len(timed_out)} timed out: {work}" if work else ""))
+                       + (f"; the {len(unanswered)} that timed out without a first token: {why.words}" if why else "")
+                       + (f"; of the {len(timed_out)} timed out: {work.words}" if work else ""),
+                       {"completed": ok, "admitted": admitted, "timed_out": len(timed_out),
+                        "waited_behind": why.why if why else "", "timeouts": work.why if work else ""})
     return None
 
 
@@ -234,7 +269,9 @@ def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 def pressure_in_metrics(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
-    """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info)."""
+    """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info).
+
+    Facts: `preemptions`, `waiting_peak`, `kv_usage_peak` (each when the engine published it)."""
     preempted = measured.preemptions
     waiting, usage = series(result, "waiting"), series(result, "kv_usage")
     parts = []
@@ -246,7 +283,10 @@ def pressure_in_metrics(result: RunResult, spec: VerdictSpec, measured: Measurem
         parts.append(f"KV usage peaked at {max(usage):.0%}")
     if not parts:
         return None
-    return Finding("pressure_in_metrics", Severity.INFO, "pressure handled: " + ", ".join(parts))
+    facts = {"preemptions": preempted or 0.0, "waiting_peak": max(waiting, default=0.0),
+             "kv_usage_peak": max(usage, default=0.0)}
+    return Finding("pressure_in_metrics", Severity.INFO, "pressure handled: " + ", ".join(parts),
+                   {k: v for k, v in facts.items() if v})
 
 
 def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -313,7 +353,10 @@ def _unjudged(result: RunResult) -> bool:
 def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """After the load, with none of loadrepro's requests in flight, the engine still reported requests running
     (its metrics, scraped after the load until nothing ran, for up to 5 s): requests it never freed, as after
-    aborted streams. Needs the engine's running count; not judged once the engine died, nor after an interrupt."""
+    aborted streams. Needs the engine's running count; not judged once the engine died, nor after an interrupt.
+
+    Facts: `running` (still reported), `after_s` (since loadrepro's last request ended), `cancelled_mid_stream`,
+    `cancelled_whole`, `kv_usage` (-1: not published)."""
     totals = result.totals(spec.window_s)
     final = result.metrics[-1] if result.metrics else None
     running = final.values.get(RUNNING) if final else None
@@ -330,7 +373,9 @@ def zombie_requests(result: RunResult, spec: VerdictSpec) -> Finding | None:
         words += f" ({'; '.join(ways)})"
     if (kv := final.values.get(KV_USAGE)) is not None:
         words += f"; KV usage {kv:.1%} held"
-    return Finding("zombie_requests", Severity.FAIL, words)
+    return Finding("zombie_requests", Severity.FAIL, words, {
+        "running": running, "after_s": round((final.t_ns - totals.last_end_ns) / 1e9, 3),
+        "cancelled_mid_stream": cancelled - whole, "cancelled_whole": whole, "kv_usage": -1.0 if kv is None else kv})
 
 
 # A rule that reads what the judge measured of the run (judge/measurements.py), made once per judgement.

@@ -5,7 +5,7 @@ the router says) and replica_death (a replica of [target] replicas that left ser
 from __future__ import annotations
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.findings import Finding, Severity
+from loadrepro.judge.findings import Fact, Finding, Severity
 from loadrepro.judge.measurements import Measurements
 from loadrepro.records import Outcome, RunResult
 
@@ -40,13 +40,17 @@ def _served_after(result: RunResult, replica: int, t_s: float) -> int:
 def replica_death(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """A replica left service while another served (completed a request after it died): FAIL, naming it, when and
     why, and what the others completed after it. Threshold: one replica. Every replica dead is the deployment's
-    death, said the same way (engine_death says the target's)."""
+    death, said the same way (engine_death says the target's).
+
+    Facts: `dead` (replicas), and of the first: `replica`, `died_at_s`, `seen_by` (`exit`, `health`, `unreachable`,
+    `engine_death`, `log`, joined by `+`), `exit_code` (when its process exited; negative: the signal),
+    `served_after_by_others`."""
     figures = measured.replicas
     dead = [f for f in figures if f.died_s is not None]
     if not dead:
         return None
     kept = "" if not result.totals(spec.window_s).dropped else " (of the requests kept in memory)"
-    said = []
+    said, served_by_others = [], []
     for f in dead:
         assert f.died_s is not None
         others = [(o.name, _served_after(result, o.index, f.died_s)) for o in figures if o.index != f.index]
@@ -55,7 +59,13 @@ def replica_death(result: RunResult, spec: VerdictSpec, measured: Measurements) 
                  f"({f.tally.by_outcome.get(Outcome.OK.value, 0):,} ok); completed after it by the others{kept}: "
                  f"{served}")
         said.append(words if any(n for _, n in others) else words + " (none: every replica was down)")
-    return Finding("replica_death", Severity.FAIL, "; ".join(said))
+        served_by_others.append(sum(n for _, n in others))
+    first = dead[0]
+    facts: dict[str, Fact] = {"dead": len(dead), "replica": first.name, "died_at_s": round(first.died_s or 0.0, 3),
+                              "seen_by": "+".join(first.seen_by), "served_after_by_others": served_by_others[0]}
+    if first.exit_code is not None:
+        facts["exit_code"] = first.exit_code
+    return Finding("replica_death", Severity.FAIL, "; ".join(said), facts)
 
 
 DEPLOYMENT_RULES = (endpoint_death, replica_death)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.records import FAILED, RunResult
 from loadrepro.schema.report_kinds import Severity
 
-__all__ = ["FAILED", "Finding", "Rule", "Severity"]
+__all__ = ["FAILED", "Fact", "Finding", "Rule", "Severity"]
+
+Fact = int | float | str  # a number or a name a finding states
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +20,9 @@ class Finding:
     rule: str
     severity: Severity
     summary: str  # plain words, for the verdict's reasons
+    # What the summary says, as named numbers and names, for machines (a CI job, a test) that must not parse words.
+    # Each rule's docstring lists its keys (docs/reference/rules.md).
+    facts: Mapping[str, Fact] = field(default_factory=dict)
 
 
 Rule = Callable[[RunResult, VerdictSpec], Finding | None]

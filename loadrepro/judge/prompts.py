@@ -28,7 +28,10 @@ def _cut(result: RunResult, spec: VerdictSpec) -> tuple[int, float, bool]:
 def prompt_truncated(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Prompts the engine cut and answered as if whole (llama.cpp cuts a prompt longer than a slot's context, and
     says so only in its log): an answer to a cut prompt is an answer to another request. Fails the run unless
-    `allow_truncated_prompts`. Counts every request, kept in memory or not."""
+    `allow_truncated_prompts`. Counts every request, kept in memory or not.
+
+    Facts: `cut` of `prompts`, `median_shortfall` (a fraction), `context_tokens` (0: unknown), `logged` (1: the
+    engine's log says it cut), `calibration_ruled_out` (1: the other prompts agree with the plan)."""
     cut, median, agree = _cut(result, spec)
     errors = result.totals(spec.window_s).prompt_errors
     if not cut or errors.shortest is None:
@@ -45,13 +48,18 @@ def prompt_truncated(result: RunResult, spec: VerdictSpec) -> Finding | None:
     if agree:
         said.append(f"the other {errors.count - cut} prompts' lengths agree with the plan: not a calibration error")
     severity = Severity.INFO if spec.allow_truncated_prompts else Severity.FAIL
-    return Finding("prompt_truncated", severity, "; ".join(said))
+    return Finding("prompt_truncated", severity, "; ".join(said), {
+        "cut": cut, "prompts": errors.count, "median_shortfall": round(median, 4),
+        "context_tokens": result.context[0] if result.context is not None else 0, "logged": int(log is not None),
+        "calibration_ruled_out": int(agree)})
 
 
 def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Prompts whose usage.prompt_tokens differ from their planned length by more than `max_prompt_error` (those
     the engine cut apart: rule prompt_truncated): the workload that ran is not the one asked for. A warning (info):
-    the engine did nothing wrong. Counts every request, kept in memory or not."""
+    the engine did nothing wrong. Counts every request, kept in memory or not.
+
+    Facts: `off` of `prompts`, `max_prompt_error`, `worst_error` (the worst's relative error; 0 with prompts cut)."""
     errors = result.totals(spec.window_s).prompt_errors
     cut = _cut(result, spec)[0]
     off = errors.beyond(spec.max_prompt_error) - cut
@@ -62,4 +70,6 @@ def prompt_lengths(result: RunResult, spec: VerdictSpec) -> Finding | None:
                             f"{w.measured:,}, {w.error:+.1%})")  # with prompts cut, the worst is one of those
     return Finding("prompt_lengths", Severity.INFO,
                    f"warning: {off}/{errors.count} prompts were off their planned length by more than "
-                   f"{spec.max_prompt_error:.0%}{worst}: the workload that ran is not the one asked for")
+                   f"{spec.max_prompt_error:.0%}{worst}: the workload that ran is not the one asked for",
+                   {"off": off, "prompts": errors.count, "max_prompt_error": spec.max_prompt_error,
+                    "worst_error": 0.0 if cut else round(w.error, 4)})

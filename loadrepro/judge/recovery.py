@@ -70,6 +70,18 @@ class Recovery:
     def recover_within_s(self) -> float:
         return self.fault.recover_within_s
 
+    def parts(self) -> dict[str, str]:
+        """Each part of the way back: `back`, `not_back` or `not_judged` (KV: `held` for blocks never freed)."""
+        ttft = ("not_judged" if self.before_ttft_p95_ms is None or not self.ttft_judged
+                else "back" if self.ttft_s is not None else "not_back")
+        # a dead engine's metrics, frozen at its last scrape, say nothing of what it runs
+        running = ("not_judged" if not self.running_judged or (self.running_s is None and self.health_s is None)
+                   else "back" if self.running_s is not None else "not_back")
+        kv = ("not_judged" if self.before_kv_usage is None or self.after_kv_usage is None
+              else "held" if self.kv_held else "back")
+        return {"health": "back" if self.health_s is not None else "not_back", "ttft": ttft, "running": running,
+                "kv": kv}
+
 
 def _ttft(records: list[RequestRecord]) -> float | None:
     ttfts = [t for r in records if r.outcome is Outcome.OK and (t := r.ttft_ms) is not None]
@@ -178,11 +190,12 @@ def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recove
     else:
         parts.append(f"TTFT p95 never back within {limit_ms:,.0f} ms (it was {r.before_ttft_p95_ms:,.0f} ms "
                      f"before)")
+    running = r.parts()["running"]
     if not r.running_judged:
         parts.append("running requests not judged: the engine publishes no running count")
-    elif r.running_s is not None:
-        parts.append(f"running no more than loadrepro's in flight after {r.running_s:.1f} s")
-    elif r.health_s is None:  # a dead engine's metrics, frozen at its last scrape, say nothing of what it runs
+    elif running == "back":
+        parts.append(f"running no more than loadrepro's in flight after {r.running_s or 0.0:.1f} s")
+    elif running == "not_judged":
         parts.append("running requests not judged: /health did not answer 200 again")
     else:
         parts.append("the engine kept running more requests than loadrepro had in flight")

@@ -27,6 +27,10 @@ class ReplicaFigures:
     slow: int  # polls slower than [watch] health_timeout_s
     died_s: float | None  # when it left service, to the end of the run (None: it did not)
     why: str  # what said so
+    # What said so, as names: `exit` (its process), `health` (not 200 to the end), `unreachable` (requests that
+    # could not reach it just before the end), `engine_death` (the target's own); `log`: its log's fatal line.
+    seen_by: tuple[str, ...] = ()
+    exit_code: int | None = None  # its process's, when it exited (negative: the signal)
 
 
 def sent_to(result: RunResult, records: list[RequestRecord]) -> str:
@@ -51,6 +55,14 @@ def _target_died(result: RunResult) -> tuple[float | None, str]:
     return result.seconds(t_ns), f"engine_death: {said.text}" if said else "engine_death: /health not 200 after the run"
 
 
+@dataclass(frozen=True, slots=True)
+class _Died:
+    t_s: float | None
+    why: str = ""
+    seen_by: tuple[str, ...] = ()
+    exit_code: int | None = None
+
+
 def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
     """Every replica's figures, the target first; none when the run had no replicas."""
     if not result.replicas:
@@ -60,41 +72,47 @@ def replica_figures(result: RunResult, window_s: float) -> list[ReplicaFigures]:
     post = result.post_health.status if result.post_health else None
     found = [ReplicaFigures(0, replica_name(0), result.base_url, replicas.get(0, ReplicaTally()),
                             result.health[0].status if result.health else None, post,
-                            len(slow_polls(result.health, result.watch)), died_s, why)]
+                            len(slow_polls(result.health, result.watch)), died_s, why,
+                            ("engine_death",) if died_s is not None else ())]
     for i, w in enumerate(result.replicas, 1):
         polls, tally = sorted(w.health, key=lambda s: s.t_ns), replicas.get(i) or ReplicaTally()
-        died_s, why = _replica_died(result, i, w, tally)
+        died = _replica_died(result, i, w, tally)
         found.append(ReplicaFigures(i, w.name, w.url, tally,
                                     polls[0].status if polls else None, polls[-1].status if polls else None,
-                                    len(slow_polls(polls, result.watch)), died_s, why))
+                                    len(slow_polls(polls, result.watch)), died.t_s, died.why, died.seen_by,
+                                    died.exit_code))
     return found
 
 
-def _replica_died(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> tuple[float | None, str]:
+def _replica_died(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> _Died:
     """When a replica beside the target left service and what said so: its process exited (one loadrepro
     started), or its /health went not 200 to the end of the run while it completed no request after it (a
     starved /health near the end of the load is busy, not dead); with its log's first fatal line when it had one."""
     e = endpoint_health(result, w)
     served_later = e.died_s is not None and tally.last_ok_ns is not None and \
         result.seconds(tally.last_ok_ns) > e.died_s
-    said, times = [], []
+    said, times, seen = [], [], []
     if w.exit is not None:
         times.append(result.seconds(w.exit.t_ns))
         said.append(f"its process {w.exit.how} (seen at {times[-1]:.1f} s)")
+        seen.append("exit")
     if e.died_s is not None and not served_later:
         times.append(e.died_s)
         said.append(f"its /health got {e.first_bad} and no 200 after it to the end of the run, and it completed no "
                     "request after it")
+        seen.append("health")
     elif (cut := _cut_off(result, index, w, tally)) is not None:
         times.append(cut[0])
         said.append(cut[1])
+        seen.append("unreachable")
     if not times:
-        return None, ""
+        return _Died(None)
     fatal = next((m for m in result.log_matches if m.replica == index and m.klass == SignatureClass.FATAL.value),
                  None)
     if fatal is not None:
         said.append(f"its log, line {fatal.line_number}: {quote(fatal.line)}")
-    return min(times), "; ".join(said)
+        seen.append("log")
+    return _Died(min(times), "; ".join(said), tuple(seen), w.exit.code if w.exit is not None else None)
 
 
 def _cut_off(result: RunResult, index: int, w: Watched, tally: ReplicaTally) -> tuple[float, str] | None:

@@ -6,7 +6,7 @@ not a failure but looks like one, saturation. Pure."""
 from __future__ import annotations
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.findings import Finding, Severity, grouped
+from loadrepro.judge.findings import Fact, Finding, Severity, grouped
 from loadrepro.judge.measurements import Measurements
 from loadrepro.judge.recovery import SINCE
 from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
@@ -20,7 +20,11 @@ def no_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) ->
     (blocks never freed); or an oversize request not refused cleanly. Threshold: one fault. When every fault
     recovered, says how fast (info). A fault never caused (the load ended before its time, or while an earlier
     fault had the engine down) is said with why, and judges nothing; so is one the run ended too soon after to
-    judge (its /health back, the rest of its way back not watched for all of recover_within_s)."""
+    judge (its /health back, the rest of its way back not watched for all of recover_within_s).
+
+    Facts: `faults` (caused), `not_recovered`, `cut_short`, `not_caused`; of the first not recovered (else the
+    first recovered): `action`, `at_s`, `recovery_s` (-1: not back), and each part of its way back, `health`,
+    `ttft`, `running`, `kv` (`back`, `not_back`, `not_judged`; KV `held`)."""
     found = measured.recoveries
     missed = [r for r in found if not r.recovered and not r.cut_short]
     unjudged = [f"the {r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s not judged: /health was 200 again, and "
@@ -29,16 +33,22 @@ def no_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) ->
     never = "; ".join([*unjudged, *(f"the {f.action.replace('_', ' ')} at {f.at_s:g} s was never caused: {f.why}"
                                     for f in result.not_caused)])
     back = [r for r in found if r.recovered]
+    facts: dict[str, Fact] = {"faults": len(found), "not_recovered": len(missed),
+                              "cut_short": sum(r.cut_short for r in found), "not_caused": len(result.not_caused)}
+    if (first := next(iter(missed or back), None)) is not None:
+        facts |= {"action": first.action, "at_s": round(first.at_s, 3),
+                  "recovery_s": round(first.recovery_s, 3) if first.recovery_s is not None else -1.0,
+                  **first.parts()}
     if missed:
         return Finding("no_recovery", Severity.FAIL, "; ".join(
             f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s {r.detail}" for r in missed)
-            + (f"; {never}" if never else ""))
+            + (f"; {never}" if never else ""), facts)
     if not back:
-        return Finding("no_recovery", Severity.INFO, never) if never else None
+        return Finding("no_recovery", Severity.INFO, never, facts) if never else None
     said = "every fault on purpose recovered: " if len(back) == len(found) else "recovered: "
     return Finding("no_recovery", Severity.INFO, said + ", ".join(
         f"{r.fault.action.replace('_', ' ')} at {r.at_s:.1f} s back {r.recovery_s:.1f} s "
-        f"{SINCE.get(r.fault.action, 'after it')}" for r in back) + (f"; {never}" if never else ""))
+        f"{SINCE.get(r.fault.action, 'after it')}" for r in back) + (f"; {never}" if never else ""), facts)
 
 
 def _grew(name: str, values: list[float | None], unit: str = "") -> str:
@@ -115,7 +125,9 @@ def _enough(w: Window) -> bool:
 
 def kv_leak(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """KV usage at quiet moments (nothing running or waiting) creeping up window after window by more than
-    `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows."""
+    `max_kv_leak` in all: blocks the engine never frees. Needs quiet moments in three windows.
+
+    Facts: `kv_usage_from` (the first window's), `kv_usage_to` (the last's), `windows` (with a quiet moment)."""
     quiet = [(w, w.kv_usage_quiet) for w in measured.windows if w.kv_usage_quiet is not None]
     if len(quiet) < 3:
         return None
@@ -125,7 +137,8 @@ def kv_leak(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Fin
         return None
     (first, low), (last, high) = quiet[0], quiet[-1]
     return Finding("kv_leak", Severity.FAIL, f"KV usage with nothing running crept up from {low:.1%} in {first.span} "
-                   f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees")
+                   f"to {high:.1%} in {last.span}, window after window: blocks the engine never frees",
+                   {"kv_usage_from": low, "kv_usage_to": high, "windows": len(quiet)})
 
 
 def errors_after_recovery(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:

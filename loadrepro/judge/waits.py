@@ -6,8 +6,20 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from dataclasses import dataclass
 
 from loadrepro.records import RUNNING, WAITING, MetricsSample, Outcome, RequestRecord, RunResult
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Why requests waited: the words, and `why` as a name a rule's facts carry (`held`: by requests loadrepro was
+    not sending, `queued`: behind its own; for timeouts, `queueing` or `unexplained`)."""
+
+    why: str
+    words: str
+    cancelled: int = 0  # held: the requests loadrepro had cancelled before, that the engine seemed to keep running
+
 
 _HELD_SHARE = 0.5  # of the scrapes during the wait that must show the engine running more than loadrepro sent
 _LEAST_SCRAPES = 2  # a single scrape can fall between a request's end and the engine freeing it
@@ -32,7 +44,7 @@ class _Answering:
         return bisect.bisect_right(self._began, t_ns) - bisect.bisect_right(self._ended, t_ns)
 
 
-def _held(result: RunResult, samples: list[MetricsSample]) -> str | None:
+def _held(result: RunResult, samples: list[MetricsSample]) -> Wait | None:
     """In most scrapes of the wait, the engine held requests loadrepro was not sending: more running and waiting
     than loadrepro had in flight, or (after loadrepro cancelled some) requests running while none of loadrepro's
     was being answered (an engine whose HTTP threads are taken does not even count loadrepro's waiting ones)."""
@@ -53,20 +65,21 @@ def _held(result: RunResult, samples: list[MetricsSample]) -> str | None:
         last = max(r.end_ns for r in cancelled)
         words += (f", as if it kept running the {len(cancelled)} requests loadrepro had cancelled before (the last "
                   f"at {result.seconds(last):.1f} s)")
-    return words
+    return Wait("held", words, len(cancelled))
 
 
-def _queued(samples: list[MetricsSample]) -> str | None:
+def _queued(samples: list[MetricsSample]) -> Wait | None:
     """The engine busy with loadrepro's own requests with others waiting, in every scrape of the wait."""
     if len(samples) < _LEAST_SCRAPES or not all(m.values.get(WAITING, 0) >= 1 for m in samples):
         return None
     running = max(m.values[RUNNING] for m in samples)
     waiting = max(m.values.get(WAITING, 0) for m in samples)
-    return (f"queued: in every scrape while they waited the engine ran up to {running:g} of loadrepro's requests "
-            f"with up to {waiting:g} waiting, so they waited for a free slot behind loadrepro's own requests")
+    return Wait("queued", f"queued: in every scrape while they waited the engine ran up to {running:g} of "
+                          f"loadrepro's requests with up to {waiting:g} waiting, so they waited for a free slot "
+                          "behind loadrepro's own requests")
 
 
-def behind(result: RunResult, waited: list[RequestRecord]) -> str | None:
+def behind(result: RunResult, waited: list[RequestRecord]) -> Wait | None:
     """Why these requests (none with a first token) waited, in words, when the engine's metrics say; else None."""
     waited = [r for r in waited if r.first_token_ns is None]
     if not waited:
@@ -98,7 +111,7 @@ def _stream_rate(records: tuple[RequestRecord, ...]) -> float | None:
 _KEPT_PACE = 0.8  # of a stream's usual rate per slot the engine must have kept up for a wait to be queueing
 
 
-def queue_work(result: RunResult, timed_out: list[RequestRecord]) -> str | None:
+def queue_work(result: RunResult, timed_out: list[RequestRecord]) -> Wait | None:
     """Whether the last timed-out request waited behind work or behind a slowed engine: the output tokens
     loadrepro's requests ahead of it (in flight or waiting when it was sent, cancelled ones aside) still had to
     make, against the tokens the engine gave those requests while it waited. Queueing behind busy slots: work was
@@ -122,8 +135,8 @@ def queue_work(result: RunResult, timed_out: list[RequestRecord]) -> str | None:
              f"about {tokens:,} output tokens to make, and in the {had:.0f} s it had the engine gave them {given:,} "
              f"({pace:,.0f} tokens/s; a stream was given {rate:,.0f} tokens/s, {slots:g} running at once)")
     if tokens > given and pace >= _KEPT_PACE * rate * slots:
-        return words + ": queueing behind busy slots, not an engine fault"
-    return words + ": the queue alone does not explain the timeout"
+        return Wait("queueing", words + ": queueing behind busy slots, not an engine fault")
+    return Wait("unexplained", words + ": the queue alone does not explain the timeout")
 
 
 def _waited(r: RequestRecord) -> str:

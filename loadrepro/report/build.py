@@ -346,7 +346,8 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
         health=_health(result, profile.verdict.window_s, measured.slow_polls), first_failure=_first_failure(result),
         signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity if f else None,
-                          detail=f.summary if f else "") for name, f in judgement.findings],
+                          detail=f.summary if f else "", facts=dict(f.facts) if f else {})
+               for name, f in judgement.findings],
         latency=_latency(result, profile.verdict.window_s),
         throughput=Throughput(requests_per_s=round(totals.by_outcome.get("ok", 0) / duration, 3),
                               output_tokens_per_s=round(totals.output_tokens / duration, 3)),

@@ -245,6 +245,9 @@ class RuleResult(Model):
     fired: bool = Field(description="Whether it found something.")
     severity: Severity | None = Field(description="fail or info, when it fired.")
     detail: str = Field(description="What it found, in words.")
+    facts: dict[str, int | float | str] = Field(
+        {}, description=("What it found as named numbers and names, the detail's figures for a program to read "
+                         "(each rule's keys: docs/reference/rules.md); empty when it did not fire."))
 
 
 class Pressure(Model):
