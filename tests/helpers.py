@@ -97,7 +97,9 @@ def fired(report: Any) -> dict[str, str]:
 
 
 def rule(report: Any, name: str) -> Any:
-    """One rule's result in a RunReport, fired or not."""
+    """One rule's result, fired or not: a RuleResult of a RunReport, or a dict of report.json as read."""
+    if isinstance(report, dict):
+        return next(r for r in report["rules"] if r["name"] == name)
     return next(r for r in report.rules if r.name == name)
 
 

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 import loadrepro
-from tests.helpers import fired
+from tests.helpers import facts, fired
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -106,8 +106,8 @@ def soak(rate: float, duration_s: float, tmp_path, tokenizer_dir, concurrency: i
 def test_arrivals_beyond_the_service_rate_saturate_and_the_soak_stops_there_and_passes(tmp_path, tokenizer_dir):
     report = soak(16.0, 60, tmp_path, tokenizer_dir)  # the server serves 2 / 0.3 s = 6.7 requests a second
     assert report.passed, report
-    words = fired(report).get("saturated")
-    assert words and "requests in flight grew from" in words and "the engine's waiting requests from" in words
+    grew = facts(report, "saturated")
+    assert grew["in_flight_to"] > grew["in_flight_from"] and grew["waiting_to"] > grew["waiting_from"], grew
     assert report.stop_reason == "saturated"  # then, not at the soak's end
     assert not fired(report).get("degradation")
 
@@ -118,10 +118,10 @@ def test_arrivals_queued_in_loadrepro_behind_its_concurrency_cap_saturate_too(tm
     # stays at 2, while the requests due pile up in loadrepro, waiting to be sent
     report = soak(16.0, 60, tmp_path, tokenizer_dir, concurrency=2)
     assert report.passed, report
-    words = fired(report).get("saturated")
-    assert words and "requests due but waiting in loadrepro to be sent (its concurrency full) from " in words, \
-        report.rules
-    assert "for a slot, median" in words and "the engine's waiting requests from" not in words, words
+    grew = facts(report, "saturated")
+    assert grew and grew["unsent_to"] > grew["unsent_from"], report.rules
+    assert round(grew.get("waiting_to", 0)) == round(grew.get("waiting_from", 0)), grew  # the engine's: none grew
+    assert "for a slot, median" in fired(report)["saturated"], grew
     assert report.stop_reason == "saturated"
 
 

@@ -5,6 +5,7 @@ not; one down a while and back is said, not failed."""
 from __future__ import annotations
 
 import loadrepro
+from tests.helpers import rule
 from tests.pool_server import PoolServer
 from tests.stub_server import StubServer
 
@@ -42,16 +43,12 @@ def run(tmp_path, tokenizer_dir, pool: PoolServer):
         return loadrepro.run(path, base_url=target.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
 
 
-def rule(report, name: str):
-    return next(r for r in report.rules if r.name == name)
-
-
 def test_a_pool_dead_behind_a_target_that_answers_is_the_deployments_death(tmp_path, tokenizer_dir):
     report = run(tmp_path, tokenizer_dir, PoolServer(ok_polls=5))
     found = rule(report, "endpoint_death")
     assert not report.passed and found.fired and found.severity == "fail", report.reasons
     assert found.detail.startswith("decode-0 died at ") and "HTTP 503" in found.detail
-    assert "while the target's /health still answered 200" in found.detail
+    assert found.facts["endpoint"] == "decode-0" and found.facts["target_answered"] == 1, found.facts
     watched = report.watched_endpoints[0]
     assert watched.name == "decode-0" and watched.died_at_s is not None and watched.not_ok >= 2
     assert watched.kv_usage_peak == 0.42 and watched.waiting_peak == 3
@@ -69,4 +66,4 @@ def test_a_pool_down_a_while_and_back_is_said_not_failed(tmp_path, tokenizer_dir
     report = run(tmp_path, tokenizer_dir, PoolServer(ok_polls=3, down_polls=3))
     found = rule(report, "endpoint_death")
     assert report.passed and found.fired and found.severity == "info", report.reasons
-    assert "decode-0's /health was not 200 from" in found.detail and "then 200 again" in found.detail
+    assert found.facts == {"dead": 0, "down_and_back": 1, "never_ok": 0}, found.facts

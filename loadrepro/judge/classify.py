@@ -229,13 +229,17 @@ def low_completion(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 
 def post_run_health(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """With `require_post_health`, /health must answer 200 right after the run."""
+    """With `require_post_health`, /health must answer 200 right after the run.
+
+    Facts: `status` (its answer, or `unreachable`), `process_ran` (1: a managed engine's process still ran: its
+    frontend was unresponsive, not dead)."""
     post = result.post_health
     if not spec.require_post_health or post is None or post.healthy:
         return None
-    hung = (", while the engine's process still ran: its HTTP frontend was unresponsive, not dead"
-            if frontend_hung(result) else "")
-    return Finding("post_run_health", Severity.FAIL, f"/health {post.status} after the run{hung}")
+    ran = frontend_hung(result)
+    hung = ", while the engine's process still ran: its HTTP frontend was unresponsive, not dead" if ran else ""
+    return Finding("post_run_health", Severity.FAIL, f"/health {post.status} after the run{hung}",
+                   {"status": post.status, "process_ran": int(ran)})
 
 
 def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:

@@ -17,18 +17,26 @@ def _target_answered(result: RunResult, after_s: float) -> bool:
 def endpoint_death(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """A watched endpoint whose /health answered 200 and then, to the end of the run, did not (at least
     MIN_DOWN_POLLS polls): FAIL, named, with whether the target's own /health still answered 200 meanwhile (a dead
-    pool behind a router that answers). Down a while and back, or never 200 at all (not judged): information."""
+    pool behind a router that answers). Down a while and back, or never 200 at all (not judged): information.
+
+    Facts: `dead`, `down_and_back`, `never_ok` (endpoints), and of the first dead: `endpoint`, `died_at_s`,
+    `target_answered` (1: the target's /health still answered 200 after it)."""
     found = measured.endpoints
     dead = [e for e in found if e.died_s is not None]
+    facts: dict[str, Fact] = {"dead": len(dead), "down_and_back": sum(1 for e in found if e.down and e.died_s is None),
+                              "never_ok": sum(1 for e in found if e.never_ok)}
     if dead:
+        answered = [_target_answered(result, e.died_s or 0.0) for e in dead]
+        facts |= {"endpoint": dead[0].name, "died_at_s": round(dead[0].died_s or 0.0, 3),
+                  "target_answered": int(answered[0])}
         return Finding("endpoint_death", Severity.FAIL, "; ".join(
             f"{e.name} died at {e.died_s:.1f} s: its /health got {e.first_bad} and no 200 after it to the end of the "
             "run" + (", while the target's /health still answered 200 (a part of the deployment dead behind a "
-                     "front that answers)" if _target_answered(result, e.died_s or 0.0) else "") for e in dead))
+                     "front that answers)" if up else "") for e, up in zip(dead, answered, strict=True)), facts)
     said = [f"{e.name}'s /health was not 200 from " + ", ".join(f"{a:.1f} to {b:.1f} s" for a, b in e.down)
             + ", then 200 again" for e in found if e.down]
     said += [f"{e.name}'s /health never answered 200 ({e.polls} polls): not judged" for e in found if e.never_ok]
-    return Finding("endpoint_death", Severity.INFO, "; ".join(said)) if said else None
+    return Finding("endpoint_death", Severity.INFO, "; ".join(said), facts) if said else None
 
 
 def _served_after(result: RunResult, replica: int, t_s: float) -> int:

@@ -107,7 +107,9 @@ def _longest_silence(polls: list[HealthSample]) -> list[HealthSample]:
 def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """/health unanswered DEATH_POLLS or more times in a row while the engine was not judged dead (its process
     ran, or it kept making progress, and /health answered again): its HTTP frontend was unresponsive. A warning
-    with how long: what did not progress meanwhile is the stall and timeout rules' to judge."""
+    with how long: what did not progress meanwhile is the stall and timeout rules' to judge.
+
+    Facts: `polls` (unanswered in a row), `from_s`, `to_s`."""
     if result.left_service or (result.post_health is not None and not result.post_health.healthy):
         return None  # the engine died or left service: engine_death says so
     silence = _longest_silence(usable_health(result))
@@ -118,6 +120,8 @@ def frontend_unresponsive(result: RunResult, spec: VerdictSpec) -> Finding | Non
                    f"warning: /health went unanswered {len(silence)} times in a row from "
                    f"{result.seconds(start):.1f} s to {result.seconds(end):.1f} s ({(end - start) / 1e9:.1f} s) "
                    "while the engine was alive (its process running, or making progress) and answered again: its "
-                   "HTTP frontend was unresponsive, not dead")
+                   "HTTP frontend was unresponsive, not dead",
+                   {"polls": len(silence), "from_s": round(result.seconds(start), 3),
+                    "to_s": round(result.seconds(end), 3)})
 
 

@@ -9,7 +9,7 @@ from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Fact, Finding, Severity, grouped
 from loadrepro.judge.measurements import Measurements
 from loadrepro.judge.recovery import SINCE
-from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Window
+from loadrepro.judge.windows import MIN_SAMPLES, REFERENCE_WINDOW, TTFT_FLOOR_MS, Saturation, Window
 from loadrepro.records import Outcome, RunResult
 
 
@@ -72,7 +72,11 @@ def _unsent(result: RunResult, spec: VerdictSpec, run: list[Window]) -> str:
 def saturated(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """Information, not a failure: arrivals outpaced the engine's steady service (see `saturation`), so requests
     queued and waited longer window after window while nothing failed. Says when it began, at what rates, and how
-    the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there."""
+    the queue, the engine's waiting count and TTFT grew. With [load] stop_when_saturated the load ends there.
+
+    Facts: `from_s`, `arrived_per_s`, `completed_per_s`, `windows`, and each grown from the first window to the last
+    (`_from`, `_to`): `in_flight`, `unsent` (requests due, waiting in loadrepro for a slot of its concurrency),
+    `waiting` (the engine's, when published)."""
     found = measured.saturation
     if found is None:
         return None
@@ -85,7 +89,21 @@ def saturated(result: RunResult, spec: VerdictSpec, measured: Measurements) -> F
                    + _unsent(result, spec, run)
                    + _grew("the engine's waiting requests", [w.waiting_max for w in run])
                    + _grew("TTFT p95", [w.ttft_p95_ms for w in run], " ms")
-                   + ", with nothing failing: the engine is at capacity, not broken")
+                   + ", with nothing failing: the engine is at capacity, not broken", _saturation_facts(found))
+
+
+def _saturation_facts(found: Saturation) -> dict[str, Fact]:
+    first, last = found.first, found.last
+    window_s = first.end_s - first.start_s
+    facts: dict[str, Fact] = {
+        "from_s": first.start_s, "arrived_per_s": round(first.due / window_s, 3),
+        "completed_per_s": round(first.ended / window_s, 3), "windows": len(found.windows),
+        "in_flight_from": first.in_flight_end, "in_flight_to": last.in_flight_end,
+        "unsent_from": first.unsent_end, "unsent_to": last.unsent_end}
+    waiting = [w.waiting_max for w in found.windows if w.waiting_max is not None]
+    if waiting:
+        facts |= {"waiting_from": waiting[0], "waiting_to": waiting[-1]}
+    return facts
 
 
 def degradation(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
