@@ -19,6 +19,15 @@ if not os.environ.get("LOADREPRO_WRITE_EXAMPLES"):
     os.environ.setdefault(PICTURES_ENV, "0")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_stub_server():
+    """The one StubServer server of this test process (tests/stub_server.py), stopped when its tests are done."""
+    from tests.stub_server import SHARED
+
+    yield
+    SHARED.stop()
+
+
 @pytest.fixture
 def pictures(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs of this test draw their pictures (timeline.png, latency.png, report.html, compare.html)."""

@@ -1,18 +1,22 @@
 """A purpose-built misbehaving OpenAI-compatible server for client and runner tests, on a loopback port.
 
-Each instance has one behaviour for its completions endpoints and counts, server-side, what it saw: requests,
-the most in flight at once, and client disconnects.
+Each StubServer has one behaviour for its completions endpoints and counts, server-side, what it saw: requests,
+the most in flight at once, and client disconnects. One server per test process serves every StubServer: each
+is mounted under a path of its own (`/s/<key>`, its URL), so a request's path chooses the behaviour and the state
+that answer it, and a test starts no server of its own. A stub on another loopback address (another origin) gets
+a server of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -271,15 +275,24 @@ class StubServer:
         await response.write(b"data: [DONE]\n\n")
         return response
 
+    def routes(self) -> dict[tuple[str, str], Callable[[web.Request], Awaitable[web.StreamResponse]]]:
+        """What it answers, by method and path."""
+        routes = {("GET", "/health"): self.health, ("GET", "/health/liveliness"): self.health,
+                  ("GET", "/v1/models"): self.models, ("POST", "/v1/chat/completions"): self.generate,
+                  ("POST", "/v1/completions"): self.generate}
+        if self.kv_leak_per_request is not None:
+            routes["GET", "/metrics"] = self.metrics
+        return routes
+
     @contextlib.contextmanager
     def running(self, host: str = "127.0.0.1") -> Iterator[StubServer]:
-        app = web.Application()
-        app.add_routes([web.get("/health", self.health), web.get("/health/liveliness", self.health),
-                        web.get("/v1/models", self.models),
-                        web.post("/v1/chat/completions", self.generate), web.post("/v1/completions", self.generate)])
-        if self.kv_leak_per_request is not None:
-            app.add_routes([web.get("/metrics", self.metrics)])
-        with serving(app, host) as self.url:
+        if host != "127.0.0.1":  # another origin: a server of its own
+            app = web.Application()
+            app.add_routes([web.route(method, path, handler) for (method, path), handler in self.routes().items()])
+            with serving(app, host) as self.url:
+                yield self
+            return
+        with SHARED.mounted(self) as self.url:
             yield self
 
 
@@ -347,3 +360,47 @@ def serving(app: web.Application, host: str = "127.0.0.1") -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         sock.close()
+
+
+class SharedServer:
+    """The one server of a test process for every StubServer: mounted under `/s/<key>`, each answers the requests
+    whose path names it; a path no stub is mounted at (one whose block ended) gets 404. Started at the first
+    mount, stopped at the session's end (tests/conftest.py)."""
+
+    def __init__(self) -> None:
+        self._stubs: dict[str, StubServer] = {}
+        self._keys = itertools.count(1)
+        self._serving: contextlib.AbstractContextManager[str] | None = None
+        self._url = ""
+        self._lock = threading.Lock()
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        stub = self._stubs.get(request.match_info["key"])
+        handler = stub.routes().get((request.method, "/" + request.match_info["tail"])) if stub else None
+        if handler is None:
+            raise web.HTTPNotFound()
+        return await handler(request)
+
+    @contextlib.contextmanager
+    def mounted(self, stub: StubServer) -> Iterator[str]:
+        with self._lock:
+            if self._serving is None:
+                app = web.Application()
+                app.add_routes([web.route("*", "/s/{key}/{tail:.*}", self._dispatch)])
+                self._serving = serving(app)
+                self._url = self._serving.__enter__()
+            key = str(next(self._keys))
+            self._stubs[key] = stub
+        try:
+            yield f"{self._url}/s/{key}"
+        finally:
+            del self._stubs[key]
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._serving is not None:
+                self._serving.__exit__(None, None, None)
+                self._serving = None
+
+
+SHARED = SharedServer()
