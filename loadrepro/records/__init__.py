@@ -44,6 +44,7 @@ from loadrepro.records.vocabulary import (
     Watched,
     replica_name,
     sample_from_json,
+    wrong_answers,
 )
 
 __all__ = [
@@ -52,5 +53,4 @@ __all__ = [
     "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched",
-    "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json",
-]
+    "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json", "wrong_answers"]

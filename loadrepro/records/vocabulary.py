@@ -3,7 +3,7 @@ reasons and faults on purpose, and the names of the engine's canonical metric se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -83,6 +83,12 @@ class AnswerCheck:
         garbled answer that also differed so."""
         return self.kind == "diverged" or (self.kind in WRONG and self.margin is not None and
                                            self.margin >= spec.min_margin)
+
+
+def wrong_answers(answers: Iterable[AnswerCheck]) -> list[AnswerCheck]:
+    """The answers a rule fails a run on (their kind in WRONG), in request order: what the report lists and the
+    timeline marks, one definition."""
+    return sorted((c for c in answers if c.kind in WRONG), key=lambda c: c.request)
 
 
 @dataclass(frozen=True, slots=True)

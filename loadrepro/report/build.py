@@ -20,11 +20,11 @@ from loadrepro.records import (
     KV_USAGE,
     POOL_USAGE,
     WAITING,
-    WRONG,
     Outcome,
     RunResult,
     Tally,
     Watched,
+    wrong_answers,
 )
 from loadrepro.records.redact import scrub
 from loadrepro.schema.long_run_sections import (
@@ -149,7 +149,7 @@ def _outputs(result: RunResult) -> OutputsInfo | None:
     if not result.answers:
         return None
     counts = Counter(c.kind for c in result.answers)
-    wrong = sorted((c for c in result.answers if c.kind in WRONG), key=lambda c: c.request)[:20]
+    wrong = wrong_answers(result.answers)[:20]
     ties = [c.margin for c in result.answers if c.kind == "near_tie" and c.margin is not None]
     v = result.verify
     return OutputsInfo(mode=v.outputs, checked=len(result.answers), compare_tokens=v.compare_tokens,

@@ -18,7 +18,6 @@ from loadrepro.records import (
     KV_USAGE,
     RUNNING,
     WAITING,
-    WRONG,
     CanarySample,
     HealthSample,
     LogMatch,
@@ -31,6 +30,7 @@ from loadrepro.records import (
     Watched,
     read_jsonl,
     sample_from_json,
+    wrong_answers,
 )
 from loadrepro.records.counts import PerSecond
 from loadrepro.schema.long_run_sections import WindowRow
@@ -195,7 +195,7 @@ def timeline_of(result: RunResult) -> Timeline:
     timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
-    wrong = {c.request for c in result.answers if c.wrong(result.verify) or c.kind in WRONG}
+    wrong = {c.request for c in wrong_answers(result.answers)}
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
                                endpoints=endpoints, replicas=1 + len(result.replicas))
