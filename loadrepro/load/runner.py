@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadrepro.config.capacity import EngineLimits, Prediction
 from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.judge.death import Death, DeathJudge
 from loadrepro.judge.windows import saturation, windows
@@ -89,6 +90,10 @@ class RunTarget:
     oversize: Oversize | None = None  # a request just beyond what the engine can ever hold (from its limits)
     health_owner: str | None = None  # when the health path is not the engine's (a gateway's), in words
     started_replicas: tuple[StartedReplica, ...] = ()
+    # What preparing the target found, handed to the result as it is made (never added to it after the run):
+    limits: EngineLimits | None = None  # its KV limits, when known
+    context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
+    predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
@@ -480,6 +485,7 @@ class Runner:
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
+            limits=self.target.limits, context=self.target.context, predictions=self.target.predictions,
             engine_running=None if self.target.engine_exit is None else self.target.engine_exit() is None,
             watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
             replicas=tuple(dataclasses.replace(self._watched(e), url=url, exit=self._replica_exits.get(i))

@@ -3,13 +3,11 @@ that judgement, for the final report and for each checkpoint alike; and report.j
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.config.capacity import EngineLimits
 from loadrepro.config.profile import Profile
 from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.judgement import judge
@@ -19,7 +17,6 @@ from loadrepro.records import RunResult
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.write import write_reports
-from loadrepro.runs.sizing import predictions
 from loadrepro.schema.report_sections import Timing
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.plan import Plan
@@ -32,16 +29,12 @@ class Reporter:
 
     profile: Profile
     plan: Plan
-    limits: EngineLimits | None
     command: str
     notes: list[str]
     run_dir: Path
     live: LiveMetrics | None = None  # told the rules fired at each judgement
-    context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
 
-    def _report(self, result: RunResult, final: bool) -> tuple[RunResult, RunReport]:
-        result = dataclasses.replace(result, limits=self.limits, context=self.context,
-                                     predictions=predictions(self.plan, self.profile, self.limits))
+    def _report(self, result: RunResult, final: bool) -> RunReport:
         judgement = judge(result, self.profile.verdict, final)
         if self.live is not None:
             self.live.rules((name, f.severity.value if f else None) for name, f in judgement.findings)
@@ -49,15 +42,14 @@ class Reporter:
         catalog = profile_catalog(self.profile)
         diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
             if final and log.exists() else None
-        report = build_report(result, self.profile, judgement, summarize(self.plan), self.command,
-                              extra_notes=self.notes, diagnosis=diagnosis)
-        return result, report
+        return build_report(result, self.profile, judgement, summarize(self.plan), self.command,
+                            extra_notes=self.notes, diagnosis=diagnosis)
 
-    def final(self, result: RunResult) -> tuple[RunResult, RunReport]:
+    def final(self, result: RunResult) -> RunReport:
         return self._report(result, final=True)
 
     def checkpoint(self, result: RunResult) -> None:
-        write_reports(self._report(result, final=False)[1], self.run_dir)
+        write_reports(self._report(result, final=False), self.run_dir)
 
 
 def process_start_ns() -> int | None:

@@ -32,7 +32,7 @@ from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
 from loadrepro.runs.reporting import Reporter, timing
 from loadrepro.runs.run_options import RunOptions, run_directory
-from loadrepro.runs.sizing import overrun, oversize_for
+from loadrepro.runs.sizing import overrun, oversize_for, predictions
 from loadrepro.runs.target import started_target
 from loadrepro.runs.verify import verified
 from loadrepro.schema.run_report import RunReport
@@ -138,7 +138,8 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                                health_owner=gateway.owns(profile.watch.health_path) if gateway else None,
                                started_replicas=tuple(
                                    StartedReplica(i, e.log, e.exit_code)
-                                   for i, e in enumerate(target.started[1:], len(profile.target.replicas) + 1)))
+                                   for i, e in enumerate(target.started[1:], len(profile.target.replicas) + 1)),
+                               limits=limits, context=context, predictions=predictions(plan, profile, limits))
         async with Client(config) as client:
             runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
@@ -148,7 +149,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 runner.interrupt()
 
             routed.enter_context(INTERRUPTS.routed_to(interrupt))
-            judged = Reporter(profile, plan, limits, options.command, notes, run_dir, live, context)
+            judged = Reporter(profile, plan, options.command, notes, run_dir, live)
             checkpoints = Checkpoints(interval_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, _frozen_heap():
                 checkpoints.start()
@@ -166,7 +167,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     if live is not None:
         live.phased("judging")
-    result, report = judged.final(result)
+    report = judged.final(result)
     report = report.model_copy(update={"timing": timing(result, options.began_ns)})
     if options.on_verdict is not None:
         options.on_verdict(report)
