@@ -98,16 +98,20 @@ def test_the_grafana_dashboard_asks_only_for_series_loadrepro_serves():
     assert asked and asked <= served, asked - served
 
 
-def test_a_scrape_is_counted_as_it_begins_so_the_end_waits_for_one_that_read_the_last_values():
-    """The end lets a scraper take the last values: it waits for a scrape counted after them. Counted as it ends, a
-    scrape that read the counters before the last request ended, held up on a busy machine, satisfied that wait
-    with old values (Prometheus's last point 66 requests, the report 75)."""
-    from loadrepro.load.live_metrics import LiveMetrics
+def test_the_end_waits_for_a_scrape_begun_after_the_last_values_and_written_whole():
+    """The end lets a scraper take the last values: it waits for a scrape that began after them and was written
+    whole. One counted as it ended had read the counters before the last request ended, held up on a busy machine
+    (Prometheus's last point 66 requests, the report 75); one counted as it began could still be being written when
+    the process exited, and Prometheus stored nothing of it."""
+    from loadrepro.load.live_metrics import _Scrapes
 
-    live = LiveMetrics(0, "http://127.0.0.1:8000", linger_s=0)
-    try:
-        text = httpx.get(live.url, timeout=5).text
-    finally:
-        live.close()
-    families = re.findall(r"^# TYPE (\S+)", text, re.M)
-    assert families[0] == "loadrepro_metrics_scrapes_total" and "loadrepro_requests_total" in families, families
+    scrapes = _Scrapes()
+    served = scrapes.counted(lambda environ, start_response: [b"metrics"])
+    before = served({}, None)  # begun before the last values were set
+    seen = scrapes.count
+    after = served({}, None)
+    before.close()  # written whole, but it read the values before
+    assert not scrapes.taken_since(seen)
+    assert list(after) == [b"metrics"] and not scrapes.taken_since(seen)  # read, not yet written whole
+    after.close()
+    assert scrapes.taken_since(seen) and scrapes.count == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from wsgiref.types import WSGIApplication as WSGIApp
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily
@@ -21,17 +22,54 @@ LINGER_S = 15.0  # at the end, how long the last values wait for a scraper that 
 
 
 class _Scrapes(Collector):
-    """Counts the scrapes served, so that the end can wait for one that saw the last values."""
+    """Counts the scrapes as they begin, and knows which have been written whole to their scraper, so that the end
+    can wait for one that began after the last values were set (it read them) and reached its scraper (a response
+    cut short by the process's exit, or begun before the last values, gives a dashboard a last point that is not
+    the report's)."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self.count = 0  # begun
+        self.taken = 0  # the latest begun (its number) that was written whole
         self.changed = threading.Condition()
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        with self.changed:
-            self.count += 1
-            self.changed.notify_all()
         yield CounterMetricFamily("loadrepro_metrics_scrapes", "Scrapes of these metrics served.", value=self.count)
+
+    def counted(self, app: WSGIApp) -> WSGIApp:
+        """`app` with each request numbered as it begins and marked taken when its response was written whole (the
+        server closes the response's body after writing it: WSGI's close)."""
+        def serve(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            with self.changed:
+                self.count += 1
+                number = self.count
+            return _Closing(app(environ, start_response), lambda: self._took(number))
+
+        return serve
+
+    def _took(self, number: int) -> None:
+        with self.changed:
+            self.taken = max(self.taken, number)
+            self.changed.notify_all()
+
+    def taken_since(self, seen: int) -> bool:
+        """A scrape begun after the first `seen` was written whole."""
+        return self.taken > seen
+
+
+class _Closing:
+    """A WSGI response body that calls `then` when the server closes it, after writing it whole."""
+
+    def __init__(self, body: Iterable[bytes], then: Callable[[], None]) -> None:
+        self._body, self._then = body, then
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._body)
+
+    def close(self) -> None:
+        close = getattr(self._body, "close", None)
+        if close is not None:
+            close()
+        self._then()
 
 
 class LiveMetrics:
@@ -40,9 +78,9 @@ class LiveMetrics:
 
     def __init__(self, port: int, endpoint: str, linger_s: float = LINGER_S) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
-        # Registered first, so a scrape is counted as it begins (collectors are read in the order registered): the
-        # end waits for one that began after the last values were set, not for one that read them before and was
-        # counted after (a busy machine can hold a scrape that long).
+        # Each scrape counted as it begins, before any value is read: the end waits for one that began after the
+        # last values were set, not for one that read them before and ended after (a busy machine can hold a scrape
+        # that long), and that was written whole.
         self._scrapes, self._linger_s = _Scrapes(), linger_s
         r.register(self._scrapes)
         self.endpoint = endpoint
@@ -68,6 +106,9 @@ class LiveMetrics:
                                 "checkpoint and at the end), 0 when not.", ["rule", "severity"], registry=r)
         self.phase = Enum("loadrepro_run_phase", "What the run is doing.", states=PHASES, registry=r)
         self._server, self._thread = start_http_server(port, addr="127.0.0.1", registry=r)
+        served = self._server.get_app()
+        assert served is not None, "start_http_server sets its application"
+        self._server.set_app(self._scrapes.counted(served))
         self.port = int(self._server.server_port)
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self.phase.state("starting")
@@ -109,12 +150,13 @@ class LiveMetrics:
 
     def close(self) -> None:
         """Stops serving; when something was scraping (more than one scrape: not a one-off look), first lets it take
-        the last values (one more scrape, up to `linger_s`), so that a dashboard's last point is the report's."""
+        the last values (one more scrape begun after them and written whole, up to `linger_s`), so that a
+        dashboard's last point is the report's."""
         self.phase.state("done")
         with self._scrapes.changed:
             seen = self._scrapes.count
             if seen > 1:
-                self._scrapes.changed.wait_for(lambda: self._scrapes.count > seen, timeout=self._linger_s)
+                self._scrapes.changed.wait_for(lambda: self._scrapes.taken_since(seen), timeout=self._linger_s)
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
