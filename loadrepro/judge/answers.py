@@ -20,7 +20,8 @@ from dataclasses import replace
 
 from loadrepro.config.profile import VerdictSpec, VerifySpec
 from loadrepro.judge.findings import Finding, Severity
-from loadrepro.records import Answer, AnswerCheck, Outcome, RequestRecord, RunResult
+from loadrepro.judge.measurements import Measurements
+from loadrepro.records import Answer, AnswerCheck, Outcome, RequestRecord, RunResult, Verification
 
 RUNAWAY = 16  # the same token this many times in a row is a runaway
 END = ""  # the token past an answer's end
@@ -118,8 +119,8 @@ def check(load: RequestRecord, reference: RequestRecord | None, spec: VerifySpec
     return replace(compared, kind="garbled", detail=broken) if broken is not None else compared
 
 
-def _first(result: RunResult, kind: str) -> tuple[list[AnswerCheck], AnswerCheck | None]:
-    found = [c for c in result.answers if c.kind == kind]
+def _first(checks: Verification, kind: str) -> tuple[list[AnswerCheck], AnswerCheck | None]:
+    found = [c for c in checks.checks if c.kind == kind]
     return found, min(found, key=lambda c: c.request, default=None)
 
 
@@ -135,39 +136,42 @@ def _shown(token: str) -> str:
     return repr(token) if token else "the answer's end"
 
 
-def wrong_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def wrong_output(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """Answers under load that differ from the same request alone where the engine was sure of its token (led its
     runner-up by at least [verify] min_margin nats): wrong answers. Threshold: one."""
-    found = [c for c in result.answers if c.wrong(result.verify)]
+    answers = measured.answers.checks
+    found = [c for c in answers if c.wrong(measured.answers.spec)]
     c = min(found, key=lambda c: c.request, default=None)
     if c is None or c.margin is None:
         return None
     return Finding("wrong_output", Severity.FAIL,
-                   f"{len(found)}/{len(result.answers)} checked answers were wrong under load (first: request "
+                   f"{len(found)}/{len(answers)} checked answers were wrong under load (first: request "
                    f"{c.request}, conversation {c.conversation} turn {c.turn}: at output position {c.position} it "
                    f"answered {_shown(c.load_token)} where alone it answers {_shown(c.reference_token)}, which led its "
                    f"runner-up by {c.margin:.2f} nats; {_cached(c)})")
 
 
-def garbled_output(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def garbled_output(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """Answers under load that are garbled (U+FFFD, a runaway repeated token, no text for counted tokens) where
     the same request alone is not. Threshold: one."""
-    found, c = _first(result, "garbled")
+    found, c = _first(measured.answers, "garbled")
     if c is None:
         return None
+    checked = len(measured.answers.checks)
     return Finding("garbled_output", Severity.FAIL,
-                   f"{len(found)}/{len(result.answers)} checked answers were garbled under load (first: request "
+                   f"{len(found)}/{checked} checked answers were garbled under load (first: request "
                    f"{c.request}: {c.detail}; alone it answers cleanly)")
 
 
-def cross_talk(result: RunResult, spec: VerdictSpec) -> Finding | None:
+def cross_talk(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """An answer under load carries another conversation's unique tag: it was computed from another request's
     context. Threshold: one."""
-    found, c = _first(result, "cross_talk")
+    found, c = _first(measured.answers, "cross_talk")
     if c is None:
         return None
+    checked = len(measured.answers.checks)
     return Finding("cross_talk", Severity.FAIL,
-                   f"{len(found)}/{len(result.answers)} checked answers carried another conversation's tag (first: "
+                   f"{len(found)}/{checked} checked answers carried another conversation's tag (first: "
                    f"request {c.request}, conversation {c.conversation}: {c.detail}; {_cached(c)})")
 
 

@@ -405,7 +405,7 @@ RULES: tuple[MeasuredRule, ...] = (
     no_recovery,
     *plain(bad_input_crash, capacity_mismatch, prefix_reuse_missing, rejections, throttling),
     pressure_in_metrics,
-    *plain(prompt_truncated, prompt_lengths, *ANSWER_RULES, *STRUCTURED_RULES, health_latency),
+    *plain(prompt_truncated, prompt_lengths), *ANSWER_RULES, *plain(*STRUCTURED_RULES, health_latency),
     liveness,
     *plain(wedged_while_healthy, frontend_unresponsive),
     *SLO_RULES, *SOAK_RULES,

@@ -10,7 +10,7 @@ from loadrepro.judge.classify import classify
 from loadrepro.judge.findings import Finding
 from loadrepro.judge.measurements import Measurements, measure
 from loadrepro.judge.verdict import Verdict, decide, in_progress
-from loadrepro.records import RunResult
+from loadrepro.records import RunResult, Verification
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +20,9 @@ class Judgement:
     verdict: Verdict
 
 
-def judge(result: RunResult, spec: VerdictSpec, final: bool = True) -> Judgement:
-    """`result` judged under `spec`; not `final`: a checkpoint's, the run still going (verdict `running`)."""
-    measured = measure(result, spec)
+def judge(result: RunResult, spec: VerdictSpec, final: bool = True, answers: Verification | None = None) -> Judgement:
+    """`result` judged under `spec`, with the `answers` [verify] checked after the load; not `final`: a checkpoint's,
+    the run still going (verdict `running`)."""
+    measured = measure(result, spec, answers)
     findings = classify(result, spec, measured)
     return Judgement(measured, findings, decide(findings) if final else in_progress(findings))

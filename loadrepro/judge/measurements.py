@@ -15,7 +15,7 @@ from loadrepro.judge.recovery import Recovery, recoveries
 from loadrepro.judge.replicas import ReplicaFigures, replica_figures
 from loadrepro.judge.service_level import SloMeasure, slo_measure
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
-from loadrepro.records import RunResult
+from loadrepro.records import RunResult, Verification
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,7 @@ class Measurements:
     preemptions: float | None = None  # during the run, from the engine's counter (None: it has none)
     endpoints: list[EndpointFigures] = field(default_factory=list)  # per [[watch.endpoints]], in the run's order
     replicas: list[ReplicaFigures] = field(default_factory=list)  # per replica, the target first (none: no replicas)
+    answers: Verification = field(default_factory=Verification)  # [verify]'s, after the load (empty: none checked)
 
 
 def series(result: RunResult, name: str) -> list[float]:
@@ -45,11 +46,13 @@ def _preemptions(result: RunResult) -> float | None:
     return max(counts) - counts[0] if counts else None
 
 
-def measure(result: RunResult, spec: VerdictSpec) -> Measurements:
-    """Everything the judge measures of `result` under `spec`; made once per judgement (judge/judgement.py)."""
+def measure(result: RunResult, spec: VerdictSpec, answers: Verification | None = None) -> Measurements:
+    """Everything the judge measures of `result` under `spec` (with the answers [verify] checked after it); made
+    once per judgement (judge/judgement.py)."""
     found = windows(result, spec.window_s)
     loaded = load_windows(result, found)
     return Measurements(found, loaded, saturation(loaded), recoveries(result, spec),
                         would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s),
                         len(slow_polls(result.health, result.watch)), _preemptions(result),
-                        [endpoint_health(result, w) for w in result.watched], replica_figures(result, spec.window_s))
+                        [endpoint_health(result, w) for w in result.watched], replica_figures(result, spec.window_s),
+                        answers or Verification())

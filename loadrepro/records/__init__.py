@@ -41,6 +41,7 @@ from loadrepro.records.vocabulary import (
     RequestRecord,
     Sample,
     StopReason,
+    Verification,
     Watched,
     replica_name,
     sample_from_json,
@@ -52,5 +53,6 @@ __all__ = [
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
     "EndpointSample", "Fault",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
-    "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally", "Watched",
+    "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally",
+    "Verification", "Watched",
     "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json", "wrong_answers"]

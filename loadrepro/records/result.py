@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadrepro.config.capacity import EngineLimits, Prediction
-from loadrepro.config.profile import BackendName, SloSpec, VerifySpec, WatchSpec
+from loadrepro.config.profile import BackendName, SloSpec, WatchSpec
 from loadrepro.records.tally import Tally
 from loadrepro.records.vocabulary import (
-    AnswerCheck,
     CanarySample,
     Fault,
     FaultNotCaused,
@@ -50,9 +49,7 @@ class RunResult:
     backend: BackendName = "in-process"
     watch: WatchSpec = WatchSpec()  # how the target was watched: the health and liveness thresholds rules judge by
     canaries: tuple[CanarySample, ...] = ()
-    answers: tuple[AnswerCheck, ...] = ()  # [verify]: each checked answer's judgement
     stopped_ns: int | None = None  # when the runner stopped starting requests (a stop, not the plan's end)
-    verify: VerifySpec = VerifySpec()  # how answers were checked
     faults: tuple[Fault, ...] = ()  # [[chaos.events]] as they happened
     progress_ns: int = 0  # the last moment the engine was seen making progress (a token, a canary's, metrics moving)
     worker_crash: str | None = None  # a load worker of loadrepro's failed (StopReason.WORKER_CRASHED): how

@@ -85,6 +85,15 @@ class AnswerCheck:
                                            self.margin >= spec.min_margin)
 
 
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """What [verify] found after the load, a stage of its own: each checked answer against the same request sent
+    alone on the idle engine, and how they were checked. Empty: none checked."""
+
+    checks: tuple[AnswerCheck, ...] = ()
+    spec: VerifySpec = field(default_factory=VerifySpec)
+
+
 def wrong_answers(answers: Iterable[AnswerCheck]) -> list[AnswerCheck]:
     """The answers a rule fails a run on (their kind in WRONG), in request order: what the report lists and the
     timeline marks, one definition."""

@@ -23,6 +23,7 @@ from loadrepro.records import (
     Outcome,
     RunResult,
     Tally,
+    Verification,
     Watched,
     wrong_answers,
 )
@@ -145,14 +146,14 @@ def _health(result: RunResult, window_s: float, slow: int) -> Health:
                   owner=result.health_owner)
 
 
-def _outputs(result: RunResult) -> OutputsInfo | None:
-    if not result.answers:
+def _outputs(answers: Verification) -> OutputsInfo | None:
+    if not answers.checks:
         return None
-    counts = Counter(c.kind for c in result.answers)
-    wrong = wrong_answers(result.answers)[:20]
-    ties = [c.margin for c in result.answers if c.kind == "near_tie" and c.margin is not None]
-    v = result.verify
-    return OutputsInfo(mode=v.outputs, checked=len(result.answers), compare_tokens=v.compare_tokens,
+    counts = Counter(c.kind for c in answers.checks)
+    wrong = wrong_answers(answers.checks)[:20]
+    ties = [c.margin for c in answers.checks if c.kind == "near_tie" and c.margin is not None]
+    v = answers.spec
+    return OutputsInfo(mode=v.outputs, checked=len(answers.checks), compare_tokens=v.compare_tokens,
                        min_margin=v.min_margin, near_tie_margin_max=max(ties) if ties else None,
                        worst=[WrongAnswer.model_validate(dataclasses.asdict(c)) for c in wrong],
                        **{kind: counts.get(kind, 0) for kind in ANSWER_KINDS})
@@ -270,9 +271,9 @@ def _lengths(result: RunResult, window_s: float) -> Lengths:
                                      measured=w.measured))
 
 
-def _rows(result: RunResult) -> list[RequestRow]:
+def _rows(result: RunResult, checked: Verification) -> list[RequestRow]:
     predicted = {(p.conversation, p.turn): p for p in result.predictions}
-    answers = {c.request: c.kind for c in result.answers}
+    answers = {c.request: c.kind for c in checked.checks}
     rows = []
     for r in sorted(result.records, key=lambda r: r.id):
         p = predicted.get((r.conversation, r.turn))
@@ -332,7 +333,7 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
     own, read, never measured again."""
     verdict, measured = judgement.verdict, judgement.measurements
     duration = max((result.end_ns - result.start_ns) / 1e9, 1e-9)
-    rows = _rows(result)
+    rows = _rows(result, measured.answers)
     totals, kept = result.totals(profile.verdict.window_s), _kept(rows)
     return RunReport(
         verdict=verdict.status, reasons=list(verdict.reasons), label=result.label,
@@ -363,7 +364,7 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result, profile.verdict.window_s),
         workers=WorkersInfo(count=result.workers, backend=result.backend), liveness=_liveness(result, measured),
-        canary=_canary(result, profile.verdict.window_s), outputs=_outputs(result),
+        canary=_canary(result, profile.verdict.window_s), outputs=_outputs(measured.answers),
         chaos=_chaos(result, measured),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + _first_fatal_line(result),
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),

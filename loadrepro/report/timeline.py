@@ -27,6 +27,7 @@ from loadrepro.records import (
     RequestRecord,
     RunResult,
     Tally,
+    Verification,
     Watched,
     read_jsonl,
     sample_from_json,
@@ -189,13 +190,14 @@ def _first_wrong_s(records: list[RequestRecord], wrong: set[int], start_ns: int)
     return (min(ends) - start_ns) / 1e9 if ends else None
 
 
-def timeline_of(result: RunResult) -> Timeline:
+def timeline_of(result: RunResult, answers: Verification | None = None) -> Timeline:
+    """The run's timeline, marking when the first answer [verify] found wrong (`answers`) ended."""
     health = list(result.health) + ([result.post_health] if result.post_health else [])
     dropped = result.tally is not None and result.tally.dropped > 0
     timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
                               list(result.metrics), list(result.log_matches), list(result.canaries),
                               result.watch.health_path, result.tally if dropped else None)
-    wrong = {c.request for c in wrong_answers(result.answers)}
+    wrong = {c.request for c in wrong_answers(answers.checks)} if answers else set()
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
                                endpoints=endpoints, replicas=1 + len(result.replicas))

@@ -49,5 +49,5 @@ async def run_ab(options: RunOptions, stock: Side, patched: Side, say: Say = pri
             raise KeyboardInterrupt  # its report is written; the other side is not started
     before, after = sessions
     comparison = compare(before.report, after.report, options.profile.verdict)
-    timelines = [for_report(timeline_of(s.result), s.report) for s in (before, after)]
+    timelines = [for_report(timeline_of(s.result, s.answers), s.report) for s in (before, after)]
     return AbSession(before, after, comparison, write_comparison(comparison, root, timelines))

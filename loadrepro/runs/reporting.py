@@ -13,7 +13,7 @@ from loadrepro.judge.diagnose import diagnose, verification_for
 from loadrepro.judge.judgement import judge
 from loadrepro.judge.signatures import profile_catalog
 from loadrepro.load.live_metrics import LiveMetrics
-from loadrepro.records import RunResult
+from loadrepro.records import RunResult, Verification
 from loadrepro.report.build import build_report
 from loadrepro.report.diagnosis import to_info
 from loadrepro.report.write import write_reports
@@ -34,8 +34,8 @@ class Reporter:
     run_dir: Path
     live: LiveMetrics | None = None  # told the rules fired at each judgement
 
-    def _report(self, result: RunResult, final: bool) -> RunReport:
-        judgement = judge(result, self.profile.verdict, final)
+    def _report(self, result: RunResult, final: bool, answers: Verification | None = None) -> RunReport:
+        judgement = judge(result, self.profile.verdict, final, answers)
         if self.live is not None:
             self.live.rules((name, f.severity.value if f else None) for name, f in judgement.findings)
         log = self.run_dir / "engine.log"
@@ -45,8 +45,8 @@ class Reporter:
         return build_report(result, self.profile, judgement, summarize(self.plan), self.command,
                             extra_notes=self.notes, diagnosis=diagnosis)
 
-    def final(self, result: RunResult) -> RunReport:
-        return self._report(result, final=True)
+    def final(self, result: RunResult, answers: Verification) -> RunReport:
+        return self._report(result, final=True, answers=answers)
 
     def checkpoint(self, result: RunResult) -> None:
         write_reports(self._report(result, final=False), self.run_dir)

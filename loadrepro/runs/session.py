@@ -24,7 +24,7 @@ from loadrepro.load.planning import plan_on_target
 from loadrepro.load.runner import Runner, RunTarget, StartedReplica
 from loadrepro.load.target import check_reachable, discover_model
 from loadrepro.load.transport import Transport
-from loadrepro.records import RunResult
+from loadrepro.records import RunResult, Verification
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runs.checkpoints import Checkpoints, interval_s
@@ -47,6 +47,7 @@ class Session:
     result: RunResult
     report: RunReport
     written: list[Path]
+    answers: Verification = Verification()  # [verify]'s, checked after the load
 
 
 async def run_session(options: RunOptions, say: Say = print) -> Session:
@@ -157,8 +158,9 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                     result = await runner.run(progress)
                 finally:
                     await checkpoints.stop()
+            answers = Verification()
             if profile.verify.outputs != "off":
-                result = await verified(result, client, target.url, api_key, plan.workload, profile, notes, say,
+                answers = await verified(result, client, target.url, api_key, plan.workload, profile, notes, say,
                                          run_dir, stopped)
     if checkpoints.written:
         notes.append(f"checkpoints: {checkpoints.written} written while the run went on "
@@ -167,15 +169,15 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     if live is not None:
         live.phased("judging")
-    report = judged.final(result)
+    report = judged.final(result, answers)
     report = report.model_copy(update={"timing": timing(result, options.began_ns)})
     if options.on_verdict is not None:
         options.on_verdict(report)
-    pictures = timeline_of(result) if options.pictures else None
+    pictures = timeline_of(result, answers) if options.pictures else None
     written = write_reports(report, run_dir, pictures)
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
-    return Session(run_dir, plan, result, report, written)
+    return Session(run_dir, plan, result, report, written, answers)
 
 
 @contextlib.contextmanager

@@ -4,26 +4,25 @@ engine."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 
 from loadrepro.config.profile import Profile
 from loadrepro.load.client import Client
 from loadrepro.load.references import verify_answers
 from loadrepro.load.transport import Transport
-from loadrepro.records import JsonlWriter, RunResult
+from loadrepro.records import JsonlWriter, RunResult, Verification
 from loadrepro.runs.progress import Say
 from loadrepro.workload.model import Workload
 
 
 async def verified(result: RunResult, client: Client, url: str, api_key: str | None, workload: Workload,
-                    profile: Profile, notes: list[str], say: Say, run_dir: Path, stop: asyncio.Event) -> RunResult:
+                    profile: Profile, notes: list[str], say: Say, run_dir: Path, stop: asyncio.Event) -> Verification:
     """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
     Ctrl-C (`stop`) stops the checking, keeping what was checked. What each request answered alone is kept in
     references.jsonl, beside requests.jsonl's answers under load."""
     if not result.stop_reason.as_planned:
         notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
-        return result
+        return Verification(spec=profile.verify)
     records = result.sampled_answers or result.records
     if result.tally is not None and result.tally.dropped:
         notes.append(f"answers: chosen among a uniform sample of {len(records):,} of the run's completed requests "
@@ -38,4 +37,4 @@ async def verified(result: RunResult, client: Client, url: str, api_key: str | N
     written.close()
     notes.append(verified.note)
     say(verified.note)
-    return dataclasses.replace(result, answers=verified.checks, verify=profile.verify)
+    return Verification(tuple(verified.checks), profile.verify)
