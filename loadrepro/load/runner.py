@@ -24,8 +24,8 @@ from typing import Any
 
 from loadrepro.config.capacity import EngineLimits, Prediction
 from loadrepro.config.profile import Profile, WatchedEndpoint
-from loadrepro.judge.death import Death, DeathJudge
-from loadrepro.judge.windows import saturation, windows
+from loadrepro.judge.death import Death
+from loadrepro.judge.live import LiveJudge
 from loadrepro.load.backend import backend_for
 from loadrepro.load.backend.base import LoadBackend, LoadSetup, WorkerCrashed
 from loadrepro.load.chaos import ChaosTools, EngineControl, Oversize
@@ -128,11 +128,10 @@ class Runner:
         self._stop_reason: StopReason | None = None
         self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
-        self._death = DeathJudge(usable=False)  # usable once /health answered 200 before the run
         self._crash: str | None = None  # how a load worker failed
         self._replicas = replicas_watched(client.config.replicas, profile.watch)
         self._target_dead = False
-        self._upstream = {s.name for s in client.config.signatures if s.upstream}
+        self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
         self._replica_logs = [LogWatcher(r.log, self._on_sample, True, client.config.signatures, clock, r.index)
@@ -162,14 +161,10 @@ class Runner:
         self.live.outcomes[record.outcome] += 1
         if record.replica:  # another replica's: its death is judged by its /health (rule replica_death)
             return
-        if record.outcome is Outcome.OK:
-            self._death.request_ok()
-        elif record.outcome not in (Outcome.CANCELLED, Outcome.REJECTED, Outcome.FAULTED):
-            # A refusal to come back later is not the upstream gone, whatever page the proxy sent with it.
-            signature = record.signature if record.outcome is not Outcome.THROTTLED else None
-            self._request_failed(record.end_ns, signature, self.client.activity.last_ns)
-            if self._health is not None:
-                self._health.poke()
+        self._judged(self._judge.request_ended(record.outcome, record.signature, record.end_ns,
+                                               self.client.activity.last_ns))
+        if self._judge.failed(record.outcome) and self._health is not None:
+            self._health.poke()
 
     def _on_sample(self, sample: Sample) -> None:
         if isinstance(sample, MetricsSample):  # what the engine's running count is judged against: its own requests
@@ -184,11 +179,9 @@ class Runner:
                 if not self._chaos.spans.overlaps(sample.t_ns - sample.latency_ns, sample.t_ns):
                     self._judge_health(sample)
             case CanarySample():  # a request to the engine like any other, for judging its death
-                if sample.ok:
-                    self._death.request_ok()
-                elif not self._chaos.spans.overlaps(sample.t_ns, sample.end_ns):
-                    throttled = sample.outcome == Outcome.THROTTLED.value
-                    self._request_failed(sample.end_ns, None if throttled else sample.signature, sample.progress_ns)
+                if sample.ok or not self._chaos.spans.overlaps(sample.t_ns, sample.end_ns):
+                    self._judged(self._judge.request_ended(Outcome(sample.outcome), sample.signature,
+                                                           sample.end_ns, sample.progress_ns))
             case MetricsSample(values=values):
                 if previous is not None and _moved(previous.values, values):
                     # A scrape is stamped when it was sent; one a busy engine answered late must not move the
@@ -200,16 +193,9 @@ class Runner:
     def _note(self, source: NoteSource, text: str) -> None:
         self._on_sample(Note(self._clock(), source, scrub(text)))
 
-    def _request_failed(self, end_ns: int, signature: str | None, progress_ns: int) -> None:
-        upstream = signature if signature in self._upstream else None
-        self._judged(self._death.request_failed(end_ns, upstream, progress_ns))
-
     def _judge_health(self, sample: HealthSample) -> None:
-        # No answer at all from an engine whose process runs is its frontend starved, not its death; an answer that
-        # is not 200 is the engine's own word that it is out of service (vLLM's API server with EngineCore dead).
-        running = sample.status == "unreachable" and self.target.engine_exit is not None and \
-            self.target.engine_exit() is None
-        self._judged(self._death.poll(sample.t_ns, sample.status, self.client.activity.last_ns, running))
+        runs = self.target.engine_exit is not None and self.target.engine_exit() is None
+        self._judged(self._judge.health_polled(sample.t_ns, sample.status, self.client.activity.last_ns, runs))
 
     def _judged(self, death: Death | None) -> None:
         """A death the judge saw: noted at the time it began (the engine_death rule reports it), and the load
@@ -272,7 +258,7 @@ class Runner:
         the exit, and an interrupted run proves nothing;
         with the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
         not judged on an engine that left service."""
-        down = self._stop_reason is StopReason.ENGINE_DEATH or self._death.dead or self.live.health not in (200, None)
+        down = self._stop_reason is StopReason.ENGINE_DEATH or self._judge.dead or self.live.health not in (200, None)
         settle_s = 0.0 if self._stop_reason is StopReason.INTERRUPTED or down else SETTLE_S
         deadline = self._clock() + int(settle_s * 1e9)
         while True:
@@ -291,10 +277,7 @@ class Runner:
         backlog: list[tuple[int, int]] = []
         while not await pause(stop, window_s):
             backlog.append((self.live.in_flight, self.live.queued))
-            found = windows(self.snapshot(), window_s)
-            live = [dataclasses.replace(w, in_flight_end=backlog[i][0], unsent_end=backlog[i][1])
-                    for i, w in enumerate(found) if i < len(backlog)]
-            if saturation(live) is not None:
+            if self._judge.saturated(self.snapshot(), window_s, backlog):
                 self._note(NoteSource.SATURATION,
                            "the load stopped: it saturated the engine ([load] stop_when_saturated)")
                 self._stop(StopReason.SATURATED, GRACE_S)
@@ -518,7 +501,7 @@ class Runner:
         before = await unless(self._interrupted, health.poll())
         if before is None:
             return
-        self._death.usable = before.healthy
+        self._judge.health_before(before.healthy)
         if not before.healthy:
             self._note(NoteSource.HEALTH, f"{self.profile.watch.health_path} answered {before.status} before the run: "
                                  "engine death is not judged from it")
