@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.judgement import judge
 from loadrepro.records import HealthSample, MetricsSample, Outcome, RequestRecord, RunResult
 from loadrepro.report.build import build_report

@@ -14,7 +14,7 @@ import json
 import resource
 import time
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.workload.corpus import FAKER_VERSION, record_pool
 from loadrepro.workload.plan import build_workload, plan_workload
 from loadrepro.workload.tokens import SimTokenCounter, calibrate

@@ -23,8 +23,9 @@ from loadrepro.config.defaults import (
     run_stamp,
 )
 from loadrepro.config.options import AbArguments, Arguments, RunArguments, ShrinkArguments, SweepArguments, url_list
-from loadrepro.config.profile import Profile, with_overrides
-from loadrepro.config.profile import load_profile as _load_profile
+from loadrepro.config.profile import Profile
+from loadrepro.config.profile_files import load_profile as _load_profile
+from loadrepro.config.profile_files import with_overrides
 from loadrepro.errors import UsageError
 from loadrepro.runs.ab import Side
 from loadrepro.runs.dispatch import ab_any, run_any

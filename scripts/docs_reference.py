@@ -72,7 +72,8 @@ def _table(model: type[BaseModel], defaults: bool) -> list[str]:
 def profile_page() -> str:
     lines = ["# Profile reference", "", "A profile is a TOML file (`profiles/` holds the built-in ones). Top-level "
              "keys first, then each section; `--set section.key=VALUE` overrides any of them. Generated from "
-             "`loadrepro/config/profile.py`.", "", *_table(Profile, defaults=True), ""]
+             "`loadrepro/config/profile.py` and `loadrepro/config/workload_spec.py`.", "",
+             *_table(Profile, defaults=True), ""]
     for name, field in Profile.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

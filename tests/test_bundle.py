@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.engine import ManagedEngine
 from loadrepro.report.bundle import make_bundle, scrub_bundle_text
 from loadrepro.sim.process import sim_engine_command

@@ -1,7 +1,8 @@
 """compare's table: rows that say something on at least one side."""
 
 from loadrepro.compare.comparison import compare
-from loadrepro.config.profile import VerdictSpec, load_profile
+from loadrepro.config.profile import VerdictSpec
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report

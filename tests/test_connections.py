@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
 from tests.helpers import cli

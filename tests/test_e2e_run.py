@@ -164,7 +164,7 @@ def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
 def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its_load(tmp_path, pictures):
     import asyncio
 
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.runs.run_options import RunOptions
     from loadrepro.runs.session import run_session
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loadrepro.cli import commands as cli
-from loadrepro.config import profile
+from loadrepro.config import profile_files
 from tests.helpers import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def test_an_unexpected_exception_is_3_with_one_line_and_the_traceback_kept(monke
     def broken() -> list[str]:
         raise RuntimeError("a bug in loadrepro")
 
-    monkeypatch.setattr(profile, "builtin_profiles", broken)  # the command imports it when it runs
+    monkeypatch.setattr(profile_files, "builtin_profiles", broken)  # the command imports it when it runs
     monkeypatch.setattr(sys, "argv", ["loadrepro", "profiles"])
     with pytest.raises(SystemExit) as exited:
         cli.main()
@@ -72,7 +72,7 @@ def test_a_target_that_fails_is_1_and_a_profile_error_is_2(tmp_path):
 def test_an_unexpected_exception_in_a_run_keeps_its_traceback_in_the_run_directory(monkeypatch, tmp_path):
     import asyncio
 
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.errors import InternalError
     from loadrepro.runs import session
     from loadrepro.runs.run_options import RunOptions

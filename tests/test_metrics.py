@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.classify import pressure_in_metrics
 from loadrepro.judge.judgement import judge
 from loadrepro.load.watch.metrics_scrapes import canonical, parse_kept

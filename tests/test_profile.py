@@ -1,7 +1,7 @@
 
 import pytest
 
-from loadrepro.config.profile import builtin_profiles, load_profile, parse_override
+from loadrepro.config.profile_files import builtin_profiles, load_profile, parse_override
 from loadrepro.errors import ProfileError
 from tests.helpers import cli
 

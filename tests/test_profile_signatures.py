@@ -1,6 +1,6 @@
 """A profile's signatures behave exactly like built-in ones: records keep the class, rules and reports read it."""
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.classify import fatal_signature
 from loadrepro.judge.judgement import judge
 from loadrepro.judge.signatures import compile_catalog

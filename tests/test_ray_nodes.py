@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.backend.base import LoadSetup, WorkerCrashed
 from loadrepro.load.backend.ray_actors import START_LEAD_S, RayArrivals, RayWorker
 from loadrepro.load.client import Client, ClientConfig

@@ -14,7 +14,7 @@ import pytest
 
 import loadrepro
 from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
 from tests.helpers import rule
 from tests.stub_server import StubServer

@@ -4,7 +4,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report

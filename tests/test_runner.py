@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from loadrepro.config.profile import VerdictSpec, load_profile
+from loadrepro.config.profile import VerdictSpec
+from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.classify import engine_death
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.engine import ManagedEngine

@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.shrink.attempts import engine_of
 from loadrepro.shrink.search import Shrinker, Trial
 from tests.helpers import cli

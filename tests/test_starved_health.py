@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.runner import Runner, RunTarget
 from loadrepro.records import MetricsSample

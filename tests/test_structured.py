@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import loadrepro
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.workload.structured_requests import RESPONSE_FORMATS
 from tests.helpers import rule
 from tests.structured_server import StructuredServer

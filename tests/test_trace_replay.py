@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.runner import Runner, RunTarget
 from loadrepro.sim.tokenizer import render_chat, tokenize

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
 from loadrepro.load.backend.processes import split
 from loadrepro.workload.plan import plan_workload

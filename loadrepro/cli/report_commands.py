@@ -151,7 +151,7 @@ def probe_command(
 
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""
-    from loadrepro.config.profile import builtin_profiles, load_profile
+    from loadrepro.config.profile_files import builtin_profiles, load_profile
 
     for name in builtin_profiles():
         echo(f"{name:22} {load_profile(name).description}")

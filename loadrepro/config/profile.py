@@ -1,41 +1,20 @@
-"""Profiles: the TOML description of one reproduction (traffic, load, watching, verdict), validated strictly.
-
-A profile is named (a file in the package's `profiles/` folder, linked from the project's top level) or a path.
-Every key is checked: a typo is an error that names the key. `--set a.b=VALUE` overrides any key; VALUE is read as
-TOML, or as a plain string when it is not valid TOML.
-"""
+"""Profiles: the TOML description of one reproduction (traffic, load, watching, verdict), validated strictly: its
+sections but [workload] (config/workload_spec.py), and the Profile that holds them. Every key is checked: a typo is
+an error that names the key. Reading, overriding and writing a profile: config/profile_files.py."""
 
 from __future__ import annotations
 
-import os
-import re
-import tomllib
-from collections.abc import Sequence
-from importlib import resources
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from loadrepro.errors import ProfileError
-
-# Shipped inside the package, so that an installed wheel has them; the project's top-level profiles/ links here.
-PROFILES_DIR = Path(str(resources.files("loadrepro") / "profiles"))
-
+from loadrepro.config.section import Section
+from loadrepro.config.workload_spec import WorkloadSpec
 
 HEALTH_GIVE_UP = 4  # a /health poll with no answer after this many health_timeout_s is unreachable
 
 # The generation APIs a target may serve (workload/apis.py writes a request for each).
 Api = Literal["chat", "completions", "responses", "messages"]
-# What a structured request asks for: JSON (response_format), vLLM's structured_outputs (a choice, a regex, a
-# grammar), or a call of a tool it defines (tools, with tool_choice naming it). Answers to a grammar are counted,
-# not checked: checking them needs the engine's grammar parser; nor are those to a structured_outputs kind loadrepro
-# does not know (a trace's, named "other").
-StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar", "tools"]
-UNCHECKED_FORMATS = frozenset({"grammar", "other"})
-# The trace formats workload/trace_formats.py reads.
-TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
 # The faults on purpose a [[chaos.events]] entry may cause (load/chaos.py).
 ChaosAction = Literal["kill", "restart", "pause", "abort_burst", "oversize", "malformed"]
 MalformedKind = Literal["invalid_utf8", "bad_json", "wrong_types", "huge_body", "negative_max_tokens", "bad_grammar"]
@@ -46,109 +25,7 @@ BackendName = Literal["in-process", "processes", "ray"]
 Routing = Literal["round_robin", "session"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class WorkloadSpec(_Section):
-    kind: Literal["conversations", "trace"] = Field(
-        "conversations",
-        description=("conversations: seeded prefix-shared multi-turn conversations; trace: replay a trace file "
-                     "(trace_format), sessions as sessions."))
-    trace: str = Field("", description="The trace file (kind = 'trace').")
-    trace_format: Literal["auto", TraceFormat] = Field(
-        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt or openai-log; auto "
-        "decides from its content and says what it chose.")
-    trace_block_tokens: int = Field(
-        0, ge=0, description="Tokens per hash id of the trace (its block size); 0: the format's own (mooncake "
-        "512, bailian 16).")
-    trace_speed: float = Field(1.0, gt=0, description="> 1 replays the trace's timestamps (and think times) that "
-                               "many times faster; < 1 slower.")
-    trace_start_s: float = Field(0.0, ge=0, description="Replay the trace from this many seconds after its first "
-                                 "timestamp (a session is replayed when its first turn is in the window).")
-    trace_duration_s: float = Field(0.0, ge=0, description="> 0: replay this many seconds of the trace from "
-                                    "trace_start_s; 0: to its end.")
-    trace_max_requests: int = Field(0, ge=0, description="> 0: replay at most this many of the trace's requests.")
-    trace_max_sessions: int = Field(
-        0, ge=0, description="> 0: replay at most this many of the trace's sessions, the first to begin (a request "
-        "of no session counts as one).")
-    trace_length_percent: int = Field(
-        100, ge=1, le=1000, description="Token-count traces: prompt and output lengths, and the block size with "
-        "them (at least 16 tokens) so the same blocks are still shared, at this percent of the trace's.")
-    trace_history: Literal["recorded", "live"] = Field(
-        "recorded", description="Text traces (sharegpt, openai-log), chat-form APIs: recorded: a later turn's "
-        "history holds the recorded answers, so every run sends the same bytes, stock and patched alike; live: the "
-        "engine's own answers, as an agent would see them (its prompt lengths then are not checked).")
-    seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
-    conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
-    groups: int = Field(
-        0, ge=0, description="> 0: conversations share one of this many group documents besides the common prefix.")
-    group_prefix_tokens: int = Field(
-        0, ge=0, description="groups > 0: tokens of the shared group document (0: half the prefix).")
-    turns: int = Field(
-        2, ge=1, description="Turns per conversation: a warm-up, then the follow-ups that reuse its prefix.")
-    prefix_tokens: int = Field(
-        81000, ge=64,
-        description="Tokens of the prefix a conversation's turns share (the p50 when prefix_tokens_p95 is set).")
-    prefix_tokens_p95: int = Field(
-        0, ge=0, description="> prefix_tokens: prefix lengths spread log-normally with this p95 (0: all alike).")
-    turn_tokens: int = Field(600, ge=1, description="Tokens each later turn adds.")
-    max_tokens: int = Field(32768, ge=1, description="Output tokens asked of each follow-up turn.")
-    warm_max_tokens: int = Field(1, ge=1, description="Output tokens asked of each warm-up (first) turn.")
-    ignore_eos: bool = Field(
-        True, description="Ask the engine to ignore end-of-sequence, so every answer is max_tokens long.")
-    stream: float = Field(
-        1.0, ge=0, le=1,
-        description="Whether requests stream their answers: true (every request), false (none), or the share that "
-        "do, drawn per request from the seed. A request that does not stream has no time to first token (its end "
-        "to end latency is kept), is judged by request_timeout_s alone (its silence is its answer being made), and "
-        "is never taken for an answer under way (cancel_fraction cancels streams; an abort burst takes whole answers "
-        "only to make up its count, as clients that leave before the answer came).")
-    structured_share: float = Field(
-        0.0, ge=0, le=1, description="The share of chat requests (of 16 output tokens or more) that ask for a "
-        "structured answer (response_format), drawn per request from the seed; each such answer that completes must "
-        "parse as JSON (rule structured_output).")
-    structured_format: StructuredFormat | list[StructuredFormat] = Field(
-        "json_schema", description="What they ask for: json_schema (an object of one boolean, strict), json_object "
-        "(both as response_format), or vLLM's structured_outputs: choice (one of structured_choices), regex "
-        "(structured_regex) or grammar (structured_grammar); or tools: one tool defined, tool_choice naming it, "
-        "whose arguments are the JSON object of json_schema. A list: each structured request asks for one of them, "
-        "drawn from the seed. Answers must parse as JSON (a tool call's arguments included), be one of the choices, "
-        "or match the regex; answers to a grammar are counted, not checked.")
-    structured_choices: list[str] = Field(
-        ["yes", "no"], min_length=1, description="The choices a `choice` request offers; its answer must be one.")
-    structured_regex: str = Field(
-        r"(yes|no), case [0-9]{1,3}", description="The regular expression a `regex` request asks the answer to "
-        "match; checked whole with Python's re (so it must compile there too).")
-    structured_grammar: str = Field(
-        'root ::= ("yes" | "no") ", case " [0-9] [0-9]?', description="The grammar a `grammar` request sends "
-        "(EBNF as vLLM's structured_outputs takes it; the engine's backend must accept it).")
-
-    @property
-    def structured_formats(self) -> list[StructuredFormat]:
-        f = self.structured_format
-        return list(f) if isinstance(f, list) else [f]
-
-    @model_validator(mode="after")
-    def _consistent(self) -> WorkloadSpec:
-        if self.kind == "trace" and not self.trace:
-            raise ValueError("kind = 'trace' needs workload.trace, the path of a trace file")
-        if self.prefix_tokens_p95 and self.prefix_tokens_p95 <= self.prefix_tokens:
-            raise ValueError("prefix_tokens_p95 must be greater than prefix_tokens (the p50), or 0")
-        if self.groups > self.conversations:
-            raise ValueError("groups cannot exceed conversations")
-        if self.group_prefix_tokens >= self.prefix_tokens:
-            raise ValueError("group_prefix_tokens must be smaller than prefix_tokens")
-        if isinstance(self.structured_format, list) and not self.structured_format:
-            raise ValueError("structured_format: name at least one format")
-        try:
-            re.compile(self.structured_regex)
-        except re.error as exc:
-            raise ValueError(f"structured_regex does not compile ({exc}); answers are checked against it") from exc
-        return self
-
-
-class LoadSpec(_Section):
+class LoadSpec(Section):
     concurrency: int = Field(12, ge=1, description="Requests in flight at most (warm-ups included).")
     arrival: Literal["closed", "poisson"] = Field(
         "closed",
@@ -187,7 +64,7 @@ class LoadSpec(_Section):
         return self
 
 
-class WatchedEndpoint(_Section):
+class WatchedEndpoint(Section):
     """Another process of the deployment to watch beside the target (a replica, a prefill or decode pool): its
     /health polled and its metrics scraped as the target's are, its death judged (rule endpoint_death)."""
 
@@ -196,7 +73,7 @@ class WatchedEndpoint(_Section):
     metrics_url: str = Field("", description="Its Prometheus metrics URL; empty: not scraped.")
 
 
-class WatchSpec(_Section):
+class WatchSpec(Section):
     health_path: str = Field("/health", description="Where the target answers health checks; empty: not polled.")
     health_interval_s: float = Field(1.0, gt=0, description="Seconds between /health polls.")
     metrics_path: str = Field("/metrics", description="Prometheus metrics to scrape; empty: not scraped.")
@@ -222,7 +99,7 @@ class WatchSpec(_Section):
         "metrics_url), polled at health_interval_s and metrics_interval_s.")
 
 
-class SimSpec(_Section):
+class SimSpec(Section):
     """The embedded simulated engine: the one definition of its settings.
 
     The same fields are the profile's [sim] keys, the `sim` command's flags and the arguments loadrepro starts the
@@ -264,7 +141,7 @@ class SimSpec(_Section):
         "(from the time it starts).")
 
 
-class EngineSpec(_Section):
+class EngineSpec(Section):
     """The target's KV-cache numbers, for predictions; what is left out is discovered from the target."""
 
     layers: int | None = Field(None, ge=1, description="Transformer layers holding KV.")
@@ -292,7 +169,7 @@ class EngineSpec(_Section):
         None, description="The memory estimate a page-index table is sized from.")
 
 
-class VerdictSpec(_Section):
+class VerdictSpec(Section):
     allow_rejected: bool = Field(
         True, description="Requests refused cleanly at admission are information (false: a failure).")
     min_completed: float = Field(1.0, ge=0, le=1, description="Share of admitted requests that must complete.")
@@ -321,7 +198,7 @@ class VerdictSpec(_Section):
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
 
 
-class SloSpec(_Section):
+class SloSpec(Section):
     """A service level: a request meets it when every limit set holds; a failed request never does."""
 
     ttft_ms: float = Field(0.0, ge=0, description="> 0: time to first token at most this many milliseconds.")
@@ -340,7 +217,7 @@ class SloSpec(_Section):
                 if limit > 0}
 
 
-class VerifySpec(_Section):
+class VerifySpec(Section):
     """Answers checked under load: each checked request is sent again alone on the idle engine after the load, and
     its answer under load is compared with that reference, token by token."""
 
@@ -358,7 +235,7 @@ class VerifySpec(_Section):
                               "runner-up must be among them).")
 
 
-class SignatureSpec(_Section):
+class SignatureSpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     name: str = Field(description="The signature's name, as reports show it.")
     pattern: str = Field(description="A regular expression matched against error texts and log lines.")
@@ -372,7 +249,7 @@ OUTAGES = frozenset({"kill", "restart", "pause"})  # faults that stop the engine
 WIPES = frozenset({"kill", "restart"})  # faults after which the engine starts with an empty prefix cache
 
 
-class ChaosEvent(_Section):
+class ChaosEvent(Section):
     """A fault loadrepro causes on purpose while the load runs, for soaks; the engine must be back to its state
     before it within `recover_within_s` (rule no_recovery)."""
 
@@ -407,7 +284,7 @@ class ChaosEvent(_Section):
         return self.action in OUTAGES
 
 
-class TargetSpec(_Section):
+class TargetSpec(Section):
     """Replicas of the target: the same model served by several engines, the load spread over them by loadrepro as
     a client-side list spreads it. Each is watched and judged on its own (rule replica_death)."""
 
@@ -419,11 +296,11 @@ class TargetSpec(_Section):
         "(every turn of a conversation, or of a trace's session, on one replica: its prefix stays cached there)."))
 
 
-class ChaosSpec(_Section):
+class ChaosSpec(Section):
     events: tuple[ChaosEvent, ...] = Field((), description="The faults, each at its time ([[chaos.events]]).")
 
 
-class Profile(_Section):
+class Profile(Section):
     name: str = Field(description="The profile's name.")
     description: str = Field("", description="What the profile reproduces, in a sentence.")
     api: Api = Field("chat", description="The generation API the load uses.")
@@ -442,96 +319,3 @@ class Profile(_Section):
     slo: SloSpec = Field(SloSpec(), description="The service level each request is judged against ([slo]).")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")
-
-
-def builtin_profiles() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(PROFILES_DIR.glob("*.toml"))}
-
-
-def _resolve(path_or_name: str) -> Path:
-    """A name with a path separator or ending in .toml is a file; any other is a built-in profile, whatever the
-    current folder holds (run folders are often named after their profile)."""
-    path = Path(path_or_name)
-    if path.suffix == ".toml" or "/" in path_or_name or (os.sep != "/" and os.sep in path_or_name):
-        if not path.is_file():
-            raise ProfileError(f"profile file not found: {path}")
-        return path
-    known = builtin_profiles()
-    if path_or_name not in known:
-        here = f" (a file of that name is here: give ./{path_or_name})" if path.is_file() else ""
-        raise ProfileError(f"no built-in profile named {path_or_name!r}{here}; known: {', '.join(known) or 'none'}")
-    return known[path_or_name]
-
-
-def parse_override(assignment: str) -> tuple[list[str], Any]:
-    """`a.b=VALUE` -> (["a", "b"], value); VALUE is TOML (4, 0.5, true, "x", [1, 2]) or else a plain string."""
-    key, sep, raw = assignment.partition("=")
-    if not sep or not key.strip():
-        raise ProfileError(f"--set wants KEY=VALUE, got {assignment!r}")
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key.strip().split("."), value
-
-
-def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
-    node = data
-    for part in path[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ProfileError(f"--set {'.'.join(path)}: {part} is not a section")
-        node = child
-    node[path[-1]] = value
-
-
-def _describe(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "profile"
-        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-        lines.append(f"  {where}: {message}")
-    return "\n".join(lines)
-
-
-def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
-    """Read, override and validate a profile; ProfileError names every bad key."""
-    path = _resolve(path_or_name)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ProfileError(f"cannot read profile {path}: {exc}") from exc
-    data.setdefault("name", path.stem)
-    workload = data.get("workload")
-    if isinstance(workload, dict) and isinstance(workload.get("trace"), str) and workload["trace"]:
-        # A trace path written in a profile is relative to the profile's own folder; one given with --set is
-        # relative to where the command runs.
-        workload["trace"] = str((path.parent / workload["trace"]).resolve())
-    return _overridden(data, overrides, str(path))
-
-
-def with_overrides(profile: Profile, overrides: list[str] | tuple[str, ...]) -> Profile:
-    """A loaded profile with `KEY=VALUE` overrides applied and checked as load_profile checks them."""
-    return _overridden(profile.model_dump(mode="json", by_alias=True), overrides, profile.name)
-
-
-def _overridden(data: dict[str, Any], overrides: Sequence[str], name: str) -> Profile:
-    """`data` with `KEY=VALUE` overrides applied, as a checked Profile."""
-    for assignment in overrides:
-        _apply(data, *parse_override(assignment))
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ProfileError(f"profile {name} is not valid:\n{_describe(exc)}") from exc
-
-
-def write_profile(profile: Profile, path: Path) -> Path:
-    """The resolved profile as TOML, loadable with load_profile (unset keys, which TOML cannot hold, left out)."""
-    data = profile.model_dump(mode="json", by_alias=True)
-    for section, values in data.items():
-        if isinstance(values, dict):
-            data[section] = {k: v for k, v in values.items() if v is not None}
-    if not data["signatures"]:
-        del data["signatures"]
-    path.write_text(tomli_w.dumps(data), encoding="utf-8")
-    return path

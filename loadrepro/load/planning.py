@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.config.profile import Api, Profile, VerifySpec, WorkloadSpec
+from loadrepro.config.profile import Api, Profile, VerifySpec
+from loadrepro.config.workload_spec import WorkloadSpec
 from loadrepro.errors import TargetError
 from loadrepro.load.transport import Transport
 from loadrepro.workload.plan import Plan, plan_workload

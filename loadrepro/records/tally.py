@@ -11,7 +11,8 @@ import numpy as np
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from loadrepro.config.profile import UNCHECKED_FORMATS, SloSpec
+from loadrepro.config.profile import SloSpec
+from loadrepro.config.workload_spec import UNCHECKED_FORMATS
 from loadrepro.records.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
 from loadrepro.records.vocabulary import (
     FAILED,

@@ -8,7 +8,8 @@ from collections import Counter
 
 from ddsketch import DDSketch
 
-from loadrepro.config.profile import Profile, StructuredFormat, VerdictSpec
+from loadrepro.config.profile import Profile, VerdictSpec
+from loadrepro.config.workload_spec import StructuredFormat
 from loadrepro.judge.endpoints import EndpointFigures
 from loadrepro.judge.judgement import Judgement
 from loadrepro.judge.measurements import Measurements, series

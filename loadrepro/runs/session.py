@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.config.profile import write_profile
+from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.judge.signatures import profile_catalog
 from loadrepro.load.client import Client, ClientConfig

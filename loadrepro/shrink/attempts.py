@@ -164,7 +164,7 @@ def _how(report: RunReport) -> str:
 def engine_of(run_dir: Path, engine_cmd: str | None = None) -> tuple[Profile, str | None]:
     """A failing run's profile and engine command (None: its simulated engine), to shrink it again; `engine_cmd`
     starts the engine instead of the run's own command (a run against a URL has none)."""
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.report.json import read_report
 
     report = read_report(run_dir)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.config.defaults import SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
-from loadrepro.config.profile import Profile, write_profile
+from loadrepro.config.profile import Profile
+from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import UsageError
 from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from loadrepro.config.profile import WorkloadSpec
+from loadrepro.config.workload_spec import WorkloadSpec
 from loadrepro.errors import ProfileError
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler

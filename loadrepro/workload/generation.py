@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from loadrepro.config.profile import StructuredFormat, WorkloadSpec
+from loadrepro.config.workload_spec import StructuredFormat, WorkloadSpec
 from loadrepro.workload.structured_requests import asking
 
 MIN_STRUCTURED_TOKENS = 16  # requests asking for fewer tokens (warm-ups) are not asked for a structured answer

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from loadrepro.config.profile import UNCHECKED_FORMATS, StructuredFormat, WorkloadSpec
+from loadrepro.config.workload_spec import UNCHECKED_FORMATS, StructuredFormat, WorkloadSpec
 
 # The answer a JSON request asks for: an object of one boolean, which any model can finish in a few tokens under a
 # grammar (a longer schema would be cut at a short max_tokens and prove nothing).

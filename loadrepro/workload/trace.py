@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from loadrepro.config.profile import TraceFormat, WorkloadSpec
+from loadrepro.config.workload_spec import TraceFormat, WorkloadSpec
 from loadrepro.errors import TraceError
 from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.apis import chat_form

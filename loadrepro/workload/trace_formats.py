@@ -24,7 +24,7 @@ from typing import Any, get_args
 
 import orjson
 
-from loadrepro.config.profile import TraceFormat
+from loadrepro.config.workload_spec import TraceFormat
 from loadrepro.errors import TraceError
 
 FORMATS: tuple[TraceFormat, ...] = get_args(TraceFormat)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loadrepro.cli.summary_lines import describe_probe
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.engine import ManagedEngine
 from loadrepro.load.probe import probe
 from loadrepro.load.transport import Transport

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.load.transport import Transport
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread

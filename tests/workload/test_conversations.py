@@ -129,7 +129,7 @@ def test_a_share_of_requests_asks_for_whole_answers_the_same_ones_every_time(pla
 def test_conversations_built_alone_come_out_as_in_the_whole_workload():
     """The per-conversation correction rebuilds only the conversations that were off: each must be what a whole
     rebuild with the same corrections gives, byte for byte, and the rest untouched."""
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.workload.corpus import record_pool
     from loadrepro.workload.plan import build_workload
     from loadrepro.workload.tokens import SimTokenCounter, calibrate
@@ -150,7 +150,7 @@ def test_conversations_built_alone_come_out_as_in_the_whole_workload():
 def test_planned_prompt_tokens_are_the_built_workloads_without_building_it():
     """The probe budget is drawn from the planned prompt tokens: counted without assembling a text, they must be
     what the built workload plans, turn by turn summed, for every shape of conversation."""
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.workload.conversations import planned_prompt_tokens
     from loadrepro.workload.corpus import record_pool
     from loadrepro.workload.plan import build_workload
@@ -170,7 +170,7 @@ def test_planned_prompt_tokens_are_the_built_workloads_without_building_it():
 def test_the_checked_part_holds_the_requests_a_check_of_the_whole_would_count():
     """The plan's check counts the first request, the last and the (first) longest: built alone, the conversations
     holding them must give those very requests, byte for byte."""
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.workload.corpus import record_pool
     from loadrepro.workload.plan import _checked_part, _sample, build_workload
     from loadrepro.workload.tokens import SimTokenCounter, calibrate
@@ -191,7 +191,7 @@ def test_a_correction_below_the_least_a_prompt_holds_shortens_it_to_that_least_a
     holds, not refuses a profile that asked for nothing wrong; a profile whose prompts cannot hold it is refused."""
     import pytest
 
-    from loadrepro.config.profile import load_profile
+    from loadrepro.config.profile_files import load_profile
     from loadrepro.errors import ProfileError
     from loadrepro.workload import conversations
     from loadrepro.workload.corpus import record_pool

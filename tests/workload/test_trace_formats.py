@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from loadrepro.config.profile import load_profile
+from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import TraceError
 from loadrepro.workload.trace import read_trace
 from loadrepro.workload.trace_formats import detect, read_rows
