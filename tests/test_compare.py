@@ -38,7 +38,7 @@ def test_a_row_with_no_value_on_either_side_is_left_out():
 
 def test_a_long_cell_is_cut_at_a_word_and_given_whole_below_the_table():
     from loadrepro.compare.comparison import Comparison, Conclusion, Row
-    from loadrepro.report.markdown import CELL_CHARS, render_comparison
+    from loadrepro.report.comparison_markdown import CELL_CHARS, render_comparison
 
     died = ("engine died at 0.2 s with `Draft KV cache context resize failed for request 13: could not resize to "
             "4402 tokens`; 12/12 requests ending after it failed; /health 503 from then on")

@@ -99,7 +99,7 @@ def ab(given: dict[str, Any] | None = None) -> None:
 
     from loadrepro.api import ab_sides, run_options
     from loadrepro.compare.comparison import Conclusion
-    from loadrepro.report.markdown import render_comparison
+    from loadrepro.report.comparison_markdown import render_comparison
     from loadrepro.runs.dispatch import ab_any
     from loadrepro.runs.reporting import process_start_ns
 

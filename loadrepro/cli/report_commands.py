@@ -43,7 +43,7 @@ def compare_reports(
         _gate(first, second, tolerance, out)
     from loadrepro.compare.comparison import Conclusion
     from loadrepro.config.profile import VerdictSpec
-    from loadrepro.report.markdown import render_comparison
+    from loadrepro.report.comparison_markdown import render_comparison
     from loadrepro.report.timeline import timeline_from_run_dir
     from loadrepro.report.write import write_comparison
     from loadrepro.runs.repeats import compare_runs
@@ -60,7 +60,7 @@ def compare_reports(
 
 
 def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None) -> NoReturn:
-    from loadrepro.report.markdown import render_gate
+    from loadrepro.report.comparison_markdown import render_gate
     from loadrepro.report.write import write_gate
     from loadrepro.runs.repeats import gate_runs
 

@@ -7,17 +7,15 @@ from html import escape
 
 from loadrepro.compare.comparison import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
+from loadrepro.report.long_run_markdown import CHAOS_HEADINGS, chaos_rows, slo_lines
 from loadrepro.report.markdown import (
     ANSWER_HEADINGS,
-    CHAOS_HEADINGS,
     ENDPOINT_HEADINGS,
     answer_lines,
-    chaos_rows,
     endpoint_rows,
     health_lines,
     latency_rows,
     prefix_reuse_line,
-    slo_lines,
 )
 from loadrepro.schema.report_sections import Percentiles
 from loadrepro.schema.run_report import RunReport

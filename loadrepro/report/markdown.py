@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from loadrepro.compare.comparison import Comparison
-from loadrepro.compare.gate import Gate
+from loadrepro.report.cells import cell, count, ms
+from loadrepro.report.long_run_markdown import chaos_section, slo_section, trials_section, windows_section
 from loadrepro.schema.report_sections import Percentiles
 from loadrepro.schema.run_report import RunReport
 
 EXCERPT_LINES = 20
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
 
 
 # The latency rows of every report format: a name, and what the row's values are drawn from.
@@ -36,7 +28,7 @@ def latency_rows(r: RunReport) -> list[tuple[str, Percentiles, str]]:
 
 
 def _row(name: str, p: Percentiles, over: str) -> str:
-    return f"| {name} | {_ms(p.p50)} | {_ms(p.p95)} | {_ms(p.p99)} | {_ms(p.max)} | {over} |"
+    return f"| {name} | {ms(p.p50)} | {ms(p.p95)} | {ms(p.p99)} | {ms(p.max)} | {over} |"
 
 
 def _fence(lines: list[str]) -> list[str]:
@@ -52,10 +44,10 @@ def _header(r: RunReport) -> list[str]:
 
 def _target(r: RunReport) -> list[str]:
     t, e = r.target, r.environment
-    lines = ["## Target", "", "| | |", "|---|---|", f"| base URL | {t.base_url} |", f"| model | {_cell(t.model)} |"]
+    lines = ["## Target", "", "| | |", "|---|---|", f"| base URL | {t.base_url} |", f"| model | {cell(t.model)} |"]
     if t.engine_cmd:
-        lines.append(f"| engine command | `{_cell(t.engine_cmd)}` |")
-    lines += [f"| loadrepro | {e.loadrepro_version} (Python {e.python}, {_cell(e.platform)}) |",
+        lines.append(f"| engine command | `{cell(t.engine_cmd)}` |")
+    lines += [f"| loadrepro | {e.loadrepro_version} (Python {e.python}, {cell(e.platform)}) |",
               f"| started | {r.started_at}, {r.duration_s:.1f} s, stopped: {r.stop_reason} |"]
     timing = r.timing
     if timing is not None and timing.to_first_request_s is not None and \
@@ -112,8 +104,8 @@ def health_lines(r: RunReport) -> list[str]:
     h = r.health
     lines = [f"The health path {h.owner}: it says whether the gateway lives, not the engine."] if h.owner else []
     if h.latency_ms.max is not None:
-        lines.append(f"{h.path} answered in p50 {_ms(h.latency_ms.p50)} ms, p95 {_ms(h.latency_ms.p95)} ms, max "
-                     f"{_ms(h.latency_ms.max)} ms; {h.slow} polls slower than health_timeout_s "
+        lines.append(f"{h.path} answered in p50 {ms(h.latency_ms.p50)} ms, p95 {ms(h.latency_ms.p95)} ms, max "
+                     f"{ms(h.latency_ms.max)} ms; {h.slow} polls slower than health_timeout_s "
                      f"({r.profile['watch']['health_timeout_s']:g} s).")
     live = r.liveness
     if live is not None:
@@ -124,12 +116,12 @@ def health_lines(r: RunReport) -> list[str]:
     c = r.canary
     if c is not None:
         outcomes = ", ".join(f"{k} {v}" for k, v in c.by_outcome.items())
-        lines.append(f"Canaries: {c.sent} sent ({outcomes}); time to their token p50 {_ms(c.ttft_ms.p50)} ms, p95 "
-                     f"{_ms(c.ttft_ms.p95)} ms, max {_ms(c.ttft_ms.max)} ms.")
+        lines.append(f"Canaries: {c.sent} sent ({outcomes}); time to their token p50 {ms(c.ttft_ms.p50)} ms, p95 "
+                     f"{ms(c.ttft_ms.p95)} ms, max {ms(c.ttft_ms.max)} ms.")
     for w in r.watched_endpoints:
         state = f"died at {w.died_at_s:.1f} s" if w.died_at_s is not None else "did not die"
         kv = "" if w.kv_usage_peak is None else f"; KV usage peak {w.kv_usage_peak:.0%}, waiting peak " \
-            f"{_count(w.waiting_peak)}"
+            f"{count(w.waiting_peak)}"
         lines.append(f"Watched {w.name} ({w.health_url or w.metrics_url}): {w.polls} /health polls, {w.not_ok} not "
                      f"200; {state}{kv}.")
     return lines
@@ -163,7 +155,7 @@ def _answers(r: RunReport) -> list[str]:
     lines = ["## Answers", "", said, ""]
     if rows:
         lines += ["| " + " | ".join(ANSWER_HEADINGS) + " |", "|" + "---|" * len(ANSWER_HEADINGS)]
-        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows] + [""]
     return lines
 
 
@@ -174,7 +166,7 @@ ENDPOINT_HEADINGS = ("replica", "URL", "requests", "outcomes", "TTFT p50 (ms)", 
 def endpoint_rows(r: RunReport) -> list[list[str]]:
     """Each replica's figures, the target first, as table rows (report.md and .html)."""
     return [[e.name, e.url, f"{e.requests:,}", ", ".join(f"{k} {v:,}" for k, v in e.by_outcome.items()),
-             _ms(e.ttft_ms.p50), _ms(e.ttft_ms.p95), str(e.health.pre), str(e.health.post), str(e.health.slow),
+             ms(e.ttft_ms.p50), ms(e.ttft_ms.p95), str(e.health.pre), str(e.health.post), str(e.health.slow),
              "-" if e.died_at_s is None else f"{e.died_at_s:.1f}"] for e in r.endpoints]
 
 
@@ -184,47 +176,7 @@ def _endpoints(r: RunReport) -> list[str]:
         return []
     return ["## Replicas", "", f"Routing: {r.profile.get('target', {}).get('routing', 'round_robin')}.", "",
             "| " + " | ".join(ENDPOINT_HEADINGS) + " |", "|" + "---|" * len(ENDPOINT_HEADINGS),
-            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows), ""]
-
-
-CHAOS_HEADINGS = ("at (s)", "fault", "recovered", "in (s)", "/health 200 (s)", "TTFT back (s)", "running back (s)",
-                  "KV back (s)", "failed meanwhile", "detail")
-
-
-def chaos_rows(r: RunReport) -> list[list[str]]:
-    """Each fault on purpose and the engine's recovery, as table rows (report.md and .html)."""
-    def s(x: float | None) -> str:
-        return "" if x is None else f"{x:.1f}"
-
-    said = {True: "yes", False: "NO", None: "never caused"}
-    return [[f"{c.at_s:.1f}", c.action, said[c.recovered], s(c.recovery_s), s(c.health_s), s(c.ttft_s),
-             s(c.running_s), s(c.kv_s), str(c.faulted), c.detail] for c in r.chaos]
-
-
-def _trials(r: RunReport) -> list[str]:
-    t = r.trials
-    if t is None:
-        return []
-    lo, hi = t.ci95
-    lines = ["## Trials", "", f"{t.failed} of {t.n} trials failed ({t.failure_rate:.0%}; exact 95% interval "
-             f"{lo:.0%}-{hi:.0%}){'' if t.n == t.planned else f', of {t.planned} asked for'}; "
-             f"{'each with its own seed' if t.vary_seed else 'all with the same seed'}. Below, "
-             f"{'the first failing trial' if t.failed else 'the last trial'}'s report.", ""]
-    if t.signatures:
-        lines += ["Failing rules: " + ", ".join(f"{k} in {v}" for k, v in t.signatures.items()) + ".", ""]
-    lines += ["| trial | seed | verdict | failing rules | first failure (s) | directory |",
-              "|---:|---:|---|---|---:|---|"]
-    lines += [f"| {x.index} | {x.seed} | {x.verdict} | {', '.join(x.failing_rules)} | "
-              f"{'' if x.first_failure_s is None else f'{x.first_failure_s:.1f}'} | {x.run_dir} |" for x in t.trials]
-    return lines + [""]
-
-
-def _chaos(r: RunReport) -> list[str]:
-    rows = chaos_rows(r)
-    if not rows:
-        return []
-    lines = ["## Faults on purpose", "", "| " + " | ".join(CHAOS_HEADINGS) + " |", "|" + "---|" * len(CHAOS_HEADINGS)]
-    return lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows] + [""]
+            *("| " + " | ".join(cell(c) for c in row) + " |" for row in rows), ""]
 
 
 def _health(r: RunReport) -> list[str]:
@@ -254,7 +206,7 @@ def _signatures(r: RunReport) -> list[str]:
     if not r.signatures:
         return []
     lines = ["## Signatures", "", "| signature | class | count | first seen (s) | sample |", "|---|---|---:|---:|---|"]
-    lines += [f"| {s.name} | {s.class_} | {s.count} | {s.first_t_s:.1f} | {_cell(s.sample[:120])} |"
+    lines += [f"| {s.name} | {s.class_} | {s.count} | {s.first_t_s:.1f} | {cell(s.sample[:120])} |"
               for s in r.signatures]
     return lines + [""]
 
@@ -296,31 +248,6 @@ def _numbers(r: RunReport) -> list[str]:
     return lines + [""]
 
 
-def slo_lines(r: RunReport) -> list[str]:
-    """The service level ([slo]) in sentences, for report.md and report.html."""
-    s = r.slo
-    if s is None:
-        return []
-    names = {"ttft": "TTFT", "itl": "ITL (a request's mean)", "e2e": "end to end"}
-    limits = ", ".join(f"{names[name]} <= {limit:,g} ms" for name, limit in s.limits_ms.items())
-    judged = (f"the {s.requests:,} requests sent from {s.from_s} s on: the steady state, from when the requests in "
-              f"flight first reached their level of {s.in_flight_level:g} (the ramp-up before it is not judged; "
-              "[slo] include_ramp_up = true judges it)" if s.steady_state else
-              f"all {s.requests:,} requests, ramp-up included")
-    share = "none judged" if s.attainment is None else f"{s.attainment:.1%}"
-    whole = "" if s.whole_run_attainment is None or not s.steady_state else \
-        f" (over the whole run, ramp-up included: {s.whole_run_attainment:.1%})"
-    m = s.missed
-    queue = "" if s.client_queue_p95_ms is None else \
-        (f" loadrepro's own wait before sending a request (for a concurrency slot), p95 {s.client_queue_p95_ms:,.1f} "
-         "ms, is not in these figures.")
-    return [f"SLO: {limits}; judged: {judged}.",
-            f"Attainment {share}: {s.met:,} met it{whole}; goodput {s.goodput_requests_per_s:,.2f} requests/s, "
-            f"{s.goodput_tokens_per_s:,.1f} output tokens/s.",
-            f"Missed: TTFT {m.ttft:,}, ITL {m.itl:,}, end to end {m.e2e:,}, failed {m.failed:,} (a request may miss "
-            f"several limits; a failed one never meets the SLO).{queue}"]
-
-
 def _structured(r: RunReport) -> list[str]:
     s = r.structured_outputs
     if s is None:
@@ -332,44 +259,6 @@ def _structured(r: RunReport) -> list[str]:
                f"{s.first_refusal!r})." if s.refused else "")
     return ["## Structured answers", "", line + (f" (the first, request {s.first_unparsed_request}: "
                                                  f"{s.first_unparsed!r})." if s.unparsed else ".") + refused, ""]
-
-
-def _slo(r: RunReport) -> list[str]:
-    lines = slo_lines(r)
-    return ["## Service level", "", *lines, ""] if lines else []
-
-
-MAX_WINDOW_ROWS = 48  # beyond, every k-th window (report.json has them all)
-
-
-def _windows(r: RunReport) -> list[str]:
-    if not r.windows:
-        return []
-    step = -(-len(r.windows) // MAX_WINDOW_ROWS)
-    shown = r.windows[::step] + ([r.windows[-1]] if (len(r.windows) - 1) % step else [])
-    lines = ["## Windows", "", f"{len(r.windows)} windows of {r.windows[0].end_s - r.windows[0].start_s:g} s"
-             + (f", every {step}th shown" if step > 1 else "") + ".", "",
-             "| window | s | requests | failed | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | KV peak | KV quiet | "
-             "waiting | preemptions |" + (" SLO met |" if r.slo else ""),
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if r.slo else "")]
-    for w in shown:
-        lines.append(f"| {w.index} | {w.start_s:g}-{w.end_s:g} | {w.requests} | {w.failed} | {_ms(w.ttft_p50_ms)} | "
-                     f"{_ms(w.ttft_p95_ms)} | {_ms(w.itl_p50_ms)} | {_ms(w.itl_p95_ms)} | {_share(w.kv_usage_max)} | "
-                     f"{_share(w.kv_usage_quiet)} | {_count(w.waiting_max)} | {_count(w.preemptions)} |"
-                     + (f" {_share_exact(w.slo_attainment)} |" if r.slo else ""))
-    return lines + [""]
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
-
-
-def _share_exact(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def _count(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
 
 
 def capacity_section(r: RunReport) -> list[str]:
@@ -414,8 +303,8 @@ def _rules(r: RunReport) -> list[str]:
     lines = ["## Rules", "", "| rule | result | detail |", "|---|---|---|"]
     for rule in r.rules:
         result = rule.severity if rule.fired else "-"
-        lines.append(f"| {rule.name} | {result} | {_cell(rule.detail)} |")
-    lines += [""] + [f"Note: {_cell(n)}" for n in r.notes]
+        lines.append(f"| {rule.name} | {result} | {cell(rule.detail)} |")
+    lines += [""] + [f"Note: {cell(n)}" for n in r.notes]
     return lines
 
 
@@ -426,45 +315,11 @@ def _pictures(r: RunReport) -> list[str]:
 
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
-    sections = [_header, _trials, _target, _workload, _outcomes, _endpoints, _answers, _chaos, _health,
-                _first_failure, _diagnosis, _signatures, _numbers, _structured, _slo, _windows, capacity_section,
-                _rules]
+    sections = [_header, trials_section, _target, _workload, _outcomes, _endpoints, _answers, chaos_section,
+                _health, _first_failure, _diagnosis, _signatures, _numbers, _structured, slo_section, windows_section,
+                capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"
 
 
-CELL_CHARS = 90  # a comparison cell longer than this is cut at a word, and given whole below the table
-
-
-def _short(text: str) -> str:
-    if len(text) <= CELL_CHARS:
-        return text
-    cut = text[:CELL_CHARS].rsplit(" ", 1)[0].rstrip(" ,;:")
-    if cut.count("`") % 2:  # a code span cut open: closed, so the rest of the row still reads
-        cut += "`"
-    return f"{cut} …"
-
-
-def render_gate(g: Gate, baseline: str, run: str) -> str:
-    """gate.md, and what `compare --gate` prints."""
-    lines = [f"# loadrepro gate: {'open' if g.passed else 'CLOSED'}", "", g.detail, "",
-             f"| Figure | baseline: {baseline} | run: {run} | change | gates |", "|---|---|---|---|---|"]
-    for c in g.checks:
-        cells = [c.figure, c.baseline, c.run, c.change, "**closed**" if c.closed else "open"]
-        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def render_comparison(c: Comparison) -> str:
-    """comparison.md, and what `compare` and `ab` print."""
-    lines = [f"# loadrepro compare: {c.conclusion}", "", c.detail, "",
-             f"| Test | {c.stock_label} | {c.patched_label} | change |", "|---|---|---|---|"]
-    whole = []
-    for row in c.rows:
-        cells = [row.test, _short(row.stock), _short(row.patched), row.change]
-        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
-        whole += [f"- {row.test} ({label}): {text}" for label, text in ((c.stock_label, row.stock),
-                                                                        (c.patched_label, row.patched))
-                  if len(text) > CELL_CHARS]
-    return "\n".join(lines + ([""] + whole if whole else [])) + "\n"

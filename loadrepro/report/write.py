@@ -9,10 +9,11 @@ from loadrepro.compare.comparison import Comparison
 from loadrepro.compare.gate import Gate
 from loadrepro.config.defaults import pictures_wanted
 from loadrepro.records.redact import scrub
+from loadrepro.report.comparison_markdown import render_comparison, render_gate
 from loadrepro.report.html import img, render_comparison_html, render_html
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
-from loadrepro.report.markdown import render_comparison, render_gate, render_markdown
+from loadrepro.report.markdown import render_markdown
 from loadrepro.report.timeline import Timeline, for_report
 from loadrepro.schema.run_report import RunReport
 
