@@ -3,6 +3,7 @@
 import dataclasses
 
 from loadrepro.config.profile import VerdictSpec
+from loadrepro.judge.admission import prefix_reuse_missing, rejections, throttling
 from loadrepro.judge.classify import (
     Severity,
     engine_death,
@@ -11,12 +12,9 @@ from loadrepro.judge.classify import (
     interrupted,
     low_completion,
     post_run_health,
-    prefix_reuse_missing,
     pressure_in_metrics,
     protocol_errors,
-    rejections,
     stalled_streams,
-    throttling,
     truncated_streams,
 )
 from loadrepro.judge.judgement import judge

@@ -7,18 +7,15 @@ import pytest
 
 from loadrepro.config.capacity import Fit, Prediction
 from loadrepro.config.profile import VerdictSpec
+from loadrepro.judge.admission import capacity_mismatch, prefix_reuse_missing, rejections, throttling
 from loadrepro.judge.classify import (
     Severity,
-    capacity_mismatch,
     engine_death,
     failures_while_healthy,
     low_completion,
-    prefix_reuse_missing,
     pressure_in_metrics,
     protocol_errors,
-    rejections,
     stalled_streams,
-    throttling,
     truncated_streams,
 )
 from loadrepro.judge.measurements import measure

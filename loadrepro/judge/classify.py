@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from loadrepro.config.capacity import Fit
 from loadrepro.config.profile import VerdictSpec
+from loadrepro.judge.admission import capacity_mismatch, prefix_reuse_missing, rejections, throttling
 from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
@@ -27,7 +27,6 @@ from loadrepro.judge.structured import STRUCTURED_RULES
 from loadrepro.judge.waits import behind, queue_work
 from loadrepro.records import (
     KV_USAGE,
-    REUSE_SCALE,
     RUNNING,
     Outcome,
     RequestRecord,
@@ -253,25 +252,6 @@ def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:
     return Finding("interrupted", Severity.FAIL, "the run was interrupted before its workload finished")
 
 
-def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Requests refused cleanly at admission (4xx with a context or capacity message). Correct behaviour for a
-    request that can never fit: info, or a failure when `allow_rejected = false`."""
-    hits = [r for r in result.records if r.outcome is Outcome.REJECTED]
-    if not hits:
-        return None
-    severity = Severity.INFO if spec.allow_rejected else Severity.FAIL
-    return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {quote(hits[0].detail)}")
-
-
-def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Requests still refused with 429 or 503 + Retry-After after their retries (info), and how often retried."""
-    totals = result.totals(spec.window_s)
-    retried, hits = totals.retries, totals.by_outcome.get(Outcome.THROTTLED.value, 0)
-    if not hits and not retried:
-        return None
-    return Finding("throttling", Severity.INFO, f"{hits} requests throttled after retries; {retried} retries")
-
-
 def pressure_in_metrics(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """KV pressure the engine reported and handled: preemptions, waiting requests, KV usage >= 90% (info).
 
@@ -291,59 +271,6 @@ def pressure_in_metrics(result: RunResult, spec: VerdictSpec, measured: Measurem
              "kv_usage_peak": max(usage, default=0.0)}
     return Finding("pressure_in_metrics", Severity.INFO, "pressure handled: " + ", ".join(parts),
                    {k: v for k, v in facts.items() if v})
-
-
-def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """With `min_cache_hit` > 0 and a target that reports cached tokens: every completed request with a shared
-    prefix (turns after the first) must report cached tokens >= min_cache_hit x that prefix."""
-    if spec.min_cache_hit <= 0:
-        return None
-    totals = result.totals(spec.window_s)  # every request, kept in memory or not
-    later = sum(count for count, *_ in totals.reuse.values())
-    if not later:
-        return None
-    if not totals.reuse_reported:
-        return Finding("prefix_reuse_missing", Severity.INFO, "the target reports no cached tokens, so prefix reuse "
-                       "was not checked (vLLM: --enable-prompt-tokens-details; SGLang: --enable-cache-report)")
-    limit = round(spec.min_cache_hit * REUSE_SCALE)
-    short = [first for share, first in totals.reuse.items() if share < limit]
-    if not short:
-        return None
-    _, request, cached, shared = min(short, key=lambda first: first[1])
-    return Finding("prefix_reuse_missing", Severity.FAIL,
-                   f"{sum(count for count, *_ in short)}/{later} later turns found less than {spec.min_cache_hit:.0%} "
-                   f"of their shared prefix in the cache (request {request}: {cached} of {shared} tokens)")
-
-
-def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
-    """Admission that disagrees with the KV arithmetic: a request predicted `never_fits` that was not cleanly
-    rejected (the engine crashed, stalled or retried instead: the seed-001 defect), or one predicted `fits` that
-    was rejected. Threshold: one request either way; needs the target's limits."""
-    if not result.predictions:
-        return None
-    predicted = {(p.conversation, p.turn): p for p in result.predictions}
-    unrejected, refused = [], []
-    for record in result.records:
-        p = predicted.get((record.conversation, record.turn))
-        if p is None or record.outcome is Outcome.CANCELLED:
-            continue
-        if p.fit is Fit.NEVER_FITS and record.outcome is not Outcome.REJECTED:
-            unrejected.append((record, p))
-        elif p.fit is Fit.FITS and record.outcome is Outcome.REJECTED and record.structured is None:
-            # a structured request refused is refused for what it asked (an engine started without a tool parser,
-            # a format it does not serve): rule structured_output says so, with the engine's words
-            refused.append((record, p))
-    parts = []
-    if unrejected:
-        record, p = unrejected[0]
-        parts.append(f"{len(unrejected)} requests that can never fit ({p.limit}) were not rejected at admission "
-                     f"(request {record.id}, {p.tokens} tokens: {record.outcome})")
-    if refused:
-        record, p = refused[0]
-        parts.append(f"{len(refused)} requests that fit were rejected (request {record.id}, {p.tokens} tokens)")
-    if not parts:
-        return None
-    return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))
 
 
 def _unjudged(result: RunResult) -> bool:
