@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from loadrepro.load.client import Client, ClientConfig, outcome_for_status, outcome_for_stream_error
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.outcomes import outcome_for_status, outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.workload.model import PlannedRequest
 from tests.stub_server import StubServer, wait_until

@@ -4,7 +4,7 @@ from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.classify import fatal_signature
 from loadrepro.judge.judgement import judge
 from loadrepro.judge.signatures import compile_catalog
-from loadrepro.load.client import outcome_for_stream_error
+from loadrepro.load.outcomes import outcome_for_stream_error
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
 from loadrepro.workload.summary import WorkloadSummary

@@ -14,7 +14,7 @@ stream, or its metrics moving, see `Activity`) or its own stream gets bytes; whe
 `stall_timeout_s` the request is stalled (the engine hangs, or what it runs is not loadrepro's: judge/waits.py).
 `ttft_timeout_s` bounds the wait for the first token; `request_timeout_s` the whole request. 429, 503 with
 Retry-After and a 503 inside a stream are retried with bounded backoff before they count as throttled. Every fault
-is mapped to an Outcome in `outcome_for_exception`, `outcome_for_status` or `outcome_for_stream_error`.
+is mapped to an Outcome in load/outcomes.py.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,8 +31,15 @@ import aiohttp
 import orjson
 
 from loadrepro.config.profile import Api, Routing
-from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, match
+from loadrepro.judge.signatures import CATALOG, Signature, match
 from loadrepro.load.answer_text import AnswerParts
+from loadrepro.load.outcomes import (
+    TARGET_FAULTS,
+    outcome_for_exception,
+    outcome_for_status,
+    outcome_for_stream_error,
+    retry_after,
+)
 from loadrepro.load.sse import SseEvents, SseLines
 from loadrepro.load.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.load.transport import Transport, off_origin, redirected
@@ -46,13 +52,6 @@ DETAIL_LIMIT = 4096
 
 _JSON = {"content-type": "application/json"}
 _YIELD_EVERY_NS = 2_000_000  # a stream that never waits for bytes lets the others run at least this often
-
-
-# Everything a target or the network can make the client raise: transport errors, timeouts, and text that is not
-# JSON (orjson's decode error is json's). A TypeError, KeyError or other ValueError is a bug in loadrepro itself,
-# not the target's protocol error.
-_TARGET_FAULTS = (aiohttp.ClientError, OSError, TimeoutError, ProtocolViolation, json.JSONDecodeError,
-                  UnicodeDecodeError)
 
 
 class Progress(Protocol):
@@ -98,58 +97,6 @@ class ClientConfig:
         """The same client for base_url only: what loadrepro sends outside the load (canaries, oversize
         requests) goes to the target, whose death those judge."""
         return dataclasses.replace(self, replicas=())
-
-
-def outcome_for_exception(exc: BaseException, got_response: bool) -> tuple[Outcome, str]:
-    """The one place a transport or parsing exception becomes an outcome; most specific first."""
-    described = f"{type(exc).__name__}: {exc}"
-    match exc:
-        case aiohttp.ClientConnectorError() | aiohttp.ConnectionTimeoutError():
-            return Outcome.UNREACHABLE, described
-        case aiohttp.ServerTimeoutError():
-            return Outcome.STALLED, "no byte from the target within the stall timeout"
-        case aiohttp.ServerDisconnectedError() | aiohttp.ClientPayloadError() | aiohttp.ClientOSError() | \
-                ConnectionResetError():
-            return Outcome.TRUNCATED, f"connection closed by the target: {described}"
-        case ProtocolViolation() | aiohttp.ClientResponseError() | json.JSONDecodeError() | UnicodeDecodeError():
-            return Outcome.PROTOCOL_ERROR, described
-        case TimeoutError():
-            return Outcome.TIMEOUT, "the request exceeded request_timeout_s"
-        case aiohttp.ClientError() | OSError():
-            return (Outcome.TRUNCATED if got_response else Outcome.UNREACHABLE), described
-    return Outcome.PROTOCOL_ERROR, f"unexpected response: {described}"
-
-
-def outcome_for_status(status: int, text: str, retry_after: bool,
-                       signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
-    """A non-200 answer: the text decides, since TensorRT-LLM reports engine failures as 400."""
-    if status == 429 or (status == 503 and retry_after):
-        return Outcome.THROTTLED
-    if 400 <= status < 500:
-        signature = match(text, signatures)
-        return Outcome.SERVER_ERROR if signature and signature.klass is SignatureClass.FATAL else Outcome.REJECTED
-    if status >= 500:
-        return Outcome.SERVER_ERROR
-    return Outcome.PROTOCOL_ERROR
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return 1.0  # an HTTP date: wait a little rather than parse it
-
-
-def outcome_for_stream_error(text: str, code: int | None, signatures: tuple[Signature, ...] = CATALOG) -> Outcome:
-    """An error object inside a 200 stream: a 503 or temporary-pressure text is a refusal to retry (vLLM's
-    --max-num-queued-reqs answers surplus streams so), anything else a stream error."""
-    signature = match(text, signatures)
-    if code in (429, 503, 529) or (signature is not None and signature.throttling):
-        return Outcome.THROTTLED
-    return Outcome.STREAM_ERROR
 
 
 class Client:
@@ -247,7 +194,7 @@ class Client:
                     finally:
                         if watchdog is not None:
                             watchdog.cancel()
-        except _TARGET_FAULTS as exc:  # what the target or the network did; loadrepro's own bugs propagate
+        except TARGET_FAULTS as exc:  # what the target or the network did; loadrepro's own bugs propagate
             if a.silence is not None:
                 return self._silence_outcome(a)
             if deadline.expired():
@@ -269,7 +216,7 @@ class Client:
         if (location := off_origin(response)) is not None:  # not an OpenAI answer: the load went nowhere
             return Outcome.PROTOCOL_ERROR, f"HTTP {response.status} {redirected(location)}"
         text = (await response.content.read(DETAIL_LIMIT)).decode("utf-8", "replace")
-        a.retry_after_s = _retry_after(response.headers)
+        a.retry_after_s = retry_after(response.headers)
         outcome = outcome_for_status(response.status, text, a.retry_after_s is not None, self.config.signatures)
         return outcome, text or f"HTTP {response.status}"
 
