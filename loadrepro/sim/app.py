@@ -28,8 +28,8 @@ from loadrepro.sim.protocol import (
     validation_message,
 )
 from loadrepro.sim.runtime import Fatal, RequestHandle, SimRuntime, Token
-from loadrepro.sim.scheduler import Finished, Rejection
 from loadrepro.sim.shapes import ChatShape, MessagesShape, ResponsesShape, Shape, logprob_entry, sse
+from loadrepro.sim.steps import Finished, Rejection
 from loadrepro.sim.tokenizer import render_chat, token_ids, tokenize
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # what vLLM and SGLang use when a completions request sets none

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from loadrepro.sim.scheduler import SchedulerStats
+from loadrepro.sim.steps import SchedulerStats
 
 
 class _SimCollector:

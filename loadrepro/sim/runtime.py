@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from loadrepro.sim.config import SimConfig
 from loadrepro.sim.replies import Choice
-from loadrepro.sim.scheduler import Death, Finished, Rejection, Scheduler, SchedulerStats
+from loadrepro.sim.scheduler import Scheduler
+from loadrepro.sim.steps import Finished, Rejection, SchedulerStats, ScriptedDeath
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ class SimRuntime:
             except Exception as exc:  # a defect of the simulator must not leave clients waiting forever
                 self.log.exception("Simulator step failed")
                 self._crash = f"simulated engine internal error: {exc!r}"
-                self._broadcast_death(Death(self._crash, 0, len(self._handles)))
+                self._broadcast_death(ScriptedDeath(self._crash, 0, len(self._handles)))
                 continue
             for request_id, choice in out.tokens:
                 self._emit_token(request_id, choice)
@@ -139,7 +140,7 @@ class SimRuntime:
             handle.queue.put_nowait(Token(handle.emitted, choice))
             handle.emitted += 1
 
-    def _broadcast_death(self, death: Death) -> None:
+    def _broadcast_death(self, death: ScriptedDeath) -> None:
         self.log.error("[RANK 0] %s", death.message)
         self.log.error("[RANK 0] Executor loop crashed on this rank; hard-killing all 1 ranks")
         self.log.error("[RANK 0] Broadcasting event-loop error to %d pending request(s)", len(self._handles))

@@ -15,7 +15,7 @@ from typing import Any
 
 from loadrepro.sim.protocol import error_body
 from loadrepro.sim.replies import Choice
-from loadrepro.sim.scheduler import Finished
+from loadrepro.sim.steps import Finished
 
 Event = tuple[str | None, dict[str, Any] | str]
 

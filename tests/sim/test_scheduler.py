@@ -1,7 +1,8 @@
 import pytest
 
 from loadrepro.sim.config import Policy, Scenario, sim_config
-from loadrepro.sim.scheduler import Rejection, Scheduler
+from loadrepro.sim.scheduler import Scheduler
+from loadrepro.sim.steps import Rejection
 
 
 def words(n: int, tag: str = "w") -> list[str]:
