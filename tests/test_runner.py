@@ -15,7 +15,8 @@ from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.classify import engine_death
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.engine import ManagedEngine
-from loadrepro.load.runner import Runner, RunTarget
+from loadrepro.load.run_target import RunTarget
+from loadrepro.load.runner import Runner
 from loadrepro.records import Outcome, RequestRecord, read_jsonl
 from loadrepro.sim.process import sim_engine_command
 from loadrepro.workload.plan import plan_workload

@@ -9,7 +9,8 @@ import pytest
 
 from loadrepro.config.profile_files import load_profile
 from loadrepro.load.client import Client, ClientConfig
-from loadrepro.load.runner import Runner, RunTarget
+from loadrepro.load.run_target import RunTarget
+from loadrepro.load.runner import Runner
 from loadrepro.records import MetricsSample
 from loadrepro.workload.model import Workload
 from tests.helpers import cli, rule

@@ -13,7 +13,8 @@ import pytest
 
 from loadrepro.config.profile_files import load_profile
 from loadrepro.load.client import Client, ClientConfig
-from loadrepro.load.runner import Runner, RunTarget
+from loadrepro.load.run_target import RunTarget
+from loadrepro.load.runner import Runner
 from loadrepro.sim.tokenizer import render_chat, tokenize
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter

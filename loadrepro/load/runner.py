@@ -17,18 +17,16 @@ import copy
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadrepro.config.capacity import EngineLimits, Prediction
 from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.judge.death import Death
 from loadrepro.judge.live import LiveJudge
 from loadrepro.load.backend import backend_for
 from loadrepro.load.backend.base import LoadBackend, LoadSetup, WorkerCrashed
-from loadrepro.load.chaos import ChaosTools, EngineControl, Oversize
+from loadrepro.load.chaos import ChaosTools
 from loadrepro.load.client import Client
 from loadrepro.load.engine import describe_exit
 from loadrepro.load.faults import FaultsOnPurpose
@@ -36,6 +34,7 @@ from loadrepro.load.live import LiveState
 from loadrepro.load.live_metrics import LiveMetrics
 from loadrepro.load.pause import pause, unless
 from loadrepro.load.recorder import Recorder
+from loadrepro.load.run_target import RunTarget
 from loadrepro.load.transport import Transport
 from loadrepro.load.watch.canary import Canaries
 from loadrepro.load.watch.endpoint_polls import replicas_watched, watch_endpoint
@@ -67,33 +66,6 @@ from loadrepro.workload.model import PlannedRequest, Workload
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
 SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
 ENGINE_POLL_S = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class StartedReplica:
-    """A replica loadrepro started (--replicas N): its log is followed and its exit seen, as the target's are."""
-
-    index: int  # its replica number: 1 the first beside the target
-    log: Path
-    exit_code: Callable[[], int | None]  # None while it runs
-
-
-@dataclass(frozen=True, slots=True)
-class RunTarget:
-    base_url: str
-    model: str
-    label: str
-    engine_cmd: str | None = None
-    engine_exit: Callable[[], int | None] | None = None  # a managed engine's exit code, None while it runs
-    engine_log: Path | None = None  # the log of an engine loadrepro started: followed from its first line
-    engine: EngineControl | None = None  # an engine loadrepro started, for faults on purpose
-    oversize: Oversize | None = None  # a request just beyond what the engine can ever hold (from its limits)
-    health_owner: str | None = None  # when the health path is not the engine's (a gateway's), in words
-    started_replicas: tuple[StartedReplica, ...] = ()
-    # What preparing the target found, handed to the result as it is made (never added to it after the run):
-    limits: EngineLimits | None = None  # its KV limits, when known
-    context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
-    predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.

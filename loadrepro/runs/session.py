@@ -21,7 +21,8 @@ from loadrepro.load.gateway import find_gateway, health_path_for
 from loadrepro.load.limits import discover, from_profile, longest_sequence
 from loadrepro.load.live_metrics import LiveMetrics
 from loadrepro.load.planning import plan_on_target
-from loadrepro.load.runner import Runner, RunTarget, StartedReplica
+from loadrepro.load.run_target import RunTarget, StartedReplica
+from loadrepro.load.runner import Runner
 from loadrepro.load.target import check_reachable, discover_model
 from loadrepro.load.transport import Transport
 from loadrepro.records import RunResult, Verification
