@@ -115,3 +115,21 @@ def test_the_end_waits_for_a_scrape_begun_after_the_last_values_and_written_whol
     assert list(after) == [b"metrics"] and not scrapes.taken_since(seen)  # read, not yet written whole
     after.close()
     assert scrapes.taken_since(seen) and scrapes.count == 2
+
+
+def test_a_scrape_written_after_its_scrapers_timeout_is_not_taken():
+    """Prometheus gives up on a scrape after its timeout (with a 1 s interval, 1 s) and stores nothing of it: a scrape
+    written whole after it left is not the one the end waited for; one within it, or that says no timeout, is."""
+    from loadrepro.load.live_metrics import _Scrapes
+
+    scrapes = _Scrapes()
+    served = scrapes.counted(lambda environ, start_response: [b"metrics"])
+    seen = scrapes.count
+    late = served({"HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS": "0.000000001"}, None)
+    late.close()  # however fast, after a nanosecond's half
+    assert not scrapes.taken_since(seen)
+    served({"HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS": "600"}, None).close()
+    assert scrapes.taken_since(seen)
+    seen = scrapes.count
+    served({"HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS": "not a number"}, None).close()
+    assert scrapes.taken_since(seen)

@@ -6,6 +6,7 @@ a registry of its own (nothing global), named as Prometheus asks: loadrepro_*, s
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from wsgiref.types import WSGIApplication as WSGIApp
@@ -25,7 +26,9 @@ class _Scrapes(Collector):
     """Counts the scrapes as they begin, and knows which have been written whole to their scraper, so that the end
     can wait for one that began after the last values were set (it read them) and reached its scraper (a response
     cut short by the process's exit, or begun before the last values, gives a dashboard a last point that is not
-    the report's)."""
+    the report's). Prometheus gives up on a scrape after its timeout (the scrape interval, when that is shorter)
+    and stores nothing of it, however whole the server later writes it: a scrape that says its timeout is taken
+    only when written within half of it (the time it waited to be accepted is not seen here)."""
 
     def __init__(self) -> None:
         self.count = 0  # begun
@@ -42,11 +45,14 @@ class _Scrapes(Collector):
             with self.changed:
                 self.count += 1
                 number = self.count
-            return _Closing(app(environ, start_response), lambda: self._took(number))
+            deadline = _deadline(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"))
+            return _Closing(app(environ, start_response), lambda: self._took(number, deadline))
 
         return serve
 
-    def _took(self, number: int) -> None:
+    def _took(self, number: int, deadline: float | None) -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            return  # its scraper had given up on it
         with self.changed:
             self.taken = max(self.taken, number)
             self.changed.notify_all()
@@ -54,6 +60,15 @@ class _Scrapes(Collector):
     def taken_since(self, seen: int) -> bool:
         """A scrape begun after the first `seen` was written whole."""
         return self.taken > seen
+
+
+def _deadline(timeout: str | None) -> float | None:
+    """When a scrape whose scraper said `timeout` (seconds) must be written by, to be taken."""
+    try:
+        seconds = float(timeout) if timeout else None
+    except ValueError:
+        return None
+    return None if seconds is None or seconds <= 0 else time.monotonic() + seconds / 2
 
 
 class _Closing:

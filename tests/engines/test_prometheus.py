@@ -31,11 +31,20 @@ def query(base: str, expr: str) -> list[dict]:
     return answer["data"]["result"]
 
 
+def _targets(base: str) -> list[dict]:
+    """Each target's last scrape as Prometheus tells it (its error, its duration), for a failure's message."""
+    answer = httpx.get(f"{base}/api/v1/targets", timeout=5).json()
+    return [{k: t.get(k) for k in ("health", "lastError", "lastScrape", "lastScrapeDuration")}
+            for t in answer["data"]["activeTargets"]]
+
+
 def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp_path, prometheus):
     port, web = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
-    config.write_text(f"global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: loadrepro\n"
-                      f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+    # Prometheus gives up on a scrape after its timeout (at most the interval): 2 s lets a busy machine answer.
+    config.write_text(f"global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n"
+                      "scrape_configs:\n  - job_name: loadrepro\n    static_configs:\n"
+                      f"      - targets: ['127.0.0.1:{port}']\n")
     server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                f"--web.listen-address=127.0.0.1:{web}"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
@@ -50,8 +59,11 @@ def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp
         report = json.loads((tmp_path / "run" / "report.json").read_text())
         # The run's last scrape (the one its end waited for, phase `done`) may still be being stored when the run has
         # exited: its values are read once Prometheus has it.
-        until(lambda: query(base, 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1'), 30,
-              "Prometheus to store the run's last scrape")
+        done = 'last_over_time(loadrepro_run_phase{loadrepro_run_phase="done"}[5m]) == 1'
+        try:
+            until(lambda: query(base, done), 30, "Prometheus to store the run's last scrape")
+        except AssertionError as missed:
+            raise AssertionError(f"{missed}; its scrapes as Prometheus tells them: {_targets(base)}") from None
         # The target is gone: Prometheus marked its series stale, so each is read as its last scrape left it.
         totals = {r["metric"]["outcome"]: float(r["value"][1])
                   for r in query(base, "last_over_time(loadrepro_requests_total[5m])")}
