@@ -179,7 +179,7 @@ def test_an_engine_that_stops_all_progress_while_requests_wait_is_stalled():
 
 
 def test_metrics_that_move_are_progress_and_waiting_gauges_are_not():
-    from loadrepro.load.runner import _moved
+    from loadrepro.load.watch.metrics_scrapes import progressed as _moved
 
     before = {"kv_usage": 0.5, "waiting": 3.0, "running": 2.0, "prefix_cache_hits": 10.0}
     assert _moved(before, {**before, "kv_usage": 0.6}) and _moved(before, {**before, "prefix_cache_hits": 11.0})

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 
 from loadrepro.config.profile import WIPES, ChaosEvent
 from loadrepro.load.chaos import BACK_POLL_S, ChaosTools, cause
+from loadrepro.load.client import Client, ClientConfig
+from loadrepro.load.run_target import RunTarget
+from loadrepro.load.watch.health_polls import HealthWatcher
 from loadrepro.records import Fault, FaultNotCaused, FaultSpan, FaultSpans, NoteSource, RequestRecord
+from loadrepro.workload.model import PlannedRequest
 
 
 class FaultsOnPurpose:
@@ -112,3 +117,19 @@ class FaultsOnPurpose:
                 f"/health not 200 within {event.recover_within_s:g} s of")
         self._note(NoteSource.CHAOS, f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "
                                      f"{'it was started again' if event.action in WIPES else 'that'}")
+
+
+def lent_tools(target: RunTarget, config: ClientConfig, abort: Callable[[int], Awaitable[tuple[int, int]]],
+               health: HealthWatcher | None, clock: Callable[[], int], gone: Callable[[], bool]) -> ChaosTools:
+    """What the run lends its faults: the engine it started, the load's abort, one request sent outside the load
+    (on its own connection, never retried), a /health poll, and `gone` (waiting for the engine is pointless)."""
+    async def healthy() -> bool:
+        return (await health.poll()).healthy if health else True
+
+    async def send(planned: PlannedRequest) -> RequestRecord:
+        alone = dataclasses.replace(config.alone(), concurrency=1, max_retries=0)
+        async with Client(alone, clock) as own:  # its own connection, outside the load's limit
+            return await own.send(-1, planned, clock(), time.time(), lambda r: None)
+
+    return ChaosTools(target.engine, abort, send, healthy if health else None, config.api, target.oversize, clock,
+                      target.base_url, config.api_key, target.model, gone)

@@ -24,12 +24,12 @@ from typing import Any
 from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.judge.death import Death
 from loadrepro.judge.live import LiveJudge
+from loadrepro.load.after_load import SETTLE_S, last_health, settle_metrics
 from loadrepro.load.backend import backend_for
 from loadrepro.load.backend.base import LoadBackend, LoadSetup, WorkerCrashed
-from loadrepro.load.chaos import ChaosTools
 from loadrepro.load.client import Client
-from loadrepro.load.engine import describe_exit
-from loadrepro.load.faults import FaultsOnPurpose
+from loadrepro.load.engine_exit import EngineExit
+from loadrepro.load.faults import FaultsOnPurpose, lent_tools
 from loadrepro.load.live import LiveState
 from loadrepro.load.live_metrics import LiveMetrics
 from loadrepro.load.pause import pause, unless
@@ -37,15 +37,14 @@ from loadrepro.load.recorder import Recorder
 from loadrepro.load.run_target import RunTarget
 from loadrepro.load.transport import Transport
 from loadrepro.load.watch.canary import Canaries
-from loadrepro.load.watch.endpoint_polls import replicas_watched, watch_endpoint
+from loadrepro.load.watch.endpoint_polls import watch_endpoint
 from loadrepro.load.watch.health_polls import HealthWatcher
-from loadrepro.load.watch.logs import LogWatcher
-from loadrepro.load.watch.metrics_scrapes import MetricsWatcher
+from loadrepro.load.watch.logs import LogWatcher, engine_log, fatal_context
+from loadrepro.load.watch.metrics_scrapes import MetricsWatcher, progressed
+from loadrepro.load.watch.replicas import Replicas
 from loadrepro.records import (
     FAILED,
     KV_USAGE,
-    RUNNING,
-    WAITING,
     CanarySample,
     EndpointSample,
     HealthSample,
@@ -53,7 +52,6 @@ from loadrepro.records import (
     Note,
     NoteSource,
     Outcome,
-    ProcessExit,
     RequestRecord,
     RunResult,
     Sample,
@@ -61,20 +59,10 @@ from loadrepro.records import (
     Watched,
 )
 from loadrepro.records.redact import scrub
-from loadrepro.workload.model import PlannedRequest, Workload
+from loadrepro.workload.model import Workload
 
 GRACE_S = 10.0  # how long requests in flight may finish once the run stops starting new ones
-SETTLE_S, SETTLE_POLL_S = 5.0, 0.5  # after the load, how long the engine may take to show nothing running
-ENGINE_POLL_S = 0.1
-
-
-# How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
-_NOT_PROGRESS = (RUNNING, WAITING)
-
-
-def _moved(before: dict[str, float], after: dict[str, float]) -> bool:
-    """Whether the engine's metrics show work between two scrapes (KV usage, cache counters, preemptions...)."""
-    return any(before.get(k) != v for k, v in after.items() if k not in _NOT_PROGRESS)
+FAILING_AT_THE_END = (Outcome.TRUNCATED, Outcome.UNREACHABLE)  # the last outcome when the engine may be exiting
 
 
 class Runner:
@@ -101,14 +89,13 @@ class Runner:
         self._stopped_ns: int | None = None
         self._load_task: asyncio.Task[None] | None = None
         self._crash: str | None = None  # how a load worker failed
-        self._replicas = replicas_watched(client.config.replicas, profile.watch)
+        self._replicas = Replicas(client.config.replicas, target.started_replicas, profile.watch,
+                                  client.config.signatures, self._on_sample, clock, self._recorder.watched)
         self._target_dead = False
+        self._engine = EngineExit(target.engine_exit, self._engine_exited)
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
-        self._replica_logs = [LogWatcher(r.log, self._on_sample, True, client.config.signatures, clock, r.index)
-                              for r in target.started_replicas]
-        self._replica_exits: dict[int, ProcessExit] = {}
         self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
@@ -155,7 +142,7 @@ class Runner:
                     self._judged(self._judge.request_ended(Outcome(sample.outcome), sample.signature,
                                                            sample.end_ns, sample.progress_ns))
             case MetricsSample(values=values):
-                if previous is not None and _moved(previous.values, values):
+                if previous is not None and progressed(previous.values, values):
                     # A scrape is stamped when it was sent; one a busy engine answered late must not move the
                     # engine's last progress back past the tokens that came meanwhile (that read a streaming engine,
                     # its /health starved, as dead).
@@ -166,7 +153,7 @@ class Runner:
         self._on_sample(Note(self._clock(), source, scrub(text)))
 
     def _judge_health(self, sample: HealthSample) -> None:
-        runs = self.target.engine_exit is not None and self.target.engine_exit() is None
+        runs = bool(self._engine.running())
         self._judged(self._judge.health_polled(sample.t_ns, sample.status, self.client.activity.last_ns, runs))
 
     def _judged(self, death: Death | None) -> None:
@@ -177,69 +164,22 @@ class Runner:
         self._on_sample(Note(death.t_ns, NoteSource.DEATH, scrub(death.words)))
         self._engine_died()
 
-    def _engine_exited(self) -> bool:
-        """Note a managed engine's exit (once) as engine death; True once it has exited."""
-        code = self.target.engine_exit() if self.target.engine_exit else None
-        if code is None:
-            return False
-        if not any(n.source == NoteSource.ENGINE for n in self._recorder.notes):
-            self._note(NoteSource.ENGINE, f"the engine process {describe_exit(code)}")
-            self._engine_died()
-        return True
+    def _engine_exited(self, words: str) -> None:
+        self._note(NoteSource.ENGINE, words)
+        self._engine_died()
 
-    async def _settle_engine(self) -> None:
-        """An exit that cut the last requests counts, however quick: the kernel closes a dying process's sockets
-        a moment before its exit can be collected, so wait that moment when requests were failing."""
-        if self.target.engine_exit is None:
-            return
-        last = self._recorder.last
-        failing = last is not None and last.outcome in (Outcome.TRUNCATED, Outcome.UNREACHABLE)
-        for _ in range(10 if failing else 1):
-            if self._engine_exited():
-                return
-            if failing:
-                await asyncio.sleep(ENGINE_POLL_S)
-
-    async def _watch_engine(self, stop: asyncio.Event) -> None:
-        """A managed engine that exits is engine death at that instant, not connection errors found later."""
-        while not stop.is_set():
-            if self._engine_exited():
-                return
-            await pause(stop, ENGINE_POLL_S)
-
-    def _chaos_tools(self, health: HealthWatcher | None) -> ChaosTools:
-        async def healthy() -> bool:
-            return (await health.poll()).healthy if health else True
-
-        async def send(planned: PlannedRequest) -> RequestRecord:
-            config = dataclasses.replace(self.client.config.alone(), concurrency=1, max_retries=0)
-            async with Client(config, self._clock) as own:  # its own connection, outside the load's limit
-                return await own.send(-1, planned, self._clock(), time.time(), lambda r: None)
-
-        def gone() -> bool:  # a fault's waits for the engine end: it exited or died, or the run was interrupted
-            return self._target_dead or self._stop_reason is StopReason.INTERRUPTED or self._engine_exited()
-
-        return ChaosTools(self.target.engine, self._backend.abort, send, healthy if health else None,
-                          self.client.config.api, self.target.oversize, self._clock, self.target.base_url,
-                          self.client.config.api_key, self.target.model, gone)
+    def _gone(self) -> bool:
+        """A fault's waits for the engine end: it exited or died, or the run was interrupted."""
+        return self._target_dead or self._stop_reason is StopReason.INTERRUPTED or self._engine.exited()
 
     async def _settle_metrics(self, metrics: MetricsWatcher) -> None:
-        """Scrapes after the load until the engine reports nothing running or waiting, for up to SETTLE_S: what
-        is still running then, with nothing of loadrepro's in flight, the engine never freed (zombie_requests).
-        After an interrupt, one scrape, cut short if the engine does not answer it at once: the user is waiting for
-        the exit, and an interrupted run proves nothing;
-        with the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
+        """After an interrupt, one scrape: the user is waiting for the exit, and an interrupted run proves nothing.
+        With the engine dead or its /health not 200, one too: a dead engine's metrics are frozen, and zombies are
         not judged on an engine that left service."""
         down = self._stop_reason is StopReason.ENGINE_DEATH or self._judge.dead or self.live.health not in (200, None)
         settle_s = 0.0 if self._stop_reason is StopReason.INTERRUPTED or down else SETTLE_S
-        deadline = self._clock() + int(settle_s * 1e9)
-        while True:
-            await unless(self._interrupted, metrics.scrape())
-            last = self._recorder.metrics[-1].values if self._recorder.metrics else {}
-            if not last.get(RUNNING) and not last.get(WAITING) or self._clock() >= deadline or \
-                    self._interrupted.is_set():
-                return
-            await asyncio.sleep(SETTLE_POLL_S)
+        await settle_metrics(metrics, lambda: self._recorder.metrics[-1].values if self._recorder.metrics else {},
+                             settle_s, self._interrupted, self._clock)
 
     async def _watch_saturation(self, stop: asyncio.Event) -> None:
         """At the end of each window: once the run so far is saturated (judge/windows.py), the load ends there.
@@ -257,7 +197,7 @@ class Runner:
 
     def _engine_died(self) -> None:
         self._target_dead = True
-        if self._replicas_serve() and self._load_task is not None and not self._load_task.done():
+        if self._replicas.serve() and self._load_task is not None and not self._load_task.done():
             return  # the other replicas still serve: the load goes on (rule replica_death says what they did)
         if self._load.stop_on_death or self._load_task is None or self._load_task.done():
             self._stop(StopReason.ENGINE_DEATH, GRACE_S)
@@ -272,17 +212,6 @@ class Runner:
         self._stopped.set()
         if self._load_task is not None:
             asyncio.get_running_loop().call_later(grace_s, self._load_task.cancel)
-
-    async def _post_health(self, health: HealthWatcher) -> HealthSample | None:
-        """The run's last word on /health: a poll, and one that got no answer asked once more a poll interval later
-        (one hung poll of a busy engine is not its death), unless the engine's process exited meanwhile. None when
-        an interrupted run got no answer at once: an interrupted run is not judged by it."""
-        post = await unless(self._interrupted, health.poll())
-        if post is None or post.status != "unreachable" or self._engine_exited():
-            return post
-        if await pause(self._interrupted, self.profile.watch.health_interval_s):
-            return post
-        return await unless(self._interrupted, health.poll()) or post
 
     def interrupt(self) -> None:
         """Ctrl-C or SIGTERM (routed here by the signals' owner): cancel everything in flight now, the faults going
@@ -304,7 +233,8 @@ class Runner:
                     http, watch.health_path, watch.health_interval_s, self._on_sample, self._clock,
                     watch.health_timeout_s) if watch.health_path else None
                 await self._check_health_before(health)
-                logs = self._logs = self._log_watcher()
+                logs = self._logs = engine_log(self.profile.watch.engine_log, self.target.engine_log, self._on_sample,
+                                                self.client.config.signatures, self._clock)
                 # Counted before the load starts, so that no line the load causes is taken as old; a log that
                 # cannot be read is said once, and not followed.
                 if logs and not await self._watch(NoteSource.ENGINE_LOG, logs.start()):
@@ -323,14 +253,15 @@ class Runner:
                         await self._watch(NoteSource.METRICS, metrics.scrape())
                     for source, watcher in self._watchers(health, metrics, logs, stop_watching):
                         tg.create_task(self._watch(source, watcher))
-                    if self.target.engine_exit:
-                        tg.create_task(self._watch_engine(stop_watching))
+                    if self._engine.managed:
+                        tg.create_task(self._engine.watch(stop_watching))
                     if progress:
                         tg.create_task(self._report_progress(progress, stop_watching))
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
-                    self._chaos.schedule(self._chaos_tools(health))
+                    self._chaos.schedule(lent_tools(self.target, self.client.config, self._backend.abort, health,
+                                                    self._clock, self._gone))
                     try:
                         await self._load_task
                     except asyncio.CancelledError:
@@ -341,7 +272,8 @@ class Runner:
                             deadline.cancel()
                         self._chaos.load_ended()
                     await self._chaos.done(self._stop_reason is StopReason.INTERRUPTED)
-                    await self._settle_engine()
+                    last = self._recorder.last
+                    await self._engine.settle(last is not None and last.outcome in FAILING_AT_THE_END)
                     stop_watching.set()
                 for text in self._backend.notes():
                     self._note(NoteSource.WORKERS, text)
@@ -351,7 +283,8 @@ class Runner:
                     self._note(NoteSource.ENGINE_LOG,
                                f"{logs.path} never appeared, so no error signature was read from it")
                 end_ns = self._clock()
-                post = await self._post_health(health) if health else None
+                post = None if health is None else await last_health(
+                    health, self._interrupted, watch.health_interval_s, self._engine.exited)
                 if resent := http.reconnects:
                     self._note(NoteSource.CONTROL, f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
@@ -377,40 +310,19 @@ class Runner:
         if self._load.stop_when_saturated:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
         table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
-                  for endpoint in (*watch.endpoints, *self._replicas)]
-        table += [(NoteSource.ENGINE_LOG, replica_log.run(stop)) for replica_log in self._replica_logs]
-        if self.target.started_replicas:
-            table.append((NoteSource.ENGINE, self._watch_replica_exits(stop)))
-        return table
+                  for endpoint in watch.endpoints]
+        return table + self._replicas.watchers(self._on_endpoint_sample, self._last_replica_gone, stop)
 
-    def _replicas_exited(self) -> None:
-        """Note when each replica loadrepro started exits by itself (once); the load ends when the last serving
-        one went and the target is dead."""
-        for replica in self.target.started_replicas:
-            if replica.index not in self._replica_exits and (code := replica.exit_code()) is not None:
-                self._replica_exits[replica.index] = ProcessExit(self._clock(), code, describe_exit(code))
-                if self._target_dead and not self._replicas_serve():
-                    self._stop(StopReason.ENGINE_DEATH, GRACE_S)
-
-    async def _watch_replica_exits(self, stop: asyncio.Event) -> None:
-        while not stop.is_set() and len(self._replica_exits) < len(self.target.started_replicas):
-            self._replicas_exited()
-            await pause(stop, ENGINE_POLL_S)
+    def _last_replica_gone(self) -> None:
+        """A replica exited or was polled: the load ends when the target is dead and no replica serves now."""
+        if self._target_dead and not self._replicas.serve():
+            self._stop(StopReason.ENGINE_DEATH, GRACE_S)
 
     def _on_endpoint_sample(self, sample: EndpointSample) -> None:
         self._recorder.endpoint_sample(sample)
         if self._live_metrics is not None:
             self._live_metrics.sample(sample.sample, sample.endpoint)
-        if self._target_dead and not self._replicas_serve():  # the last replica serving went too
-            self._stop(StopReason.ENGINE_DEATH, GRACE_S)
-
-    def _replicas_serve(self) -> bool:
-        """Whether a replica beside the target answered its last /health poll 200 (one not polled yet counts as
-        serving): while one does, the target's death does not end the load ([load] stop_on_death)."""
-        def serves(index: int, name: str) -> bool:
-            health = self._recorder.watched.get(name, ([], []))[0]
-            return index not in self._replica_exits and (not health or health[-1].healthy)
-        return any(serves(i, r.name) for i, r in enumerate(self._replicas, 1))
+        self._last_replica_gone()
 
     async def _send_load(self) -> None:
         """The backend's load; a worker that crashed ends it with a note, and the run keeps what was received."""
@@ -432,7 +344,7 @@ class Runner:
             engine_cmd=self.target.engine_cmd, seed=self.profile.workload.seed, started_at=self._started_at,
             start_ns=self.live.started_ns, end_ns=end_ns, records=tuple(recorded.records),
             health=tuple(recorded.health), post_health=post, metrics=tuple(recorded.metrics),
-            log_matches=tuple(recorded.matches), log_context=self._log_context(),
+            log_matches=tuple(recorded.matches), log_context=fatal_context([self._logs, *self._replicas.logs]),
             notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
@@ -441,17 +353,9 @@ class Runner:
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
             limits=self.target.limits, context=self.target.context, predictions=self.target.predictions,
-            engine_running=None if self.target.engine_exit is None else self.target.engine_exit() is None,
+            engine_running=self._engine.running(),
             watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
-            replicas=tuple(dataclasses.replace(self._watched(e), url=url, exit=self._replica_exits.get(i))
-                           for i, (e, url) in enumerate(zip(self._replicas, self.client.config.replicas,
-                                                            strict=True), 1)))
-
-    def _log_context(self) -> tuple[str, ...]:
-        """The lines before the first fatal line of the first log that had one, the target's before the
-        replicas' (report.json log_excerpt quotes that log's first fatal line after them)."""
-        logs = [w for w in (self._logs, *self._replica_logs) if w is not None]
-        return next((w.context for w in logs if w.fatal_seen), logs[0].context if logs else ())
+            replicas=self._replicas.watched(self._watched))
 
     def _watched(self, endpoint: WatchedEndpoint) -> Watched:
         health, metrics = self._recorder.watched.get(endpoint.name, ([], []))
@@ -477,16 +381,6 @@ class Runner:
         if not before.healthy:
             self._note(NoteSource.HEALTH, f"{self.profile.watch.health_path} answered {before.status} before the run: "
                                  "engine death is not judged from it")
-
-    def _log_watcher(self) -> LogWatcher | None:
-        """The profile's engine_log is followed from its end; a log of loadrepro's own engine from the start."""
-        if self.profile.watch.engine_log:
-            path, from_start = Path(self.profile.watch.engine_log), False
-        elif self.target.engine_log is not None:
-            path, from_start = self.target.engine_log, True
-        else:
-            return None
-        return LogWatcher(path, self._on_sample, from_start, self.client.config.signatures, self._clock)
 
     async def _report_progress(self, progress: Callable[[LiveState], Awaitable[None]], stop: asyncio.Event) -> None:
         while not stop.is_set():

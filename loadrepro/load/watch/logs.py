@@ -95,3 +95,23 @@ class LogWatcher:
             if stop.is_set():
                 return
             await pause(stop, _POLL_S)
+
+
+def engine_log(configured: str, started: Path | None, on_match: Callable[[LogMatch], None],
+               signatures: tuple[Signature, ...], clock: Callable[[], int]) -> LogWatcher | None:
+    """The log to follow: the profile's engine_log from its end, else the log of loadrepro's own engine from its
+    start (`started`); None when there is neither."""
+    if configured:
+        path, from_start = Path(configured), False
+    elif started is not None:
+        path, from_start = started, True
+    else:
+        return None
+    return LogWatcher(path, on_match, from_start, signatures, clock)
+
+
+def fatal_context(logs: list[LogWatcher | None]) -> tuple[str, ...]:
+    """The lines before the first fatal line of the first log that had one, in `logs`' order (the target's before
+    the replicas': report.json log_excerpt quotes that log's first fatal line after them)."""
+    followed = [w for w in logs if w is not None]
+    return next((w.context for w in followed if w.fatal_seen), followed[0].context if followed else ())

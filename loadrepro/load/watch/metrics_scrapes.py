@@ -135,3 +135,12 @@ class MetricsWatcher:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set() and await self.scrape():
             await pause(stop, self._interval_s)
+
+
+# How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
+_NOT_PROGRESS = (RUNNING, WAITING)
+
+
+def progressed(before: dict[str, float], after: dict[str, float]) -> bool:
+    """Whether the engine's metrics show work between two scrapes (KV usage, cache counters, preemptions...)."""
+    return any(before.get(k) != v for k, v in after.items() if k not in _NOT_PROGRESS)
