@@ -5,11 +5,10 @@
     python replay.py --base-url http://127.0.0.1:8000 --check-answers [--copies N]
 
 Reads workload.jsonl.gz and replay.json beside this file. Conversations run concurrently (at most --concurrency
-requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked
-before and after. Prints each request's outcome, the first failure and the post-run health; exits 1 when the
-engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200
-after the run), 0 otherwise. Clean 4xx rejections are not failures. The API key, if the target wants one, is read
-from $OPENAI_API_KEY (or the variable --api-key-env names) and sent with every request.
+requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked before
+and after. Prints each request's outcome, the first failure and the post-run health; exits 1 when the engine failed
+(a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200 after the run), 0
+otherwise; clean 4xx rejections are not failures. An API key is read from $OPENAI_API_KEY (or --api-key-env's).
 
 --check-answers re-checks the wrong answers in answers.json: each request is sent alone (its answer the
 reference), the prefix cache is reset where the engine offers it, then the run's traffic is replayed (--copies N
