@@ -21,7 +21,8 @@ from typing import Any, Protocol
 import orjson
 
 from loadrepro.errors import TraceError, UsageError
-from loadrepro.workload.trace_formats import TEXT_FORMATS, Skipped, read_rows
+from loadrepro.workload.trace_formats import TEXT_FORMATS, read_rows
+from loadrepro.workload.trace_rows import Skipped
 
 Messages = list[dict[str, Any]]
 

@@ -32,15 +32,8 @@ from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
-from loadrepro.workload.trace_formats import (
-    BLOCK_TOKENS,
-    Skipped,
-    TraceRow,
-    detect,
-    gzipped,
-    message_prefixes,
-    read_rows,
-)
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, detect, message_prefixes, read_rows
+from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
 

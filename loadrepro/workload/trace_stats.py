@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from loadrepro.schema.report_sections import TokenSpread
 from loadrepro.workload.tokens import TokenCounter
 from loadrepro.workload.trace import SeenPrefixes
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, Skipped, TraceRow, detect, gzipped, read_rows
+from loadrepro.workload.trace_formats import BLOCK_TOKENS, detect, read_rows
+from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
 
 
 class TraceStats(BaseModel):
