@@ -3,6 +3,7 @@ never moved back by a metrics scrape a busy engine answered late."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import pytest
@@ -130,14 +131,20 @@ async def test_one_unanswered_post_run_poll_is_asked_again_and_the_second_answer
             self.asked += 1
             return HealthSample(self.asked, self.statuses.pop(0), 1)
 
-    profile = load_profile("quickstart", ["watch.health_interval_s=0.05"])
-    client = Client(ClientConfig("http://127.0.0.1:9", "chat", "stub", 1, 10, 10))
-    runner = Runner(profile, Workload("conversations", "chat", 7, "x", "x", ()), client,
-                    RunTarget("http://127.0.0.1:9", "stub", "test"), tmp_path)
+    from loadrepro.load.after_load import last_health
+
+    interrupted = asyncio.Event()
+
+    async def post(polls):
+        return await last_health(polls, interrupted, 0.05, lambda: False)
+
     hung_once = Polls("unreachable", 200)
-    assert (await runner._post_health(hung_once)).status == 200 and hung_once.asked == 2
+    assert (await post(hung_once)).status == 200 and hung_once.asked == 2
     refused = Polls(503, 200)
-    assert (await runner._post_health(refused)).status == 503 and refused.asked == 1
-    runner.interrupt()
-    interrupted = Polls("unreachable", 200)
-    assert (await runner._post_health(interrupted)).status == "unreachable" and interrupted.asked == 1
+    assert (await post(refused)).status == 503 and refused.asked == 1
+    interrupted.set()
+    stopped = Polls("unreachable", 200)
+    assert (await post(stopped)).status == "unreachable" and stopped.asked == 1
+    exited = Polls("unreachable", 200)
+    interrupted.clear()
+    assert (await last_health(exited, interrupted, 0.05, lambda: True)).status == "unreachable" and exited.asked == 1
