@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -29,6 +29,7 @@ class Received:
 @dataclass
 class TraceServer:
     answer_s: float = 0.3
+    hold: Callable[[dict], float] = lambda body: 0.0  # seconds a request's answer takes beyond answer_s
     received: list[Received] = field(default_factory=list)
     started_ns: int = 0
     first: threading.Event = field(default_factory=threading.Event)  # set when the first request arrives
@@ -44,7 +45,7 @@ class TraceServer:
         self.first.set()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await asyncio.sleep(self.answer_s)
+        await asyncio.sleep(self.answer_s + self.hold(body))
         for _ in range(min(seen.max_tokens, 4)):
             await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " ok"},
                                                            "finish_reason": None}]}))

@@ -17,7 +17,7 @@ from loadrepro.config.section import Section
 StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar", "tools"]
 UNCHECKED_FORMATS = frozenset({"grammar", "other"})
 # The trace formats workload/trace_formats.py reads.
-TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log"]
+TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log", "weka"]
 
 
 class WorkloadSpec(Section):
@@ -27,8 +27,8 @@ class WorkloadSpec(Section):
                      "(trace_format), sessions as sessions."))
     trace: str = Field("", description="The trace file (kind = 'trace').")
     trace_format: Literal["auto", TraceFormat] = Field(
-        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt or openai-log; auto "
-        "decides from its content and says what it chose.")
+        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt, openai-log or weka "
+        "(agent traces); auto decides from its content and says what it chose.")
     trace_block_tokens: int = Field(
         0, ge=0, description="Tokens per hash id of the trace (its block size); 0: the format's own (mooncake "
         "512, bailian 16).")
@@ -49,6 +49,9 @@ class WorkloadSpec(Section):
         "recorded", description="Text traces (sharegpt, openai-log), chat-form APIs: recorded: a later turn's "
         "history holds the recorded answers, so every run sends the same bytes, stock and patched alike; live: the "
         "engine's own answers, as an agent would see them (its prompt lengths then are not checked).")
+    trace_tool_messages: Literal["tool", "user"] = Field(
+        "tool", description="Agent traces (weka): a tool result after a reply that stopped for a tool is sent as a "
+        "`tool` message answering the assistant's tool call (tool), or as plain user text (user).")
     seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
     conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
     groups: int = Field(

@@ -59,6 +59,10 @@ class Arrivals:
         # A bucket of one start refilled every 1/max_rps s: starts are spaced, so no one-second window holds more
         # than max_rps of them (a bucket of max_rps would let a burst of max_rps through, then max_rps more).
         self._starts = starts or (AsyncLimiter(1, 1 / load.max_rps) if load.max_rps else None)
+        # Agent traces: the subagents that ended, and the waits of the turns that join one not ended yet, each by
+        # its conversation and the pass of the trace (a soak replays it shifted)
+        self._ended: set[tuple[int, float]] = set()
+        self._joiners: dict[tuple[int, float], asyncio.Event] = {}
 
     async def run(self) -> None:
         conversations = self._workload.conversations
@@ -169,11 +173,39 @@ class Arrivals:
 
     async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
         """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
-        after that answer and for its own (shifted) arrival, whichever comes later. A turn of a live history is
-        sent with the engine's own answer to the turn before in place of the recorded one."""
+        after that answer and for its own (shifted) arrival, whichever comes later, and an agent's turn for the
+        subagents it joins to end. A turn of a live history is sent with the engine's own answer to the turn before in
+        place of the recorded one."""
+        try:
+            await self._turns(conversation, shift_s)
+        finally:
+            if conversation.tree is not None:  # a subagent: the turns that join it go on
+                self._ended.add((conversation.index, shift_s))
+                if (waited := self._joiners.pop((conversation.index, shift_s), None)) is not None:
+                    waited.set()
+
+    async def _joined(self, joins: tuple[int, ...], shift_s: float) -> bool:
+        """Wait until each subagent `joins` names has ended (in this pass of the trace); False if the run stopped
+        starting requests first."""
+        for index in joins:
+            if (index, shift_s) in self._ended:
+                continue
+            ended = self._joiners.setdefault((index, shift_s), asyncio.Event())
+            done = asyncio.ensure_future(ended.wait())
+            stopped = asyncio.ensure_future(self._stopped.wait())
+            try:
+                await asyncio.wait((done, stopped), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                done.cancel()
+                stopped.cancel()
+        return not self._stopped.is_set()
+
+    async def _turns(self, conversation: Conversation, shift_s: float) -> None:
         previous: tuple[PlannedRequest, str] | None = None  # the turn sent before, and its answer (live history)
         for i, planned in enumerate(conversation.turns):
             if self._stopped.is_set():
+                return
+            if planned.joins and not await self._joined(planned.joins, shift_s):
                 return
             if planned.turn > 1 and planned.delay_s > 0:
                 await pause(self._stopped, planned.delay_s)

@@ -40,6 +40,7 @@ class PlannedRequest:
     # messages, the engine's own answer to it, then these (None: this body as it is)
     live_tail: tuple[dict[str, Any], ...] | None = None
     stream: bool = True  # its body asks for a stream; False: the whole answer at once ([workload] stream)
+    joins: tuple[int, ...] = ()  # agent traces: the conversations (subagents) that must have ended before it is sent
 
     def payload(self) -> Body:
         """The request body (a deferred one made now: keep it no longer than the request)."""
@@ -57,6 +58,12 @@ class Conversation:
     index: int
     group: int | None
     turns: tuple[PlannedRequest, ...]
+    tree: int | None = None  # agent traces: the conversation of the agent whose subagent this is (None: a root)
+
+    @property
+    def root(self) -> int:
+        """The conversation its tree is named by: a tree is sent from one worker (its joins wait on each other)."""
+        return self.index if self.tree is None else self.tree
 
 
 @dataclass(frozen=True, slots=True)

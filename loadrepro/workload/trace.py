@@ -32,10 +32,11 @@ from loadrepro.workload.corpus import FAKER_VERSION
 from loadrepro.workload.generation import generation, streams
 from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
 from loadrepro.workload.tokens import Calibration
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, detect, message_prefixes, read_rows
-from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
+from loadrepro.workload.trace_formats import detect, format_block_tokens, message_prefixes, read_rows
+from loadrepro.workload.trace_rows import Segment, Skipped, TraceRow, gzipped
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
+TOOL_NAME = "recorded_tool"  # the function an agent trace's recorded tool calls name (the trace does not say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ _LEAST_BLOCK = 16  # a scaled block keeps room for its own lead text, so blocks 
 
 def block_tokens(spec: WorkloadSpec, trace_format: str) -> int:
     """The profile's block size, or the format's own when it leaves it at 0, scaled with the lengths."""
-    block = spec.trace_block_tokens or BLOCK_TOKENS.get(trace_format, 0)
+    block = spec.trace_block_tokens or format_block_tokens(trace_format, Path(spec.trace))
     if not block or spec.trace_length_percent == 100:
         return block
     return max(_LEAST_BLOCK, round(block * spec.trace_length_percent / 100))
@@ -231,6 +232,17 @@ def _prompt(messages: tuple[dict[str, Any], ...]) -> str:
         "### Assistant\n"
 
 
+def agent_message(segment: Segment, text: str, tools: str) -> dict[str, Any]:
+    """One message of an agent's request: with `tools` = "tool", an assistant's tool call and the tool message that
+    answers it as OpenAI shapes them; with "user", plain assistant and user text."""
+    if tools != "tool" or segment.call is None:
+        return {"role": "user" if segment.role == "tool" else segment.role, "content": text}
+    if segment.role == "tool":
+        return {"role": "tool", "tool_call_id": segment.call, "content": text}
+    call = {"id": segment.call, "type": "function", "function": {"name": TOOL_NAME, "arguments": "{}"}}
+    return {"role": "assistant", "content": text, "tool_calls": [call]}
+
+
 class _Bodies:
     """Request bodies of a trace's rows, made when they are sent: pure, so a body made twice (by a worker, for the
     exported workload, for a live history) is the same bytes, and picklable for workers and Ray actors."""
@@ -241,8 +253,27 @@ class _Bodies:
         self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
 
     def make(self, j: int, row: TraceRow, max_tokens: int) -> dict[str, Any]:
-        body = self._messages(row) if row.messages is not None else self._tokens(j, row)
+        if row.messages is not None:
+            body = self._messages(row)
+        elif row.layout is not None:
+            body = self._agent(j, row)
+        else:
+            body = self._tokens(j, row)
         return body | generation(self.spec, max_tokens, self.chat, (j,))
+
+    def _agent(self, j: int, row: TraceRow) -> dict[str, Any]:
+        """An agent trace's request: its blocks in the messages its layout says, the tokens its hash ids do not
+        cover (less than a block) at the end of the last."""
+        assert row.layout is not None
+        messages, k, last = [], 0, len(row.layout) - 1
+        rest = row.input_length - len(row.hash_ids) * self.block
+        for i, segment in enumerate(row.layout):
+            parts = [self.blocks.full(h) for h in row.hash_ids[k:k + segment.blocks]]
+            k += segment.blocks
+            if i == last and rest > 0:
+                parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
+            messages.append(agent_message(segment, "\n".join(parts), self.spec.trace_tool_messages))
+        return {"messages": messages} if self.chat else {"prompt": _prompt(tuple(messages))}
 
     def _tokens(self, j: int, row: TraceRow) -> dict[str, Any]:
         block = self.block
@@ -286,7 +317,12 @@ class _Builder:
         self.overhead = c.chat_base - c.chat_per_message if self.chat else c.text_base
 
     def token_row(self, row: TraceRow, common: int) -> tuple[int, int]:
-        return row.input_length + int(round(self.overhead)), min(common * self.block, row.input_length)
+        overhead, sent = self.overhead, row.input_length
+        if row.layout is not None:  # every block is sent whole; each message has its template and one join fewer
+            c = self.assembler.calibration
+            sent = max(sent, len(row.hash_ids) * self.block)
+            overhead += (len(row.layout) - 1) * ((c.chat_per_message if self.chat else 0) - c.join_tokens)
+        return sent + int(round(overhead)), min(common * self.block, sent)
 
     def text_row(self, row: TraceRow, common: int) -> tuple[int, int]:
         assert row.messages is not None
@@ -318,12 +354,32 @@ class _Builder:
         return max(1, int(round(self.assembler.calibration.estimate(row.answer or ""))))
 
 
+def _joined(index: int, turns: list[PlannedRequest], rows: tuple[TraceRow, ...], row_of: dict[tuple[int, int], int],
+            sessions: dict[str, list[PlannedRequest]]) -> Conversation:
+    """A conversation, an agent trace's with its turns waiting for the subagents they join (those replayed: one the
+    window left out is not waited for) and the conversation its tree is named by."""
+    def conversation_of(session: str | None) -> int | None:
+        found = sessions.get(session) if session is not None else None
+        return found[0].conversation if found else None
+
+    if not row_of:
+        return Conversation(index, None, tuple(turns))
+    joined = []
+    for turn in turns:
+        j = row_of.get((index, turn.turn))
+        waits = () if j is None else tuple(c for s in rows[j].joins if (c := conversation_of(s)) is not None)
+        joined.append(dataclasses.replace(turn, joins=waits) if waits else turn)
+    first = row_of.get((index, 1))
+    return Conversation(index, None, tuple(joined), None if first is None else conversation_of(rows[first].tree))
+
+
 def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
     builder = _Builder(trace, spec, api, assembler)
     speed = spec.trace_speed
     sessions: dict[str, list[PlannedRequest]] = {}
     last_row: dict[str, TraceRow] = {}  # each session's latest row
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
+    row_of: dict[tuple[int, int], int] = {}  # the rows that join or are a subagent's, by conversation and turn
     for j, (row, common) in enumerate(zip(trace.rows, trace.common)):
         expected, shared_tokens = builder.text_row(row, common) if row.messages is not None else \
             builder.token_row(row, common)
@@ -343,7 +399,9 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
         turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
                                     shared_tokens, arrival, row.delay_s / speed, tail,
                                     streams(spec.stream, spec.seed, (j,))))
-    conversations = tuple(Conversation(i, None, tuple(turns)) for i, turns in enumerate(order))
+        if row.joins or row.tree is not None:  # agent traces' only: a million-row trace holds none
+            row_of[(index, len(turns))] = j
+    conversations = tuple(_joined(i, turns, trace.rows, row_of, sessions) for i, turns in enumerate(order))
     c = assembler.calibration
     origin = trace.describe()
     if spec.trace_history == "live":

@@ -23,6 +23,7 @@ import orjson
 
 from loadrepro.config.workload_spec import TraceFormat
 from loadrepro.errors import TraceError
+from loadrepro.workload.agent_traces import read_weka, weka_block_size
 from loadrepro.workload.trace_rows import (
     Message,
     Skipped,
@@ -201,7 +202,13 @@ def _openai_log(path: Path, skipped: Skipped) -> Iterator[TraceRow]:
 
 
 READERS = {"mooncake": _mooncake, "bailian": _bailian, "azure": _azure, "burstgpt": _burstgpt,
-           "sharegpt": _sharegpt, "openai-log": _openai_log}
+           "sharegpt": _sharegpt, "openai-log": _openai_log, "weka": read_weka}
+WEKA_KEYS = ('"requests"', '"block_size"')  # an agent trace's, found in the head of a file of one pretty-printed
+
+
+def format_block_tokens(trace_format: str, path: Path) -> int:
+    """Tokens per hash id as the format defines it (an agent trace's file says; 0: the format has none)."""
+    return weka_block_size(path) if trace_format == "weka" else BLOCK_TOKENS.get(trace_format, 0)
 
 
 def detect(path: Path) -> tuple[TraceFormat, str]:
@@ -217,6 +224,8 @@ def _detect(path: Path) -> tuple[TraceFormat, str]:
     if not text:
         raise TraceError(f"trace {path} is empty")
     first_line = text.splitlines()[0]
+    if all(key in head for key in WEKA_KEYS) and (first_line.strip() in ("{", "[") or '"requests"' in first_line):
+        return "weka", "a WEKA agent trace (requests with hash ids, subagents)"
     if text.startswith("["):
         return "sharegpt", "a JSON list (ShareGPT conversations)"
     if not first_line.startswith("{"):
@@ -240,7 +249,8 @@ def _detect(path: Path) -> tuple[TraceFormat, str]:
     if keys & {"body", "request", "messages"}:
         return "openai-log", "JSON lines of OpenAI request bodies"
     raise TraceError(f"{path}:1: not a trace format loadrepro knows: JSON lines need input_length (mooncake), "
-                     f"chat_id (bailian) or a request body with messages (openai-log); found {sorted(keys)[:8]}")
+                     "chat_id (bailian), a request body with messages (openai-log) or requests and block_size "
+                     f"(weka); found {sorted(keys)[:8]}")
 
 
 def read_rows(path: str | Path, trace_format: str = "auto",

@@ -18,6 +18,15 @@ Message = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of an agent trace's request's blocks that one message holds."""
+
+    role: str  # system | user | assistant | tool
+    blocks: int
+    call: str | None = None  # an assistant's: the tool call it makes; a tool message's: the call it answers
+
+
+@dataclass(frozen=True, slots=True)
 class TraceRow:
     """One request of a trace, whatever its format."""
 
@@ -30,6 +39,11 @@ class TraceRow:
     delay_s: float = 0.0  # think time after the previous turn of its session answered
     messages: tuple[Message, ...] | None = None  # a text row's request
     answer: str | None = None  # a text row's recorded answer, when the trace has it
+    # Agent traces (workload/agent_traces.py):
+    layout: tuple[Segment, ...] | None = None  # its messages as runs of its blocks (None: one message of them all)
+    joins: tuple[str, ...] = ()  # the sessions (subagents) that must have ended before it is sent
+    tree: str | None = None  # the session of the agent whose tree its session is in (None: its own root)
+    stop: str = ""  # why its recorded answer stopped: "tool_use" makes a tool result of the next input
 
 
 @dataclass(slots=True)

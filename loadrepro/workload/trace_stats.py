@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loadrepro.schema.report_sections import TokenSpread
 from loadrepro.workload.tokens import TokenCounter
 from loadrepro.workload.trace import SeenPrefixes
-from loadrepro.workload.trace_formats import BLOCK_TOKENS, detect, read_rows
+from loadrepro.workload.trace_formats import detect, format_block_tokens, read_rows
 from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
 
 
@@ -63,7 +63,7 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
     text."""
     skipped = Skipped()
     chosen, rows = read_rows(path, trace_format, skipped)
-    block = block_tokens or BLOCK_TOKENS.get(chosen, 0)
+    block = block_tokens or format_block_tokens(chosen, path)
     seen, inputs, outputs = SeenPrefixes(), array("q"), array("q")
     sessions: dict[str, int] = {}
     first = last = None

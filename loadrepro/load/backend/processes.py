@@ -38,7 +38,7 @@ from loadrepro.load.arrivals import Arrivals
 from loadrepro.load.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.live import LiveState
-from loadrepro.workload.model import Workload
+from loadrepro.workload.model import Conversation, Workload
 
 POLL_S = 0.05
 GO, NO_NEW, CANCEL = 0, 1, 2
@@ -68,22 +68,42 @@ class Share:
     workload: Workload
 
 
+def _trees(conversations: tuple[Conversation, ...]) -> list[list[Conversation]]:
+    """The conversations by tree, in order of their roots: an agent and its subagents go to one worker, since its
+    turns wait for theirs; any other conversation is a tree of its own."""
+    trees: dict[int, list[Conversation]] = {}
+    for conversation in conversations:
+        trees.setdefault(conversation.root, []).append(conversation)
+    return list(trees.values())
+
+
+def _of_worker(trees: list[list[Conversation]] | tuple[Conversation, ...], k: int,
+               count: int) -> tuple[Conversation, ...]:
+    """Worker k's conversations: every count-th tree (or conversation, when none is a subagent's) from the k-th."""
+    if isinstance(trees, tuple):
+        return trees[k::count]
+    return tuple(c for tree in trees[k::count] for c in tree)
+
+
 def split(load: LoadSpec, workload: Workload, count: int) -> list[Share]:
     if count < 1:
         raise UsageError(f"--workers {count}: at least 1")
     if load.concurrency < count:
         raise UsageError(f"--workers {count}: more workers than [load] concurrency ({load.concurrency}) leaves a "
                          f"worker without a request slot")
-    if len(workload.conversations) < count:
-        raise UsageError(f"--workers {count}: more workers than the workload's {len(workload.conversations)} "
-                         f"conversations")
+    trees: list[list[Conversation]] | tuple[Conversation, ...] = workload.conversations
+    if any(c.tree is not None for c in workload.conversations):
+        trees = _trees(workload.conversations)
+    if len(trees) < count:
+        raise UsageError(f"--workers {count}: more workers than the workload's {len(trees)} conversations"
+                         + (" (agent trees)" if len(trees) < len(workload.conversations) else ""))
     shares = []
     for k in range(count):
         concurrency = load.concurrency // count + (1 if k < load.concurrency % count else 0)
         update: dict[str, Any] = {"concurrency": concurrency}
         if load.rate:
             update["rate"] = load.rate / count
-        part = dataclasses.replace(workload, conversations=workload.conversations[k::count])
+        part = dataclasses.replace(workload, conversations=_of_worker(trees, k, count))
         shares.append(Share(k, count, load.model_copy(update=update), part))
     return shares
 
