@@ -140,3 +140,16 @@ def test_traces_of_one_file_share_a_block_size(tmp_path):
     path = write_lines(tmp_path / "mixed.jsonl", [weka_trace("one"), other])
     with pytest.raises(TraceError, match=r"mixed.jsonl:2: block_size: 32; the file's first trace has 16"):
         list(read_rows(path, "weka")[1])
+
+
+def test_trace_inspect_counts_an_agent_traces_trees_subagents_tool_turns_and_compactions(tmp_path):
+    import json as json_
+
+    from tests.helpers import cli
+
+    trace = write_lines(tmp_path / "two.jsonl", [weka_trace("one"), weka_trace("two")])
+    done = cli("trace", "inspect", str(trace), "--json")
+    assert done.returncode == 0, done.stderr
+    stats = json_.loads(done.stdout)
+    assert stats["format"] == "weka" and stats["block_tokens"] == BLOCK and stats["requests"] == 14
+    assert stats["agents"] == {"trees": 2, "subagents": 6, "joins": 2, "tool_turns": 2, "compactions": 2}

@@ -158,7 +158,7 @@ def list_profiles() -> None:
 
 
 TraceFormatOption = Annotated[str, typer.Option(
-    "--format", help="auto (from the content), mooncake, bailian, azure, burstgpt, sharegpt or openai-log.")]
+    "--format", help="auto (from the content), mooncake, bailian, azure, burstgpt, sharegpt, openai-log or weka.")]
 TokenizerOption = Annotated[Path | None, typer.Option(
     help="Count in this local Hugging Face tokenizer's tokens (tokenizer.json or its folder), chat template "
          "applied.")]
@@ -171,7 +171,7 @@ def trace_inspect(
     file: Annotated[Path, typer.Argument(help="The trace file.")],
     format_: TraceFormatOption = "auto",
     block_tokens: Annotated[int, typer.Option(
-        min=0, help="Tokens per hash id; 0: the format's own (mooncake 512, bailian 16).")] = 0,
+        min=0, help="Tokens per hash id; 0: the format's own (mooncake 512, bailian 16, weka the file's).")] = 0,
     tokenizer: TokenizerOption = None,
     base_url: TraceUrlOption = None,
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,

@@ -31,7 +31,7 @@ class WorkloadSpec(Section):
         "(agent traces); auto decides from its content and says what it chose.")
     trace_block_tokens: int = Field(
         0, ge=0, description="Tokens per hash id of the trace (its block size); 0: the format's own (mooncake "
-        "512, bailian 16).")
+        "512, bailian 16, weka the file's block_size).")
     trace_speed: float = Field(1.0, gt=0, description="> 1 replays the trace's timestamps (and think times) that "
                                "many times faster; < 1 slower.")
     trace_start_s: float = Field(0.0, ge=0, description="Replay the trace from this many seconds after its first "

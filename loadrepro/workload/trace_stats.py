@@ -16,6 +16,39 @@ from loadrepro.workload.trace_formats import detect, format_block_tokens, read_r
 from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
 
 
+class AgentStats(BaseModel):
+    """An agent trace's shape (weka)."""
+
+    model_config = ConfigDict(frozen=True)
+    trees: int = Field(description="Agents that are no one's subagent, each with the subagents it spawned.")
+    subagents: int = Field(description="Subagents (sessions an agent spawned).")
+    joins: int = Field(description="Times an agent's request waits for a subagent to end.")
+    tool_turns: int = Field(description="Requests whose input answers the tool call the reply before made.")
+    compactions: int = Field(description="Requests that keep only a prefix of the request before (compaction).")
+
+
+class _AgentCount:
+    def __init__(self) -> None:
+        self.roots: set[str] = set()
+        self.subagents: set[str] = set()
+        self.joins = self.tool_turns = self.compactions = 0
+
+    def add(self, row: TraceRow, continues: bool) -> None:
+        """One row of an agent trace; `continues`: its session had a row before."""
+        if row.layout is None or row.session is None:
+            return
+        (self.subagents if row.tree is not None else self.roots).add(row.session)
+        self.joins += len(row.joins)
+        self.tool_turns += row.layout[-1].role == "tool"
+        self.compactions += continues and (len(row.layout) < 2 or row.layout[-2].role != "assistant")
+
+    def stats(self) -> AgentStats | None:
+        if not self.roots and not self.subagents:
+            return None
+        return AgentStats(trees=len(self.roots), subagents=len(self.subagents), joins=self.joins,
+                          tool_turns=self.tool_turns, compactions=self.compactions)
+
+
 class TraceStats(BaseModel):
     model_config = ConfigDict(frozen=True)
     path: str = Field(description="The trace file.")
@@ -35,6 +68,8 @@ class TraceStats(BaseModel):
     cacheable_share: float = Field(description="cacheable_tokens over all prompt tokens.")
     lengths_counted_with: str = Field(description="How a text trace's lengths were counted ('' for token traces).")
     skipped: str = Field(description="Rows left out on purpose and why.")
+    agents: AgentStats | None = Field(None, description="An agent trace's trees, subagents, joins, tool turns and "
+                                      "compactions (None: not an agent trace).")
 
 
 def _spread(values: array[int]) -> TokenSpread:
@@ -68,11 +103,13 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
     sessions: dict[str, int] = {}
     first = last = None
     cacheable = 0
+    agents = _AgentCount()
     for row in rows:
         prompt, output, cached = await _lengths(row, seen, block, counter)
         inputs.append(prompt)
         outputs.append(output)
         cacheable += cached
+        agents.add(row, row.session in sessions)
         if row.session is not None:
             sessions[row.session] = sessions.get(row.session, 0) + 1
         if row.timestamp_s is not None:
@@ -90,7 +127,7 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
         output_tokens=_spread(outputs), block_tokens=block, cacheable_tokens=cacheable,
         cacheable_share=round(cacheable / total_in, 4) if total_in else 0.0,
         lengths_counted_with=counter.source if chosen in ("sharegpt", "openai-log") else "",
-        skipped=skipped.describe())
+        skipped=skipped.describe(), agents=agents.stats())
 
 
 def describe_stats(s: TraceStats) -> list[str]:
@@ -106,6 +143,10 @@ def describe_stats(s: TraceStats) -> list[str]:
              f"prefix     {s.cacheable_tokens:,} prompt tokens ({s.cacheable_share:.0%}) a perfect prefix cache could "
              "serve " + (f"(blocks of {s.block_tokens} tokens seen earlier)" if s.block_tokens else
                          "(messages seen earlier in the same order)")]
+    if s.agents is not None:
+        a = s.agents
+        lines.append(f"agents     {a.trees:,} trees, {a.subagents:,} subagents ({a.joins:,} joins), {a.tool_turns:,} "
+                     f"tool turns, {a.compactions:,} compactions")
     if s.lengths_counted_with:
         lines.append(f"tokens     counted with {s.lengths_counted_with}")
     if s.skipped:
