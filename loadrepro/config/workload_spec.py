@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from loadrepro.config.agent_spec import AgentSpec
 from loadrepro.config.section import Section
 
 # What a structured request asks for: JSON (response_format), vLLM's structured_outputs (a choice, a regex, a
@@ -21,10 +22,10 @@ TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "o
 
 
 class WorkloadSpec(Section):
-    kind: Literal["conversations", "trace"] = Field(
+    kind: Literal["conversations", "trace", "agents"] = Field(
         "conversations",
         description=("conversations: seeded prefix-shared multi-turn conversations; trace: replay a trace file "
-                     "(trace_format), sessions as sessions."))
+                     "(trace_format), sessions as sessions; agents: agent sessions from the seed ([workload.agents])."))
     trace: str = Field("", description="The trace file (kind = 'trace').")
     trace_format: Literal["auto", TraceFormat] = Field(
         "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt, openai-log or weka "
@@ -52,6 +53,7 @@ class WorkloadSpec(Section):
     trace_tool_messages: Literal["tool", "user"] = Field(
         "tool", description="Agent traces (weka): a tool result after a reply that stopped for a tool is sent as a "
         "`tool` message answering the assistant's tool call (tool), or as plain user text (user).")
+    agents: AgentSpec = Field(AgentSpec(), description="kind = 'agents': the agents, their tools and subagents.")
     seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
     conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
     groups: int = Field(

@@ -63,15 +63,24 @@ class Arrivals:
         # its conversation and the pass of the trace (a soak replays it shifted)
         self._ended: set[tuple[int, float]] = set()
         self._joiners: dict[tuple[int, float], asyncio.Event] = {}
+        # Agent sessions: the subagents each agent's turn spawns once answered; the others start by themselves.
+        self._spawned: dict[tuple[int, int], list[Conversation]] = {}
+        for c in workload.conversations:
+            if c.spawned_by is not None:
+                self._spawned.setdefault(c.spawned_by, []).append(c)
+        self._started_alone = tuple(c for c in workload.conversations if c.spawned_by is None) if self._spawned \
+            else workload.conversations
+        self._tg: asyncio.TaskGroup | None = None
 
     async def run(self) -> None:
-        conversations = self._workload.conversations
+        conversations = self._started_alone
         async with asyncio.TaskGroup() as tg:
+            self._tg = tg
             if self._load.duration_s and self._timed_trace():
                 await self._trace_passes(tg)
             elif self._load.duration_s:
                 await self._soak(tg)
-            elif self._workload.kind == "trace":
+            elif self._workload.kind != "conversations":
                 await self._start_at(tg, self._trace_starts())
             elif self._load.arrival == "poisson":
                 await self._start_at(tg, zip(self._poisson_offsets(len(conversations)), conversations))
@@ -176,6 +185,8 @@ class Arrivals:
         after that answer and for its own (shifted) arrival, whichever comes later, and an agent's turn for the
         subagents it joins to end. A turn of a live history is sent with the engine's own answer to the turn before in
         place of the recorded one."""
+        if conversation.tree is not None:  # a soak sends it again: its turns' joins wait for this time's end
+            self._ended.discard((conversation.index, shift_s))
         try:
             await self._turns(conversation, shift_s)
         finally:
@@ -221,6 +232,9 @@ class Arrivals:
             record = await self._send(planned, text)
             if record.outcome is not Outcome.OK:
                 return  # later turns extend a history the engine never completed
+            for child in self._spawned.get((conversation.index, planned.turn), ()):
+                assert self._tg is not None, "set while the load runs"
+                self._tg.create_task(self._conversation(child, shift_s))
             previous = (planned, text[0]) if text else None
 
     async def _wait_until(self, offset_s: float) -> bool:
@@ -242,11 +256,11 @@ class Arrivals:
 
     def _trace_starts(self) -> list[tuple[float, Conversation]]:
         """A trace's conversations by their first turn's arrival (a file not in time order included)."""
-        starts = [(c.turns[0].arrival_s or 0.0, c) for c in self._workload.conversations]
+        starts = [(c.turns[0].arrival_s or 0.0, c) for c in self._started_alone]
         return sorted(starts, key=lambda start: start[0])
 
     def _timed_trace(self) -> bool:
-        return self._workload.kind == "trace" and any(c.turns[0].arrival_s for c in self._workload.conversations)
+        return self._workload.kind != "conversations" and any(c.turns[0].arrival_s for c in self._started_alone)
 
     async def _trace_passes(self, tg: asyncio.TaskGroup) -> None:
         """A soak longer than its trace replays it again, pass after pass, each shifted by the trace's span (its
@@ -265,7 +279,7 @@ class Arrivals:
 
     async def _soak(self, tg: asyncio.TaskGroup) -> None:
         """Keep conversations going until the run stops them (the duration's deadline is the runner's)."""
-        source = itertools.cycle(self._workload.conversations)
+        source = itertools.cycle(self._started_alone)
         if self._load.arrival == "poisson":
             for offset in self._poisson_offsets(1 << 20):
                 if not await self._wait_until(offset):

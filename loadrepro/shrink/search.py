@@ -23,8 +23,9 @@ KNOBS: tuple[tuple[str, str, int], ...] = (
     ("workload", "prefix_tokens", 64), ("workload", "turn_tokens", 1), ("workload", "max_tokens", 1),
     ("load", "concurrency", 1),
 )
-# A trace's requests are its own: fewer sessions (the last to begin go first), then fewer requests (the latest),
-# shorter lengths (blocks shrink with them, so the sharing stays), then less concurrency. 0 means all.
+# A trace's requests (and agents', made as a trace's rows) are its own: fewer sessions (the last to begin go
+# first), then fewer requests (the latest), shorter lengths (blocks shrink with them, so the sharing stays), then
+# less concurrency. 0 means all.
 TRACE_KNOBS: tuple[tuple[str, str, int], ...] = (
     ("workload", "trace_max_sessions", 1), ("workload", "trace_max_requests", 1),
     ("workload", "trace_length_percent", 1), ("load", "concurrency", 1))
@@ -103,7 +104,7 @@ class Shrinker:
             state.stopped = "the original workload did not fail the same way"
             return self._done(state)
         try:
-            await self._rounds(state, profile.workload.kind == "trace")
+            await self._rounds(state, profile.workload.kind != "conversations")
         except KeyboardInterrupt:  # a signal ends the search, not the result: the best so far still fails
             state.stopped, state.interrupted = "interrupted", True
         return self._done(state)

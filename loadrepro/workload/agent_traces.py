@@ -155,7 +155,7 @@ class _Agent:
         at = t if self.tree == self.session or t >= self.start_s else self.start_s + t
         ids = tuple(h + self.offset for h in read_hash_ids(entry, where))
         inputs = entry.get("input_types") or []
-        layout = _layout(ids, before, self.prefix_blocks, self.block, tool="tool_result" in inputs, turn=turn)
+        layout = layout_of(ids, before, self.prefix_blocks, self.block, tool="tool_result" in inputs, turn=turn)
         return TraceRow(where, at, length(entry, "in", where), max(1, length(entry, "out", where, least=0)), ids,
                         self.session, messages=None, layout=layout, joins=joins,
                         tree=None if self.tree == self.session else self.tree, stop=str(entry.get("stop") or ""))
@@ -182,16 +182,17 @@ def _cut(layout: tuple[Segment, ...], blocks: int) -> list[Segment]:
     return kept
 
 
-def _layout(ids: tuple[int, ...], before: TraceRow | None, prefix_blocks: int, block: int, *, tool: bool,
-            turn: int) -> tuple[Segment, ...]:
-    """How a request's blocks fall into messages (see the module's docstring)."""
+def layout_of(ids: tuple[int, ...], before: TraceRow | None, prefix_blocks: int, block: int, *, tool: bool,
+            turn: int, compacted: bool = False) -> tuple[Segment, ...]:
+    """How a request's blocks fall into messages (see the module's docstring). `compacted`: it replaces the history
+    after its common prefix with the request before's, even when that prefix is all of it."""
     if before is None or before.layout is None:
         system = min(prefix_blocks, len(ids))
         return (*([Segment("system", system)] if system else []), Segment("user", len(ids) - system))
     shared = _lcp(before.hash_ids, ids)
     kept = _cut(before.layout, shared)
     new = len(ids) - shared
-    if shared < len(before.hash_ids):  # compaction: the rest of the history was replaced by this input
+    if compacted or shared < len(before.hash_ids):  # compaction: the rest of the history was replaced by this input
         return (*kept, Segment("user", new))
     reply = min(new, math.ceil(before.output_length / block))
     if tool and before.stop == "tool_use":

@@ -59,6 +59,8 @@ class Conversation:
     group: int | None
     turns: tuple[PlannedRequest, ...]
     tree: int | None = None  # agent traces: the conversation of the agent whose subagent this is (None: a root)
+    # agent sessions: the conversation and turn after whose answer it starts (None: it starts when its time comes)
+    spawned_by: tuple[int, int] | None = None
 
     @property
     def root(self) -> int:

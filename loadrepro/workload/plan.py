@@ -15,7 +15,7 @@ from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
 from loadrepro.workload.probes import ProbeBudget, calibrate_by_probes, probe_pool
 from loadrepro.workload.tokens import Calibration, SimTokenCounter, TokenCounter, calibrate, gather_limited
-from loadrepro.workload.trace import Trace, build_trace, read_trace
+from loadrepro.workload.trace import Trace, agent_trace, build_trace, read_trace
 
 TOLERANCE = 0.02
 _CORRECT_ABOVE = 0.005  # a sample further off than this triggers one rebuild with measured costs
@@ -47,15 +47,22 @@ class Plan:
         return all(abs(c.error) <= TOLERANCE for c in self.checks)
 
 
+def trace_of(profile: Profile) -> Trace | None:
+    """The rows a trace or agents workload sends (None: conversations)."""
+    kind = profile.workload.kind
+    return read_trace(profile.workload) if kind == "trace" else agent_trace(profile.workload) if kind == "agents" \
+        else None
+
+
 def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
                    trace: Trace | None = None, corrections: dict[int, float] | None = None,
                    only: set[int] | None = None) -> Workload:
     """Pure: the same inputs always give byte-identical request bodies. `only` (conversations): those
     conversations alone, each as the whole workload would have it."""
     assembler = Assembler(pool, calibration)
-    if profile.workload.kind == "trace":
-        if trace is None:
-            trace = read_trace(profile.workload)
+    if trace is None:
+        trace = trace_of(profile)
+    if trace is not None:
         workload = build_trace(trace, profile.workload, profile.api, assembler)
     else:
         workload = build_conversations(profile.workload, profile.api, assembler, corrections, only)
@@ -116,7 +123,7 @@ async def _planned_tokens(profile: Profile, pool: RecordPool, trace: Trace | Non
 
 async def plan_workload(profile: Profile, counter: TokenCounter) -> Plan:
     pool = record_pool(profile.workload.seed)
-    trace = read_trace(profile.workload) if profile.workload.kind == "trace" else None
+    trace = trace_of(profile)
     if counter.probing:
         return await _plan_by_probes(profile, counter, pool, trace)
     calibration = await calibrate(counter, pool)

@@ -26,6 +26,7 @@ import numpy as np
 from loadrepro.config.workload_spec import TraceFormat, WorkloadSpec
 from loadrepro.errors import TraceError
 from loadrepro.sim.tokenizer import message_text
+from loadrepro.workload.agent_sessions import agent_rows, describe_agents
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
@@ -53,9 +54,12 @@ class Trace:
     # perfect prefix cache serves. Counted once when read: every rebuild of the plan (calibration) reuses it.
     common: tuple[int, ...]
     detected: str = ""  # why "auto" chose the format ("" when the profile named it)
+    description: str = ""  # what made it, when no file did (agent sessions from the seed)
 
     def describe(self) -> str:
         """One line: the file, its format, what is replayed and what was left out."""
+        if self.description:
+            return self.description
         sessions = len({r.session for r in self.rows if r.session is not None})
         singles = sum(r.session is None for r in self.rows)
         how = f"detected: {self.detected}" if self.detected else "as the profile says"
@@ -72,7 +76,10 @@ _LEAST_BLOCK = 16  # a scaled block keeps room for its own lead text, so blocks 
 
 def block_tokens(spec: WorkloadSpec, trace_format: str) -> int:
     """The profile's block size, or the format's own when it leaves it at 0, scaled with the lengths."""
-    block = spec.trace_block_tokens or format_block_tokens(trace_format, Path(spec.trace))
+    return _scaled_block(spec, spec.trace_block_tokens or format_block_tokens(trace_format, Path(spec.trace)))
+
+
+def _scaled_block(spec: WorkloadSpec, block: int) -> int:
     if not block or spec.trace_length_percent == 100:
         return block
     return max(_LEAST_BLOCK, round(block * spec.trace_length_percent / 100))
@@ -140,6 +147,16 @@ def read_trace(spec: WorkloadSpec) -> Trace:
     common = tuple(seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
                    for row in rows)
     return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, common, detected)
+
+
+def agent_trace(spec: WorkloadSpec) -> Trace:
+    """Agent sessions from the seed (kind = "agents") as the rows of an agent trace, in the profile's window."""
+    rows = tuple(_scaled(row, spec.trace_length_percent) for row in _window(agent_rows(spec.agents, spec.seed), spec,
+                                                                              0.0))
+    seen = SeenPrefixes()
+    common = tuple(seen.blocks(row.hash_ids) for row in rows)
+    return Trace("weka", "", rows, _scaled_block(spec, spec.agents.block_tokens), Skipped(), 0.0, common,
+                 description=describe_agents(spec.agents, spec.seed, rows))
 
 
 _CACHED_BLOCKS = 4096  # block texts kept (a 512-token block is about 2 KB): a trace's hot prefixes, not all of it
@@ -364,13 +381,16 @@ def _joined(index: int, turns: list[PlannedRequest], rows: tuple[TraceRow, ...],
 
     if not row_of:
         return Conversation(index, None, tuple(turns))
+    first = row_of.get((index, 1))
+    spawned = rows[first].spawned_by if first is not None else None
+    parent = conversation_of(spawned[0]) if spawned is not None else None
     joined = []
     for turn in turns:
         j = row_of.get((index, turn.turn))
         waits = () if j is None else tuple(c for s in rows[j].joins if (c := conversation_of(s)) is not None)
         joined.append(dataclasses.replace(turn, joins=waits) if waits else turn)
-    first = row_of.get((index, 1))
-    return Conversation(index, None, tuple(joined), None if first is None else conversation_of(rows[first].tree))
+    return Conversation(index, None, tuple(joined), None if first is None else conversation_of(rows[first].tree),
+                        None if parent is None or spawned is None else (parent, spawned[1]))
 
 
 def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
@@ -409,5 +429,5 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
                    + (f", {builder.recorded} as recorded (their messages do not extend the turn before and one "
                       "answer)" if builder.recorded else "")
                    + ("" if builder.chat else " (none: a completions prompt is sent as recorded)"))
-    return Workload("trace", api, spec.seed, FAKER_VERSION, c.source, conversations, origin)
+    return Workload(spec.kind, api, spec.seed, FAKER_VERSION, c.source, conversations, origin)
 

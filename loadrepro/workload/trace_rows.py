@@ -44,6 +44,7 @@ class TraceRow:
     joins: tuple[str, ...] = ()  # the sessions (subagents) that must have ended before it is sent
     tree: str | None = None  # the session of the agent whose tree its session is in (None: its own root)
     stop: str = ""  # why its recorded answer stopped: "tool_use" makes a tool result of the next input
+    spawned_by: tuple[str, int] | None = None  # a subagent's first: started once that session's turn answered
 
 
 @dataclass(slots=True)
