@@ -98,3 +98,18 @@ def test_ab_on_agents_that_overrun_the_draft_pool_confirms_the_fix(tmp_path):
     assert "fix confirmed" in done.stdout and "Draft KV cache context resize failed" in done.stdout
     stock = json.loads((tmp_path / "stock" / "report.json").read_text())
     assert stock["workload"]["kind"] == "agents"
+
+
+def test_concurrency_in_sessions_runs_one_agent_tree_at_a_time_and_its_subagents_together(tmp_path):
+    """concurrency = 1 session: the second agent begins once the first and its subagents have all ended; within a
+    tree, the subagents spawned together run at once (two requests in flight, more than one session's concurrency
+    of requests would allow)."""
+    profile = _profile("load.concurrency=1", "load.concurrency_unit='session'")
+    workload, got = _sent(tmp_path, profile)
+    trees: dict[int, list] = {}
+    for (conversation, _), received in got.items():
+        trees.setdefault(workload.conversations[conversation].root, []).append(received)
+    (first, second) = sorted(trees.values(), key=lambda r: min(g.arrived_ns for g in r))
+    assert min(g.arrived_ns for g in second) >= max(g.ended_ns for g in first)
+    spans = sorted((g.arrived_ns, g.ended_ns) for g in first)
+    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:]))  # two of one tree in flight at once

@@ -153,3 +153,42 @@ def test_trace_inspect_counts_an_agent_traces_trees_subagents_tool_turns_and_com
     stats = json_.loads(done.stdout)
     assert stats["format"] == "weka" and stats["block_tokens"] == BLOCK and stats["requests"] == 14
     assert stats["agents"] == {"trees": 2, "subagents": 6, "joins": 2, "tool_turns": 2, "compactions": 2}
+
+
+def test_an_idle_gap_cap_cuts_every_long_gap_between_starts_and_every_long_think_time(tmp_path):
+    import asyncio
+    import json as json_
+
+    from loadrepro.config.profile_files import load_profile
+    from loadrepro.workload.plan import plan_workload
+    from loadrepro.workload.tokens import SimTokenCounter
+
+    trace = tmp_path / "gaps.jsonl"
+    rows = [{"timestamp": 0, "input_length": 40, "output_length": 4, "hash_ids": [1, 2]},
+            {"timestamp": 200, "input_length": 40, "output_length": 4, "hash_ids": [3, 4]},
+            {"timestamp": 60200, "input_length": 40, "output_length": 4, "hash_ids": [5, 6], "session_id": 9},
+            {"delay": 30000, "session_id": 9, "input_length": 60, "output_length": 4, "hash_ids": [5, 6, 7]}]
+    trace.write_text("".join(json_.dumps(r) + "\n" for r in rows))
+
+    def planned(*more):
+        profile = load_profile("trace-example", [f"workload.trace='{trace}'", "workload.trace_format='mooncake'",
+                                                 "workload.trace_block_tokens=16", *more])
+        requests = asyncio.run(plan_workload(profile, SimTokenCounter())).workload.requests
+        return [(r.arrival_s, r.delay_s) for r in requests]
+
+    assert planned() == [(0.0, 0.0), (0.2, 0.0), (60.2, 0.0), (None, 30.0)]
+    assert planned("workload.trace_idle_cap_s=0.5") == [(0.0, 0.0), (0.2, 0.0), (0.7, 0.0), (None, 0.5)]
+
+
+def test_a_weka_requests_think_time_is_its_least_wait_after_the_answer_before(tmp_path):
+    import asyncio
+
+    from loadrepro.config.profile_files import load_profile
+    from loadrepro.workload.plan import plan_workload
+    from loadrepro.workload.tokens import SimTokenCounter
+
+    trace = write_lines(tmp_path / "agent.jsonl", [weka_trace()])
+    profile = load_profile("trace-example", [f"workload.trace='{trace}'", "workload.trace_block_tokens=0"])
+    workload = asyncio.run(plan_workload(profile, SimTokenCounter())).workload
+    root = workload.conversations[0]
+    assert [(t.arrival_s, t.delay_s) for t in root.turns] == [(0.0, 0.0), (0.6, 0.1), (1.0, 0.0)]

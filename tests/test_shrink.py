@@ -164,3 +164,12 @@ def test_a_trace_shrinks_by_sessions_requests_lengths_and_concurrency():
     assert w.trace_max_requests in (0, 10)  # every request of the 5 sessions is needed
     assert shrunk.profile.load.concurrency == 5 and shrunk.best.requests == 10
     assert not any("conversations" in s.change or "prefix_tokens" in s.change for s in shrunk.steps)
+
+
+def test_a_trace_and_agents_are_shrunk_and_listed_by_the_trace_knobs():
+    """shrink.md lists the knobs the search turned: a trace's and agents' are its window and lengths, not the
+    conversation knobs they do not have."""
+    from loadrepro.shrink.search import KNOBS, TRACE_KNOBS, knobs_for
+
+    assert knobs_for(load_profile("quickstart")) is KNOBS
+    assert knobs_for(load_profile("trace-draft-pool")) is knobs_for(load_profile("agents-draft-pool")) is TRACE_KNOBS

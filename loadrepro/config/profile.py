@@ -26,7 +26,11 @@ Routing = Literal["round_robin", "session"]
 
 
 class LoadSpec(Section):
-    concurrency: int = Field(12, ge=1, description="Requests in flight at most (warm-ups included).")
+    concurrency: int = Field(12, ge=1, description="Requests in flight at most (warm-ups included), or sessions "
+                             "with concurrency_unit = 'session'.")
+    concurrency_unit: Literal["request", "session"] = Field(
+        "request", description="What concurrency counts: requests in flight, or sessions (a conversation, or an agent "
+        "and its subagents) begun and not ended; their requests are then as many as they send at once.")
     arrival: Literal["closed", "poisson"] = Field(
         "closed",
         description=("closed: start a request as soon as a slot frees; poisson: start conversations at `rate` "

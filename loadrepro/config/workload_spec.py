@@ -40,6 +40,9 @@ class WorkloadSpec(Section):
     trace_duration_s: float = Field(0.0, ge=0, description="> 0: replay this many seconds of the trace from "
                                     "trace_start_s; 0: to its end.")
     trace_max_requests: int = Field(0, ge=0, description="> 0: replay at most this many of the trace's requests.")
+    trace_idle_cap_s: float = Field(
+        0.0, ge=0, description="> 0: every gap between the trace's request starts, and every think time, longer than "
+        "this many seconds (after trace_speed) is cut to it; 0: as recorded.")
     trace_max_sessions: int = Field(
         0, ge=0, description="> 0: replay at most this many of the trace's sessions, the first to begin (a request "
         "of no session counts as one).")

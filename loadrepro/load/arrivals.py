@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,9 @@ class Arrivals:
         self._load, self._workload, self._seed, self._client = load, workload, seed, client
         self._streams = () if stream is None else (stream,)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
-        self._slots = asyncio.Semaphore(load.concurrency)
+        self._slots = asyncio.Semaphore(request_slots(load, workload))
+        # concurrency_unit = "session": sessions (trees) begun and not ended, each started once one ends
+        self._trees = asyncio.Semaphore(load.concurrency) if load.concurrency_unit == "session" else None
         self._sending: dict[asyncio.Task[RequestRecord], _Flight] = {}  # requests in flight, oldest first
         self._began = asyncio.Event()  # an answer's first token arrived
         self._answers = 0  # answers begun so far: orders the requests in flight by when their answer began
@@ -86,7 +89,24 @@ class Arrivals:
                 await self._start_at(tg, zip(self._poisson_offsets(len(conversations)), conversations))
             else:
                 for c in conversations:
-                    tg.create_task(self._conversation(c))
+                    await self._start(tg, c, 0.0)
+
+    async def _start(self, tg: asyncio.TaskGroup, conversation: Conversation, shift_s: float) -> None:
+        """A conversation (an agent, with the subagents it spawns) started now, or with concurrency in sessions once
+        fewer than that many are under way."""
+        if self._trees is None:
+            tg.create_task(self._conversation(conversation, shift_s))
+            return
+        await self._trees.acquire()
+
+        async def session() -> None:
+            try:
+                await self._conversation(conversation, shift_s)
+            finally:
+                assert self._trees is not None
+                self._trees.release()
+
+        tg.create_task(session())
 
     def _cancel_point(self, planned: PlannedRequest) -> int | None:
         if self._load.cancel_fraction <= 0 or self._cancel_rng.random() >= self._load.cancel_fraction:
@@ -252,7 +272,7 @@ class Arrivals:
         for offset, conversation in starts:
             if not await self._wait_until(offset + shift_s):
                 return
-            tg.create_task(self._conversation(conversation, shift_s))
+            await self._start(tg, conversation, shift_s)
 
     def _trace_starts(self) -> list[tuple[float, Conversation]]:
         """A trace's conversations by their first turn's arrival (a file not in time order included)."""
@@ -293,6 +313,15 @@ class Arrivals:
 
         for _ in range(self._load.concurrency):
             tg.create_task(worker())
+
+
+def request_slots(load: LoadSpec, workload: Workload) -> int:
+    """Requests in flight at most: the concurrency, or with concurrency in sessions, as many as the largest sessions
+    (an agent and its subagents) can send at once, one each conversation."""
+    if load.concurrency_unit == "request":
+        return load.concurrency
+    sizes = Counter(c.root for c in workload.conversations)
+    return max(1, sum(sorted(sizes.values(), reverse=True)[:load.concurrency]))
 
 
 def _live(planned: PlannedRequest, before: PlannedRequest, answer: str) -> PlannedRequest:

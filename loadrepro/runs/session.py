@@ -16,6 +16,7 @@ from pathlib import Path
 from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.judge.signatures import profile_catalog
+from loadrepro.load.arrivals import request_slots
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.gateway import find_gateway, health_path_for
 from loadrepro.load.limits import discover, from_profile, longest_sequence
@@ -125,7 +126,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             notes += [gateway_note] if gateway_note is not None else []
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
-            base_url=target.url, api=profile.api, model=model, concurrency=profile.load.concurrency,
+            base_url=target.url, api=profile.api, model=model, concurrency=request_slots(profile.load, plan.workload),
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
             ttft_timeout_s=profile.load.ttft_timeout_s,
             api_key=api_key, max_retries=profile.load.max_retries,

@@ -19,7 +19,7 @@ from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
 from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
 from loadrepro.shrink.output import render_shrink
-from loadrepro.shrink.search import KNOBS, Shrinker, Shrunk
+from loadrepro.shrink.search import Shrinker, Shrunk, knobs_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,5 +94,5 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     bundle = make_bundle(run, out / "bundle.zip")
     markdown = out / "shrink.md"
     markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,
-                                      report, KNOBS, options.confirm_each), encoding="utf-8")
+                                      report, knobs_for(options.profile), options.confirm_each), encoding="utf-8")
     return [profile, run, bundle, markdown]

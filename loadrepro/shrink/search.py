@@ -31,6 +31,11 @@ TRACE_KNOBS: tuple[tuple[str, str, int], ...] = (
     ("workload", "trace_length_percent", 1), ("load", "concurrency", 1))
 
 
+def knobs_for(profile: Profile) -> tuple[tuple[str, str, int], ...]:
+    """The knobs a workload of this kind is shrunk by: a trace's (and agents') or conversations'."""
+    return KNOBS if profile.workload.kind == "conversations" else TRACE_KNOBS
+
+
 @dataclass(frozen=True, slots=True)
 class Trial:
     """One run of a candidate workload on a fresh engine."""
@@ -104,16 +109,16 @@ class Shrinker:
             state.stopped = "the original workload did not fail the same way"
             return self._done(state)
         try:
-            await self._rounds(state, profile.workload.kind != "conversations")
+            await self._rounds(state, knobs_for(profile))
         except KeyboardInterrupt:  # a signal ends the search, not the result: the best so far still fails
             state.stopped, state.interrupted = "interrupted", True
         return self._done(state)
 
-    async def _rounds(self, state: Shrunk, trace: bool) -> None:
+    async def _rounds(self, state: Shrunk, knobs: tuple[tuple[str, str, int], ...]) -> None:
         progress = True
         while progress and not self._spent(state):
-            progress = False if trace else await self._fold_turns(state)
-            for section, key, floor in TRACE_KNOBS if trace else KNOBS:
+            progress = False if knobs is TRACE_KNOBS else await self._fold_turns(state)
+            for section, key, floor in knobs:
                 progress |= await self._knob(state, section, key, floor)
                 if self._spent(state):
                     break

@@ -10,6 +10,8 @@ messages are laid out as the format means them:
   user message, `[workload] trace_tool_messages = "user"`);
 - a request that keeps only a prefix of the one before (compaction) sends that prefix, then the new input.
 
+A request is sent at its time `t`, and no sooner than its `think_time` after the answer before it.
+
 A subagent is a session of its own that starts fresh (its tools and system prompt), at its spawn time; the parent's
 next request waits for it unless it was launched to run on (`status: "async_launched"`). Hash ids are one text
 everywhere in their scope: a trace's own (`hash_id_scope: "local"`, the default of the published traces) or the
@@ -156,8 +158,11 @@ class _Agent:
         ids = tuple(h + self.offset for h in read_hash_ids(entry, where))
         inputs = entry.get("input_types") or []
         layout = layout_of(ids, before, self.prefix_blocks, self.block, tool="tool_result" in inputs, turn=turn)
+        think = number(entry, "think_time", where, optional=True) or 0.0
+        if think < 0:
+            raise fail(where, "think_time", f"negative: {think}")
         return TraceRow(where, at, length(entry, "in", where), max(1, length(entry, "out", where, least=0)), ids,
-                        self.session, messages=None, layout=layout, joins=joins,
+                        self.session, think, messages=None, layout=layout, joins=joins,
                         tree=None if self.tree == self.session else self.tree, stop=str(entry.get("stop") or ""))
 
 

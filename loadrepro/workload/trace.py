@@ -393,9 +393,34 @@ def _joined(index: int, turns: list[PlannedRequest], rows: tuple[TraceRow, ...],
                         None if parent is None or spawned is None else (parent, spawned[1]))
 
 
+def _cap(seconds: float, cap_s: float) -> float:
+    return min(seconds, cap_s) if cap_s else seconds
+
+
+class _IdleCap:
+    """trace_idle_cap_s: every gap between the trace's request starts longer than the cap is cut to it, so an agent
+    trace's hours of idle replay in minutes; the order of the starts, and each gap within the cap, stay."""
+
+    def __init__(self, trace: Trace, spec: WorkloadSpec) -> None:
+        self._offsets: np.ndarray | None = None
+        if not spec.trace_idle_cap_s:
+            return
+        raw = np.array(sorted({max(0.0, r.timestamp_s - trace.origin_s - spec.trace_start_s) / spec.trace_speed
+                               for r in trace.rows if r.timestamp_s is not None}))
+        if raw.size:
+            gaps = np.minimum(np.diff(raw, prepend=0.0), spec.trace_idle_cap_s)
+            self._raw, self._offsets = raw, np.cumsum(gaps)
+
+    def __call__(self, offset: float) -> float:
+        if self._offsets is None:
+            return offset
+        return float(self._offsets[int(np.searchsorted(self._raw, offset))])
+
+
 def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> Workload:
     builder = _Builder(trace, spec, api, assembler)
     speed = spec.trace_speed
+    capped = _IdleCap(trace, spec)
     sessions: dict[str, list[PlannedRequest]] = {}
     last_row: dict[str, TraceRow] = {}  # each session's latest row
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
@@ -411,13 +436,13 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
             if row.session is not None:
                 sessions[row.session] = turns
         index = turns[0].conversation if turns else len(order) - 1
-        arrival = None if row.timestamp_s is None else \
-            max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed
+        arrival = None if row.timestamp_s is None else capped(
+            max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed)
         tail = builder.live_tail(row, last_row.get(row.session) if row.session is not None else None)
         if row.session is not None:
             last_row[row.session] = row
         turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
-                                    shared_tokens, arrival, row.delay_s / speed, tail,
+                                    shared_tokens, arrival, _cap(row.delay_s / speed, spec.trace_idle_cap_s), tail,
                                     streams(spec.stream, spec.seed, (j,))))
         if row.joins or row.tree is not None:  # agent traces' only: a million-row trace holds none
             row_of[(index, len(turns))] = j
