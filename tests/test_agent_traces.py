@@ -192,3 +192,18 @@ def test_a_weka_requests_think_time_is_its_least_wait_after_the_answer_before(tm
     workload = asyncio.run(plan_workload(profile, SimTokenCounter())).workload
     root = workload.conversations[0]
     assert [(t.arrival_s, t.delay_s) for t in root.turns] == [(0.0, 0.0), (0.6, 0.1), (1.0, 0.0)]
+
+
+def test_a_subagents_times_are_read_from_its_spawn_only_when_its_first_falls_before_it(tmp_path):
+    """Absolute inner times a rounding below the spawn stay absolute; times from zero are counted from the spawn."""
+    from loadrepro.workload.trace_formats import read_rows
+
+    trace = weka_trace()
+    trace["requests"][5]["t"] = 1.2000004  # subagent c's spawn, its first request at 1.2 (rounded): absolute
+    trace["requests"][5]["requests"][0]["t"] = 1.2
+    path = write_lines(tmp_path / "agent.jsonl", [trace])
+    times: dict[str, float] = {}
+    for r in read_rows(path, "weka")[1]:
+        if r.tree is not None:
+            times.setdefault(r.session.rsplit(":", 1)[-1], r.timestamp_s)  # each subagent's first request
+    assert times["a"] == pytest.approx(0.3) and times["b"] == pytest.approx(0.8) and times["c"] == pytest.approx(1.2)

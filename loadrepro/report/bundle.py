@@ -21,7 +21,7 @@ from loadrepro.records import read_jsonl
 from loadrepro.records.redact import scrub
 from loadrepro.report.json import read_report
 from loadrepro.schema.run_report import RunReport
-from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN
+from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_TOKENS_WRITTEN
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
@@ -105,7 +105,8 @@ def _readme(report: RunReport, name: str) -> str:
               "", "## Files", "",
               "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
               "- `workload.jsonl.gz`: the request bodies and their schedule (a long trace's run: the first "
-              f"{DEFERRED_BODIES_WRITTEN:,} requests' bodies; `profile.toml` and the trace rebuild the rest)",
+              f"{DEFERRED_BODIES_WRITTEN:,} requests' bodies, at most {DEFERRED_PROMPT_TOKENS_WRITTEN:,} prompt "
+              "tokens of them; `profile.toml` and the trace rebuild the rest)",
               "- `requests.jsonl`: what each request did",
               "- `answers.json`: the wrong answers, when the run found any",
               "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",

@@ -12,7 +12,8 @@ messages are laid out as the format means them:
 
 A request is sent at its time `t`, and no sooner than its `think_time` after the answer before it.
 
-A subagent is a session of its own that starts fresh (its tools and system prompt), at its spawn time; the parent's
+A subagent is a session of its own that starts fresh (its tools and system prompt), at its spawn time (its times
+counted from the spawn when its first falls before it, absolute otherwise); the parent's
 next request waits for it unless it was launched to run on (`status: "async_launched"`). Hash ids are one text
 everywhere in their scope: a trace's own (`hash_id_scope: "local"`, the default of the published traces) or the
 whole file's ("global").
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from loadrepro.errors import TraceError
@@ -43,6 +45,14 @@ from loadrepro.workload.trace_rows import (
 
 SCOPE_BITS = 32  # a local scope's hash ids are offset by its trace's number << SCOPE_BITS, so no two traces share
 ASYNC = "async_launched"  # a subagent its parent does not wait for
+ROUNDING_S = 0.001  # a subagent's first time this much before its spawn is still read as absolute
+
+
+def _first_t(agent: dict[str, Any], where: str) -> float:
+    """The time of an agent's first request (0.0 when it has none or gives none)."""
+    requests = agent.get("requests")
+    first = requests[0] if isinstance(requests, list) and requests and isinstance(requests[0], dict) else {}
+    return number(first, "t", where, optional=True) or 0.0
 
 
 def weka_traces(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -108,6 +118,9 @@ class _Agent:
                  start_s: float = 0.0, parent: _Agent | None = None) -> None:
         self.where, self.session, self.block, self.offset = where, session, block, offset
         self.data, self.start_s = data, start_s
+        # A subagent's times are its spawn's, or counted from it when its first falls before it (the published traces
+        # have both): read once for all of them, a millisecond's rounding apart allowed.
+        self.shift = start_s if parent is not None and _first_t(data, where) < start_s - ROUNDING_S else 0.0
         self.tree: str = parent.tree if parent is not None else session
         # A subagent's own tools and system prompt, else its parent's: it starts fresh from that prefix.
         tools, system = (number(data, key, where, optional=True) for key in ("tool_tokens", "system_tokens"))
@@ -146,16 +159,17 @@ class _Agent:
 
     def _subagent(self, where: str, entry: dict[str, Any], k: int) -> _Agent:
         t = number(entry, "t", where) or 0.0
-        spawn_s = t if t >= self.start_s else self.start_s + t  # a spawn-relative time reads as after its parent's
+        spawn_s = t + self.shift
         agent_id = str(entry.get("agent_id", k))
         return _Agent(where, f"{self.session}::sa:{agent_id}", self.block, self.offset, entry, spawn_s, self)
 
     def _row(self, where: str, entry: dict[str, Any], before: TraceRow | None, turn: int,
              joins: tuple[str, ...]) -> TraceRow:
         t = number(entry, "t", where) or 0.0
-        # A subagent's own times are relative to its spawn when they fall before it (the published traces mix both).
-        at = t if self.tree == self.session or t >= self.start_s else self.start_s + t
-        ids = tuple(h + self.offset for h in read_hash_ids(entry, where))
+        at = t + self.shift
+        ids = read_hash_ids(entry, where)
+        if self.offset:
+            ids = tuple((np.asarray(ids, dtype=np.int64) + self.offset).tolist())
         inputs = entry.get("input_types") or []
         layout = layout_of(ids, before, self.prefix_blocks, self.block, tool="tool_result" in inputs, turn=turn)
         think = number(entry, "think_time", where, optional=True) or 0.0
@@ -167,6 +181,8 @@ class _Agent:
 
 
 def _lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    if b[:len(a)] == a:  # the common case: the request holds all of the one before
+        return len(a)
     k = 0
     for x, y in zip(a, b):
         if x != y:
@@ -195,7 +211,7 @@ def layout_of(ids: tuple[int, ...], before: TraceRow | None, prefix_blocks: int,
         system = min(prefix_blocks, len(ids))
         return (*([Segment("system", system)] if system else []), Segment("user", len(ids) - system))
     shared = _lcp(before.hash_ids, ids)
-    kept = _cut(before.layout, shared)
+    kept = list(before.layout) if shared == len(before.hash_ids) else _cut(before.layout, shared)
     new = len(ids) - shared
     if compacted or shared < len(before.hash_ids):  # compaction: the rest of the history was replaced by this input
         return (*kept, Segment("user", new))

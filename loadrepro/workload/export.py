@@ -17,14 +17,23 @@ SCHEMA = "loadrepro.workload/1"
 # one: writing a 100,000-row trace's took 27 s and 250 MB before the first request (benchmarks/trace_scale.py).
 # The profile and the trace rebuild the rest byte for byte.
 DEFERRED_BODIES_WRITTEN = 20_000
+# And no more than this many prompt tokens of them: an agent trace's requests each hold the agent's whole history
+# (thousands of tokens), so 20,000 of them were 80 million tokens to make and compress before the first request.
+DEFERRED_PROMPT_TOKENS_WRITTEN = 20_000_000
 _BUFFER = 1 << 20
 
 
 def bodies_written(workload: Workload) -> int:
     """How many of the workload's requests workload.jsonl.gz gives with their body (the first ones)."""
     requests = workload.requests
-    deferred = any(isinstance(r.body, Deferred) for r in requests[:1])
-    return min(len(requests), DEFERRED_BODIES_WRITTEN) if deferred else len(requests)
+    if not any(isinstance(r.body, Deferred) for r in requests[:1]):
+        return len(requests)
+    tokens = 0
+    for count, r in enumerate(requests[:DEFERRED_BODIES_WRITTEN]):
+        tokens += r.expected_prompt_tokens
+        if tokens > DEFERRED_PROMPT_TOKENS_WRITTEN:
+            return count
+    return min(len(requests), DEFERRED_BODIES_WRITTEN)
 
 
 def write_workload(workload: Workload, path: Path) -> Path:

@@ -216,18 +216,22 @@ class SeenPrefixes:
         self._seen: set[int | bytes] = set()
 
     def _shared(self, prefixes: list[int] | list[bytes]) -> int:
-        k = 0
-        while k < len(prefixes) and prefixes[k] in self._seen:
-            k += 1
-        self._seen.update(prefixes)
-        return k
+        # Every prefix of every row is kept, so those seen are a leading run: found by bisection, and only the rest
+        # added (an agent's request holds its whole history: tens of blocks, most of them seen).
+        low, high = 0, len(prefixes)
+        while low < high:
+            middle = (low + high) // 2
+            if prefixes[middle] in self._seen:
+                low = middle + 1
+            else:
+                high = middle
+        self._seen.update(itertools.islice(prefixes, low, None))
+        return low
 
     def blocks(self, hash_ids: tuple[int, ...]) -> int:
         """How many leading hash ids an earlier row also started with: the blocks a perfect cache serves."""
-        running, prefixes = 0, []
-        for h in hash_ids:
-            running = hash((running, h))
-            prefixes.append(running)
+        prefixes = list(itertools.accumulate(hash_ids, lambda running, h: hash((running, h)), initial=0))
+        del prefixes[0]
         return self._shared(prefixes)
 
     def messages(self, messages: tuple[dict[str, Any], ...]) -> int:

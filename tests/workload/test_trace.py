@@ -95,6 +95,10 @@ def test_a_long_traces_workload_file_carries_the_first_bodies_and_every_schedule
     monkeypatch.setattr(replay, "HERE", tmp_path)
     assert len(replay.read_requests()) == 3
     assert f"3 of the workload's {len(rows)} requests carry their body" in capsys.readouterr().out
+    # an agent trace's long prompts: bodies stop before the prompt tokens they hold pass the cap
+    monkeypatch.setattr(export, "DEFERRED_PROMPT_TOKENS_WRITTEN", sum(r.expected_prompt_tokens
+                                                                       for r in workload.requests[:2]))
+    assert export.bodies_written(workload) == 2
 
 
 def test_a_traces_requests_stream_or_not_by_the_same_draw_as_their_bodies(plan_local):
