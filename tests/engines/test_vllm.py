@@ -335,3 +335,28 @@ def test_an_anonymized_log_loads_vllms_prefix_cache_as_its_text_did(vllm, tmp_pa
           + ", ".join(f"{k}: {cached['text'][k]}/{cached['anon'][k]}" for k in sorted(cached["text"])))
     assert cached["text"].keys() == cached["anon"].keys() and sum(cached["text"].values()) > 0
     assert all(abs(cached["text"][k] - cached["anon"][k]) <= 32 for k in cached["text"]), cached
+
+
+def test_an_agent_trace_is_served_from_the_prefix_cache_as_its_hash_ids_say(vllm, tmp_path):
+    """A WEKA agent trace (a tool round trip, subagents, a compaction) replayed on vLLM with prefix caching: each
+    request's cached tokens are what its hash ids share with earlier requests, in vLLM's 32-token blocks, and the
+    run's whole is trace inspect's cacheable share of it. The figures are printed for the record."""
+    from tests.agent_trace_files import weka_trace, write_lines
+
+    trace = write_lines(tmp_path / "agent.jsonl", [weka_trace()])
+    inspected = loadrepro("trace", "inspect", str(trace), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    cacheable = json.loads(inspected.stdout)["cacheable_tokens"]
+    subprocess.run(["curl", "-s", "-X", "POST", f"{vllm.url}/reset_prefix_cache"], check=False, timeout=30)
+    done = loadrepro("run", "--profile", "trace-example", "--base-url", vllm.url, "--out", str(tmp_path / "run"),
+                     "--set", f"workload.trace='{trace}'", "--set", "workload.trace_block_tokens=0", "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = report(tmp_path / "run")["request_table"]
+    assert len(rows) == 7 and all(r["outcome"] == "ok" for r in rows)
+    for r in rows:  # the planned share, less what falls in vLLM's last partial block, never more
+        print(f"conversation {r['conversation']} turn {r['turn']}: "
+              f"{r['shared_prefix_tokens']} shared as planned, {r['cached_tokens']} cached by vLLM")
+        assert r["shared_prefix_tokens"] - 32 - 8 <= r["cached_tokens"] <= r["shared_prefix_tokens"] + 8, r
+    cached = sum(r["cached_tokens"] for r in rows)
+    print(f"trace inspect: {cacheable} cacheable; vLLM cached {cached}")
+    assert abs(cached - cacheable) <= 32 * len(rows)
