@@ -17,6 +17,7 @@ from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.judge.signatures import profile_catalog
 from loadrepro.load.arrivals import request_slots
+from loadrepro.load.cache_reset import NONE_OFFERED, reset_cache
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.gateway import find_gateway, health_path_for
 from loadrepro.load.limits import discover, from_profile, longest_sequence
@@ -124,6 +125,11 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say, options.plans, options.engine_cmd)
             notes += [gateway_note] if gateway_note is not None else []
+            if profile.target.reset_cache:  # after the counting, which may have warmed it, and before the load
+                how = await reset_cache(http)
+                if how is None:
+                    raise UsageError(NONE_OFFERED)
+                notes.append(f"prefix cache: emptied before the load ({how}; [target] reset_cache)")
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=request_slots(profile.load, plan.workload),
