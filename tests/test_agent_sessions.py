@@ -113,3 +113,22 @@ def test_concurrency_in_sessions_runs_one_agent_tree_at_a_time_and_its_subagents
     assert min(g.arrived_ns for g in second) >= max(g.ended_ns for g in first)
     spans = sorted((g.arrived_ns, g.ended_ns) for g in first)
     assert any(b[0] < a[1] for a, b in zip(spans, spans[1:]))  # two of one tree in flight at once
+
+
+def test_the_report_gives_each_agent_trees_figures_and_none_for_conversations(tmp_path):
+    """report.json agents: the trees that spawned subagents, completed, their fan-out and the turns that waited for
+    their subagents, the waits as long as the subagents' own requests ran after the agent's turn before."""
+    server = TraceServer(answer_s=0.2)
+    overrides = [flag for o in (*SMALL, "workload.agents.context_limit_tokens=0") for flag in ("--set", o)]
+    with server.running() as url:
+        done = cli("run", "--profile", "agents-draft-pool", "--base-url", url, *overrides, "--out",
+                   str(tmp_path / "agents"), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    agents = json.loads((tmp_path / "agents" / "report.json").read_text())["agents"]
+    assert {k: agents[k] for k in ("trees", "completed", "subagents", "fanout_max", "joins")} == \
+        {"trees": 2, "completed": 2, "subagents": 12, "fanout_max": 6, "joins": 6}
+    assert agents["join_wait_s_max"] >= 2 * 0.2 and agents["join_wait_s_total"] >= 6 * 2 * 0.2  # two turns of 0.2 s
+    assert agents["makespan_s_p50"] >= agents["join_wait_s_total"] / 2
+    plain = cli("run", "--profile", "healthy", "--set", "workload.conversations=2", "--out", str(tmp_path / "plain"),
+                "--quiet")
+    assert plain.returncode == 0 and json.loads((tmp_path / "plain" / "report.json").read_text())["agents"] is None

@@ -29,6 +29,7 @@ from loadrepro.records import (
     wrong_answers,
 )
 from loadrepro.records.redact import scrub
+from loadrepro.report.agent_figures import agents_info
 from loadrepro.schema.long_run_sections import (
     ChaosRow,
     EndpointHealth,
@@ -375,5 +376,6 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
         watched_endpoints=[_watched(w, e) for w, e in zip(result.watched, measured.endpoints)],
         endpoints=[_endpoint(f) for f in measured.replicas],
         structured_outputs=_structured(totals, profile.workload.structured_formats),
+        agents=agents_info(result.records, workload.trees),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -261,6 +261,17 @@ def _structured(r: RunReport) -> list[str]:
                                                  f"{s.first_unparsed!r})." if s.unparsed else ".") + refused, ""]
 
 
+def _agents(r: RunReport) -> list[str]:
+    a = r.agents
+    if a is None:
+        return []
+    makespan = (f"; makespan p50 {a.makespan_s_p50:.1f} s, p95 {a.makespan_s_p95:.1f} s"
+                if a.makespan_s_p50 is not None and a.makespan_s_p95 is not None else "")
+    return ["## Agent trees", "", f"{a.trees:,} agents spawned {a.subagents:,} subagents (at most {a.fanout_max} "
+            f"each); {a.completed:,} trees completed{makespan}. {a.joins:,} turns waited for their subagents, "
+            f"{a.join_wait_s_total:.1f} s in all (the longest {a.join_wait_s_max:.1f} s).", ""]
+
+
 def capacity_section(r: RunReport) -> list[str]:
     """The capacity arithmetic of a run and how its predictions fared (also in shrink.md)."""
     c = r.capacity
@@ -316,8 +327,8 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, trials_section, _target, _workload, _outcomes, _endpoints, _answers, chaos_section,
-                _health, _first_failure, _diagnosis, _signatures, _numbers, _structured, slo_section, windows_section,
-                capacity_section, _rules]
+                _health, _first_failure, _diagnosis, _signatures, _numbers, _structured, _agents, slo_section,
+                windows_section, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -143,6 +143,22 @@ class Health(Model):
                               "gateway in front of it, with how it was recognised.")
 
 
+class AgentsInfo(Model):
+    """Agent trees (an agent and the subagents it spawned), as they ran: an agent trace's or agents from the seed."""
+
+    trees: int = Field(description="Agents that spawned subagents.")
+    completed: int = Field(description="Of those, trees every request of which was sent and answered.")
+    subagents: int = Field(description="Subagents in all.")
+    fanout_max: int = Field(description="The most subagents one agent spawned.")
+    makespan_s_p50: float | None = Field(description="A tree's makespan (its first request sent to its last answer), "
+                                         "median, seconds, over the trees every request of which ran.")
+    makespan_s_p95: float | None = Field(description="The same, 95th percentile.")
+    joins: int = Field(description="Turns that waited for subagents (theirs ran).")
+    join_wait_s_total: float = Field(description="Seconds those turns waited for their subagents after the agent's "
+                                     "turn before them answered, in all.")
+    join_wait_s_max: float = Field(description="The longest one such wait, seconds.")
+
+
 class StructuredInfo(Model):
     """Structured answers ([workload] structured_share): requests that asked for JSON (response_format), a choice,
     a regex or a grammar (structured_outputs)."""

@@ -19,6 +19,7 @@ from loadrepro.schema.long_run_sections import (
 )
 from loadrepro.schema.report_kinds import Model, VerdictStatus
 from loadrepro.schema.report_sections import (
+    AgentsInfo,
     Cache,
     CalibrationInfo,
     CanaryInfo,
@@ -99,6 +100,9 @@ class RunReport(Model):
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
     slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
                                 "set).")
+    agents: AgentsInfo | None = Field(
+        None, description="Agent trees as they ran: completed, makespan, fan-out, waits for subagents (null: no agent "
+        "spawned any).")
     structured_outputs: StructuredInfo | None = Field(
         None, description="Structured answers and whether they parsed (null: the workload asked for none).")
     watched_endpoints: list[WatchedEndpointInfo] = Field(

@@ -8,7 +8,17 @@ import numpy as np
 import orjson
 
 from loadrepro.workload.export import bodies_written
+from loadrepro.workload.model import Conversation, Workload
 from loadrepro.workload.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class TreeShape:
+    """An agent and its subagents, as planned: what the report's per-tree figures are measured over."""
+
+    conversations: tuple[int, ...]  # the agent's first, then its subagents'
+    turns: tuple[int, ...]  # each one's planned turns
+    joins: tuple[tuple[int, int, tuple[int, ...]], ...]  # (conversation, turn, the subagents that turn waits for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +42,7 @@ class WorkloadSummary:
     probe_requests: int = 0
     probe_tokens: int = 0
     origin: str = ""  # where the requests came from (a trace: its file and format)
+    trees: tuple[TreeShape, ...] = ()  # agents with subagents (none: no agent spawned any)
 
 
 def summarize(plan: Plan) -> WorkloadSummary:
@@ -51,7 +62,23 @@ def summarize(plan: Plan) -> WorkloadSummary:
         if bodies_written(workload) == len(requests) else None,
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
         probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens, origin=workload.origin,
+        trees=_trees(workload),
     )
+
+
+def _trees(workload: Workload) -> tuple[TreeShape, ...]:
+    """Each agent that spawned subagents, with them and its turns that wait for them."""
+    members: dict[int, list[Conversation]] = {}
+    for c in workload.conversations:
+        if c.tree is not None:
+            members.setdefault(c.tree, []).append(c)
+    by_index = {c.index: c for c in workload.conversations} if members else {}
+    shapes = []
+    for root, children in members.items():
+        tree = [by_index[root], *children]
+        joins = tuple((c.index, t.turn, t.joins) for c in tree for t in c.turns if t.joins)
+        shapes.append(TreeShape(tuple(c.index for c in tree), tuple(len(c.turns) for c in tree), joins))
+    return tuple(shapes)
 
 
 def format_summary(s: WorkloadSummary) -> str:
