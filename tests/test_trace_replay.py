@@ -212,7 +212,7 @@ def test_ab_on_a_trace_that_overruns_the_draft_pool_confirms_the_fix(tmp_path):
 def test_sessions_far_ahead_hold_no_task_and_no_prompt_until_they_start(tmp_path, monkeypatch):
     """A long trace is replayed as it goes: a session is given a task when it starts, and a request's body is made
     when it is sent, so a million-row trace does not hold a million sleeping tasks or prompts."""
-    from loadrepro.workload import trace as trace_module
+    from loadrepro.workload import trace_bodies as trace_module
 
     trace = tmp_path / "t.jsonl"
     far = [{"timestamp": 3_600_000 + i, "session_id": i, "input_length": 40, "output_length": 4,
@@ -222,8 +222,8 @@ def test_sessions_far_ahead_hold_no_task_and_no_prompt_until_they_start(tmp_path
     profile = load_profile("trace-example", [f"workload.trace='{trace}'", f"workload.trace_block_tokens={BLOCK}"])
     server = TraceServer(answer_s=0.05)
     made = []
-    make = trace_module._Bodies.make
-    monkeypatch.setattr(trace_module._Bodies, "make", lambda self, j, *a: made.append(j) or make(self, j, *a))
+    make = trace_module.Bodies.make
+    monkeypatch.setattr(trace_module.Bodies, "make", lambda self, j, *a: made.append(j) or make(self, j, *a))
 
     async def go(url):
         plan = await plan_workload(profile, SimTokenCounter())

@@ -14,7 +14,6 @@ it answered, whichever is later, and never before that turn answered.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,19 +24,15 @@ import numpy as np
 
 from loadrepro.config.workload_spec import TraceFormat, WorkloadSpec
 from loadrepro.errors import TraceError
-from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.agent_sessions import agent_rows, describe_agents
 from loadrepro.workload.apis import chat_form
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.corpus import FAKER_VERSION
-from loadrepro.workload.generation import generation, streams
+from loadrepro.workload.generation import streams
 from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Workload
-from loadrepro.workload.tokens import Calibration
+from loadrepro.workload.trace_bodies import Bodies, TraceBody, messages_tokens
 from loadrepro.workload.trace_formats import detect, format_block_tokens, message_prefixes, read_rows
-from loadrepro.workload.trace_rows import Segment, Skipped, TraceRow, gzipped
-
-_BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
-TOOL_NAME = "recorded_tool"  # the function an agent trace's recorded tool calls name (the trace does not say)
+from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,51 +154,6 @@ def agent_trace(spec: WorkloadSpec) -> Trace:
                  description=describe_agents(spec.agents, spec.seed, rows))
 
 
-_CACHED_BLOCKS = 4096  # block texts kept (a 512-token block is about 2 KB): a trace's hot prefixes, not all of it
-
-
-class _Blocks:
-    """Block texts by hash id, the most recently used kept. Pickled without them (workers make their own)."""
-
-    def __init__(self, assembler: Assembler, seed: int, block_tokens: int) -> None:
-        self._assembler, self._seed, self.tokens = assembler, seed, block_tokens
-        self._caches()
-
-    def _caches(self) -> None:
-        self._records = functools.lru_cache(_CACHED_BLOCKS)(self._make_records)
-        self.full = functools.lru_cache(_CACHED_BLOCKS)(self._full)
-
-    def __getstate__(self) -> tuple[Assembler, int, int]:
-        return self._assembler, self._seed, self.tokens
-
-    def __setstate__(self, state: tuple[Assembler, int, int]) -> None:
-        self._assembler, self._seed, self.tokens = state
-        self._caches()
-
-    def _make_records(self, hash_id: int) -> tuple[str, np.ndarray, np.ndarray, float]:
-        c = self._assembler.calibration
-        lead = f"[block {hash_id}]"
-        lead_cost = c.estimate(lead) + c.join_tokens
-        budget = self.tokens - c.join_tokens - lead_cost
-        rng = np.random.default_rng([self._seed, _BLOCK, hash_id])
-        return (lead, *self._assembler.records(rng, budget), lead_cost)
-
-    def text(self, hash_id: int, tokens: float) -> str:
-        """Block `hash_id` cut to `tokens` (the whole block when `tokens` is the block size less its join)."""
-        lead, indices, cumulative, lead_cost = self._records(hash_id)
-        if tokens < lead_cost + self._assembler.calibration.filler_tokens:
-            # Too short for the block's lead (small blocks, Bailian's 16 tokens): filler alone, so the length is
-            # right; it shares less than a block with the whole block.
-            return self._assembler.join("", indices[:0], 0.0, tokens + self._assembler.calibration.join_tokens)
-        budget = tokens - lead_cost
-        keep = int(np.searchsorted(cumulative, budget, side="right"))
-        spent = float(cumulative[keep - 1]) if keep else 0.0
-        return self._assembler.join(lead, indices[:keep], spent, budget)
-
-    def _full(self, hash_id: int) -> str:
-        return self.text(hash_id, self.tokens - self._assembler.calibration.join_tokens)
-
-
 class SeenPrefixes:
     """What a perfect prefix cache would hold after the requests seen so far: every prefix of hash ids (token rows)
     and of messages (text rows, by digest: trace_formats.message_prefixes), so memory does not grow with a
@@ -239,99 +189,12 @@ class SeenPrefixes:
         return self._shared(message_prefixes(messages))
 
 
-def _messages_tokens(c: Calibration, messages: tuple[dict[str, Any], ...], chat: bool) -> float:
-    """The estimated prompt tokens of these messages, template included."""
-    body = sum(c.estimate(message_text(m.get("content"))) for m in messages)
-    if chat:
-        return c.chat_base + (len(messages) - 2) * c.chat_per_message + body
-    return c.text_base + c.estimate(_prompt(messages))
-
-
-def _prompt(messages: tuple[dict[str, Any], ...]) -> str:
-    """Messages as one completions prompt."""
-    return "".join(f"### {m.get('role', 'user').title()}\n{message_text(m.get('content'))}\n\n" for m in messages) + \
-        "### Assistant\n"
-
-
-def agent_message(segment: Segment, text: str, tools: str) -> dict[str, Any]:
-    """One message of an agent's request: with `tools` = "tool", an assistant's tool call and the tool message that
-    answers it as OpenAI shapes them; with "user", plain assistant and user text."""
-    if tools != "tool" or segment.call is None:
-        return {"role": "user" if segment.role == "tool" else segment.role, "content": text}
-    if segment.role == "tool":
-        return {"role": "tool", "tool_call_id": segment.call, "content": text}
-    call = {"id": segment.call, "type": "function", "function": {"name": TOOL_NAME, "arguments": "{}"}}
-    return {"role": "assistant", "content": text, "tool_calls": [call]}
-
-
-class _Bodies:
-    """Request bodies of a trace's rows, made when they are sent: pure, so a body made twice (by a worker, for the
-    exported workload, for a live history) is the same bytes, and picklable for workers and Ray actors."""
-
-    def __init__(self, trace: Trace, spec: WorkloadSpec, chat: bool, assembler: Assembler) -> None:
-        self.chat, self.seed, self.spec, self.block = chat, spec.seed, spec, trace.block_tokens
-        self.assembler = assembler
-        self.blocks = _Blocks(assembler, spec.seed, trace.block_tokens or 1)
-
-    def make(self, j: int, row: TraceRow, max_tokens: int) -> dict[str, Any]:
-        if row.messages is not None:
-            body = self._messages(row)
-        elif row.layout is not None:
-            body = self._agent(j, row)
-        else:
-            body = self._tokens(j, row)
-        return body | generation(self.spec, max_tokens, self.chat, (j,))
-
-    def _agent(self, j: int, row: TraceRow) -> dict[str, Any]:
-        """An agent trace's request: its blocks in the messages its layout says, the tokens its hash ids do not
-        cover (less than a block) at the end of the last."""
-        assert row.layout is not None
-        messages, k, last = [], 0, len(row.layout) - 1
-        rest = row.input_length - len(row.hash_ids) * self.block
-        for i, segment in enumerate(row.layout):
-            parts = [self.blocks.full(h) for h in row.hash_ids[k:k + segment.blocks]]
-            k += segment.blocks
-            if i == last and rest > 0:
-                parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
-            messages.append(agent_message(segment, "\n".join(parts), self.spec.trace_tool_messages))
-        return {"messages": messages} if self.chat else {"prompt": _prompt(tuple(messages))}
-
-    def _tokens(self, j: int, row: TraceRow) -> dict[str, Any]:
-        block = self.block
-        whole = min(len(row.hash_ids), row.input_length // block) if block else 0
-        parts = [self.blocks.full(h) for h in row.hash_ids[:whole]]
-        rest = row.input_length - whole * block
-        if rest > 0 and whole < len(row.hash_ids):
-            parts.append(self.blocks.text(row.hash_ids[whole], rest))
-        elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
-            parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
-        text = "\n".join(parts)
-        return {"messages": [{"role": "user", "content": text}]} if self.chat else {"prompt": text}
-
-    def _messages(self, row: TraceRow) -> dict[str, Any]:
-        assert row.messages is not None
-        return {"messages": [dict(m) for m in row.messages]} if self.chat else {"prompt": _prompt(row.messages)}
-
-
-@dataclass(frozen=True, slots=True)
-class _TraceBody:
-    """Row j's body, to be made (a third of the memory of a partial of a bound method: a million rows hold one)."""
-
-    bodies: _Bodies
-    j: int
-    row: TraceRow
-    max_tokens: int
-
-    def __call__(self) -> dict[str, Any]:
-        return self.bodies.make(self.j, self.row, self.max_tokens)
-
-
 class _Builder:
     """Expected lengths, prefix sharing and live-history tails of a trace's rows, in file order."""
 
     def __init__(self, trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler) -> None:
         self.spec, self.chat, self.assembler = spec, chat_form(api), assembler
-        self.bodies = _Bodies(trace, spec, self.chat, assembler)
+        self.bodies = Bodies(trace.block_tokens, spec, self.chat, assembler)
         self.block = trace.block_tokens
         self.live = self.recorded = 0  # continuing turns sent with the engine's answers, or as recorded
         c = assembler.calibration
@@ -348,12 +211,12 @@ class _Builder:
     def text_row(self, row: TraceRow, common: int) -> tuple[int, int]:
         assert row.messages is not None
         c = self.assembler.calibration
-        expected = _messages_tokens(c, row.messages, self.chat)
-        shared = _messages_tokens(c, row.messages[:common], self.chat) if common else 0.0
+        expected = messages_tokens(c, row.messages, self.chat)
+        shared = messages_tokens(c, row.messages[:common], self.chat) if common else 0.0
         return int(round(expected)), int(round(min(shared, expected)))
 
     def body(self, j: int, row: TraceRow, max_tokens: int) -> Deferred:
-        return Deferred(_TraceBody(self.bodies, j, row, max_tokens))
+        return Deferred(TraceBody(self.bodies, j, row, max_tokens))
 
     def live_tail(self, row: TraceRow, before: TraceRow | None) -> tuple[dict[str, Any], ...] | None:
         """trace_history = "live": what follows the turn before's recorded answer in this turn's messages, when

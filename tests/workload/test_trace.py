@@ -66,7 +66,7 @@ def test_a_deferred_body_is_the_same_bytes_made_anywhere_in_any_order(plan_local
     would, and a block cache too small to hold the trace makes the same text in reverse order."""
     import pickle
 
-    from loadrepro.workload import trace as trace_module
+    from loadrepro.workload import trace_bodies as trace_module
 
     requests = plan_local("trace-example").workload.requests
     expected = [json.dumps(r.payload()) for r in requests]
