@@ -18,7 +18,7 @@ from loadrepro.config.section import Section
 StructuredFormat = Literal["json_schema", "json_object", "choice", "regex", "grammar", "tools"]
 UNCHECKED_FORMATS = frozenset({"grammar", "other"})
 # The trace formats workload/trace_formats.py reads.
-TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log", "weka"]
+TraceFormat = Literal["mooncake", "bailian", "azure", "burstgpt", "sharegpt", "openai-log", "weka", "dag"]
 
 
 class WorkloadSpec(Section):
@@ -28,8 +28,8 @@ class WorkloadSpec(Section):
                      "(trace_format), sessions as sessions; agents: agent sessions from the seed ([workload.agents])."))
     trace: str = Field("", description="The trace file (kind = 'trace').")
     trace_format: Literal["auto", TraceFormat] = Field(
-        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt, openai-log or weka "
-        "(agent traces); auto decides from its content and says what it chose.")
+        "auto", description="The trace's format: mooncake, bailian, azure, burstgpt, sharegpt, openai-log, weka or "
+        "dag (agent traces); auto decides from its content and says what it chose.")
     trace_block_tokens: int = Field(
         0, ge=0, description="Tokens per hash id of the trace (its block size); 0: the format's own (mooncake "
         "512, bailian 16, weka the file's block_size).")

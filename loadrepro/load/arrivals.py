@@ -200,7 +200,8 @@ class Arrivals:
             send.cancel()
         return len(mid_answer) + len(rest), len(mid_answer)
 
-    async def _conversation(self, conversation: Conversation, shift_s: float = 0.0) -> None:
+    async def _conversation(self, conversation: Conversation, shift_s: float = 0.0,
+                            inherited: tuple[PlannedRequest, str] | None = None) -> None:
         """Its turns in order, each once the one before it answered; a trace's turn also waits for its think time
         after that answer and for its own (shifted) arrival, whichever comes later, and an agent's turn for the
         subagents it joins to end. A turn of a live history is sent with the engine's own answer to the turn before in
@@ -208,7 +209,7 @@ class Arrivals:
         if conversation.tree is not None:  # a soak sends it again: its turns' joins wait for this time's end
             self._ended.discard((conversation.index, shift_s))
         try:
-            await self._turns(conversation, shift_s)
+            await self._turns(conversation, shift_s, inherited)
         finally:
             if conversation.tree is not None:  # a subagent: the turns that join it go on
                 self._ended.add((conversation.index, shift_s))
@@ -231,8 +232,10 @@ class Arrivals:
                 stopped.cancel()
         return not self._stopped.is_set()
 
-    async def _turns(self, conversation: Conversation, shift_s: float) -> None:
-        previous: tuple[PlannedRequest, str] | None = None  # the turn sent before, and its answer (live history)
+    async def _turns(self, conversation: Conversation, shift_s: float,
+                     previous: tuple[PlannedRequest, str] | None) -> None:
+        """`previous`: the turn sent before and its answer (a live history; a fork's: its parent's)."""
+        self._spawn(conversation, 0, shift_s, None)  # those started with the conversation
         for i, planned in enumerate(conversation.turns):
             if self._stopped.is_set():
                 return
@@ -247,15 +250,22 @@ class Arrivals:
                 return
             if planned.live_tail is not None and previous is not None:
                 planned = _live(planned, *previous)
-            wanted = i + 1 < len(conversation.turns) and conversation.turns[i + 1].live_tail is not None
+            wanted = i + 1 < len(conversation.turns) and conversation.turns[i + 1].live_tail is not None or \
+                any(c.forked for c in self._spawned.get((conversation.index, planned.turn), ()))
             text: list[str] | None = [] if wanted else None
             record = await self._send(planned, text)
             if record.outcome is not Outcome.OK:
                 return  # later turns extend a history the engine never completed
-            for child in self._spawned.get((conversation.index, planned.turn), ()):
-                assert self._tg is not None, "set while the load runs"
-                self._tg.create_task(self._conversation(child, shift_s))
             previous = (planned, text[0]) if text else None
+            self._spawn(conversation, planned.turn, shift_s, previous)
+
+    def _spawn(self, conversation: Conversation, turn: int, shift_s: float,
+               answered: tuple[PlannedRequest, str] | None) -> None:
+        """The conversations started once `turn` answered (0: as the conversation starts); a fork goes on from that
+        turn and its answer."""
+        for child in self._spawned.get((conversation.index, turn), ()):
+            assert self._tg is not None, "set while the load runs"
+            self._tg.create_task(self._conversation(child, shift_s, answered if child.forked else None))
 
     async def _wait_until(self, offset_s: float) -> bool:
         """Sleep until `offset_s` after the load started; False if the run stopped starting requests first."""

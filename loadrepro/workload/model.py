@@ -61,6 +61,7 @@ class Conversation:
     tree: int | None = None  # agent traces: the conversation of the agent whose subagent this is (None: a root)
     # agent sessions: the conversation and turn after whose answer it starts (None: it starts when its time comes)
     spawned_by: tuple[int, int] | None = None
+    forked: bool = False  # dag_jsonl: it goes on from that turn's history and the engine's answer to it
 
     @property
     def root(self) -> int:

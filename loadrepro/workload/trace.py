@@ -221,6 +221,9 @@ class _Builder:
     def live_tail(self, row: TraceRow, before: TraceRow | None) -> tuple[dict[str, Any], ...] | None:
         """trace_history = "live": what follows the turn before's recorded answer in this turn's messages, when
         they are that turn's messages, one assistant answer, then more (else None: sent as recorded)."""
+        if row.tail is not None and self.chat:  # dag_jsonl: always the engine's own answers
+            self.live += 1
+            return row.tail
         if self.spec.trace_history != "live" or not self.chat or before is None or row.messages is None \
                 or before.messages is None:
             return None
@@ -257,7 +260,8 @@ def _joined(index: int, turns: list[PlannedRequest], rows: tuple[TraceRow, ...],
         waits = () if j is None else tuple(c for s in rows[j].joins if (c := conversation_of(s)) is not None)
         joined.append(dataclasses.replace(turn, joins=waits) if waits else turn)
     return Conversation(index, None, tuple(joined), None if first is None else conversation_of(rows[first].tree),
-                        None if parent is None or spawned is None else (parent, spawned[1]))
+                        None if parent is None or spawned is None else (parent, spawned[1]),
+                        first is not None and rows[first].forked)
 
 
 def _cap(seconds: float, cap_s: float) -> float:
@@ -316,7 +320,7 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
     conversations = tuple(_joined(i, turns, trace.rows, row_of, sessions) for i, turns in enumerate(order))
     c = assembler.calibration
     origin = trace.describe()
-    if spec.trace_history == "live":
+    if spec.trace_history == "live" or builder.live:
         origin += (f"; live history: {builder.live} turns hold the engine's own answer to the turn before"
                    + (f", {builder.recorded} as recorded (their messages do not extend the turn before and one "
                       "answer)" if builder.recorded else "")

@@ -109,7 +109,7 @@ class Bodies:
             body = self._agent(j, row)
         else:
             body = self._tokens(j, row)
-        return body | generation(self.spec, max_tokens, self.chat, (j,))
+        return body | generation(self.spec, max_tokens, self.chat, (j,)) | (row.extra or {})
 
     def _agent(self, j: int, row: TraceRow) -> dict[str, Any]:
         """An agent trace's request: its blocks in the messages its layout says, the tokens its hash ids do not

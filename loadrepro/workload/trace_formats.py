@@ -24,6 +24,7 @@ import orjson
 from loadrepro.config.workload_spec import TraceFormat
 from loadrepro.errors import TraceError
 from loadrepro.workload.agent_traces import read_weka, weka_block_size
+from loadrepro.workload.dag_traces import read_dag
 from loadrepro.workload.trace_rows import (
     Message,
     Skipped,
@@ -38,7 +39,7 @@ from loadrepro.workload.trace_rows import (
 )
 
 FORMATS: tuple[TraceFormat, ...] = get_args(TraceFormat)
-TEXT_FORMATS = frozenset({"sharegpt", "openai-log"})
+TEXT_FORMATS = frozenset({"sharegpt", "openai-log", "dag"})
 BLOCK_TOKENS: dict[str, int] = {"mooncake": 512, "bailian": 16}  # tokens per hash id, as each format defines it
 
 
@@ -202,7 +203,7 @@ def _openai_log(path: Path, skipped: Skipped) -> Iterator[TraceRow]:
 
 
 READERS = {"mooncake": _mooncake, "bailian": _bailian, "azure": _azure, "burstgpt": _burstgpt,
-           "sharegpt": _sharegpt, "openai-log": _openai_log, "weka": read_weka}
+           "sharegpt": _sharegpt, "openai-log": _openai_log, "weka": read_weka, "dag": read_dag}
 WEKA_KEYS = ('"requests"', '"block_size"')  # an agent trace's, found in the head of a file of one pretty-printed
 
 
@@ -244,13 +245,15 @@ def _detect(path: Path) -> tuple[TraceFormat, str]:
     keys = set(data) if isinstance(data, dict) else set()
     if "chat_id" in keys:
         return "bailian", "JSON lines with chat_id (Bailian)"
+    if {"session_id", "turns"} <= keys:
+        return "dag", "JSON lines of conversations with turns (AIPerf dag_jsonl)"
     if "input_length" in keys:
         return "mooncake", "JSON lines with input_length (Mooncake)"
     if keys & {"body", "request", "messages"}:
         return "openai-log", "JSON lines of OpenAI request bodies"
     raise TraceError(f"{path}:1: not a trace format loadrepro knows: JSON lines need input_length (mooncake), "
-                     "chat_id (bailian), a request body with messages (openai-log) or requests and block_size "
-                     f"(weka); found {sorted(keys)[:8]}")
+                     "chat_id (bailian), a request body with messages (openai-log), requests and block_size "
+                     f"(weka) or session_id and turns (dag); found {sorted(keys)[:8]}")
 
 
 def read_rows(path: str | Path, trace_format: str = "auto",

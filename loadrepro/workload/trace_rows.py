@@ -45,6 +45,11 @@ class TraceRow:
     tree: str | None = None  # the session of the agent whose tree its session is in (None: its own root)
     stop: str = ""  # why its recorded answer stopped: "tool_use" makes a tool result of the next input
     spawned_by: tuple[str, int] | None = None  # a subagent's first: started once that session's turn answered
+    # dag_jsonl: the messages this turn adds after the engine's answer to the turn before (None: sent as planned); a
+    # fork's first turn goes on from its parent's history and answer; what the turn adds to the body (tools, extra)
+    tail: tuple[Message, ...] | None = None
+    forked: bool = False
+    extra: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

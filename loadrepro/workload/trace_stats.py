@@ -20,8 +20,8 @@ class AgentStats(BaseModel):
     """An agent trace's shape (weka)."""
 
     model_config = ConfigDict(frozen=True)
-    trees: int = Field(description="Agents that are no one's subagent, each with the subagents it spawned.")
-    subagents: int = Field(description="Subagents (sessions an agent spawned).")
+    trees: int = Field(description="Sessions that are no one's subagent (or branch), each with those it started.")
+    subagents: int = Field(description="Subagents (sessions an agent spawned; a dag's forks and spawns).")
     joins: int = Field(description="Times an agent's request waits for a subagent to end.")
     tool_turns: int = Field(description="Requests whose input answers the tool call the reply before made.")
     compactions: int = Field(description="Requests that keep only a prefix of the request before (compaction).")
@@ -32,18 +32,22 @@ class _AgentCount:
         self.roots: set[str] = set()
         self.subagents: set[str] = set()
         self.joins = self.tool_turns = self.compactions = 0
+        self.agentic = False
 
     def add(self, row: TraceRow, continues: bool) -> None:
-        """One row of an agent trace; `continues`: its session had a row before."""
-        if row.layout is None or row.session is None:
+        """One row; `continues`: its session had a row before. An agent trace's rows have a layout (weka) or
+        branches (dag)."""
+        if row.session is None:
             return
         (self.subagents if row.tree is not None else self.roots).add(row.session)
         self.joins += len(row.joins)
-        self.tool_turns += row.layout[-1].role == "tool"
-        self.compactions += continues and (len(row.layout) < 2 or row.layout[-2].role != "assistant")
+        if row.layout is not None:
+            self.agentic = True
+            self.tool_turns += row.layout[-1].role == "tool"
+            self.compactions += continues and (len(row.layout) < 2 or row.layout[-2].role != "assistant")
 
     def stats(self) -> AgentStats | None:
-        if not self.roots and not self.subagents:
+        if not self.agentic and not self.subagents:
             return None
         return AgentStats(trees=len(self.roots), subagents=len(self.subagents), joins=self.joins,
                           tool_turns=self.tool_turns, compactions=self.compactions)
