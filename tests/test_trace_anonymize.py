@@ -117,3 +117,47 @@ def test_the_anonymized_replay_caches_what_the_text_replay_did_within_one_block(
         assert abs(text[key] - anon[key]) <= BLOCK, (key, text[key], anon[key])
     reuse = [json.loads((runs[n] / "report.json").read_text())["workload"]["prefix_reuse"] for n in ("text", "anon")]
     assert all(r["possible_tokens"] > 0 and r["cached_tokens"] > 0 for r in reuse)
+
+
+def _agent_log(path):
+    """An agent's OpenAI log: a task, a tool call, its result (naming a private customer), a follow-up."""
+    system = {"role": "system", "content": "You are the billing agent. " + " ".join(f"rule {i}." for i in range(40))}
+    task = {"role": "user", "content": "Refund the duplicate charge on the Zorblatt Ventures account."}
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"account": "ZV-1"}'}}]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "Zorblatt Ventures: charges 4412 and 4412 on "
+              "the ninth of March, " + " ".join(f"line {i}" for i in range(40))}
+    answer = {"role": "assistant", "content": "Both charges are duplicates; refunding one."}
+    follow = {"role": "user", "content": "Confirm the refund reached Zorblatt Ventures."}
+    requests = [[system, task], [system, task, call, result], [system, task, call, result, answer, follow]]
+    path.write_text("".join(json.dumps({"timestamp": 10 + i, "body": {"messages": m, "max_tokens": 32},
+                                        "response": {"usage": {"completion_tokens": 20}}}) + "\n"
+                            for i, m in enumerate(requests)))
+    return path
+
+
+def test_an_agents_log_becomes_a_weka_trace_with_its_tool_round_trip_and_no_words(tmp_path):
+    from tests.test_trace_replay import replay
+    from tests.trace_server import TraceServer
+
+    log = _agent_log(tmp_path / "agent.jsonl")
+    out = tmp_path / "agent.weka.jsonl"
+    done = cli("trace", "anonymize", str(log), "-o", str(out), "--block-tokens", str(BLOCK))
+    assert done.returncode == 0, done.stderr
+    assert "(weka)" in done.stdout
+    (trace,) = [json.loads(line) for line in out.read_text().splitlines()]
+    requests = trace["requests"]
+    assert [r["input_types"] for r in requests] == [["text"], ["tool_result"], ["text"]]
+    assert [r["stop"] for r in requests] == ["tool_use", "end_turn", "end_turn"]
+    assert [r["t"] for r in requests] == [0.0, 1.0, 2.0] and all(r["out"] == 20 for r in requests)
+    assert requests[1]["hash_ids"][:len(requests[0]["hash_ids"])] == requests[0]["hash_ids"]
+    assert trace["system_tokens"] > 0 and trace["block_size"] == BLOCK
+    assert "zorblatt" not in out.read_text().lower() and not _runs_of_four([out.read_text()]) & _runs_of_four(
+        [log.read_text()])
+    server = TraceServer(answer_s=0.0)
+    with server.running() as url:
+        replay(url, tmp_path, out, "workload.trace_block_tokens=0")
+    tool_turn = next(g for g in server.received if g.body["messages"][-1]["role"] == "tool")
+    assert tool_turn.body["messages"][-1]["tool_call_id"] == tool_turn.body["messages"][-2]["tool_calls"][0]["id"]
+    mooncake = cli("trace", "anonymize", str(log), "-o", str(tmp_path / "m.jsonl"), "--to", "mooncake")
+    assert mooncake.returncode == 0 and "session_id" in (tmp_path / "m.jsonl").read_text()

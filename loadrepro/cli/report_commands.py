@@ -192,7 +192,7 @@ def trace_inspect(
 
 def trace_anonymize(
     file: Annotated[Path, typer.Argument(help="A text trace: an OpenAI request log or ShareGPT conversations.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Mooncake-format trace to write.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The trace to write.")],
     format_: TraceFormatOption = "auto",
     block_tokens: Annotated[int, typer.Option(min=1, help="Tokens per hash id block.")] = 512,
     tokenizer: TokenizerOption = None,
@@ -201,20 +201,26 @@ def trace_anonymize(
     api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
     target_is_isolated: Annotated[bool, typer.Option(
         help="Confirm a non-loopback --base-url is an isolated test engine.")] = False,
+    to: Annotated[str, typer.Option(
+        "--to", help="mooncake, weka (an agent trace, tool round trips kept), or auto: weka when the log holds tool "
+        "calls.")] = "auto",
 ) -> None:
-    """Write a Mooncake-format trace (session_id, timestamp, input_length, output_length, hash_ids) that keeps the
-    lengths, sessions, timing and shared prefixes of a text trace and none of its words: block ids are keyed hashes
-    of the prompt's tokens, numbered, with the key thrown away. Replay it with kind = "trace" and
-    trace_block_tokens set to --block-tokens."""
+    """Write a trace that keeps the lengths, sessions, timing and shared prefixes of a text trace and none of its
+    words: Mooncake's format (session_id, timestamp, input_length, output_length, hash_ids), or WEKA's for an
+    agent's log. Block ids are keyed hashes of the prompt's tokens, numbered, with the key thrown away. Replay it
+    with kind = "trace" and trace_block_tokens set to --block-tokens."""
     import asyncio
     import os
 
     from loadrepro.cli.trace_commands import anonymize_command
 
+    if to not in ("auto", "mooncake", "weka"):
+        raise UsageError(f"--to {to!r}: auto, mooncake or weka")
     done = asyncio.run(anonymize_command(file, output, format_, block_tokens, tokenizer, base_url,
                                          os.environ.get(api_key_env) or None, model, target_is_isolated,
-                                         lambda n: say(f"{n:,} requests written")))
-    echo(f"written    {done.output}: {done.requests:,} requests in {done.sessions:,} sessions, {done.blocks:,} "
+                                         lambda n: say(f"{n:,} requests written"), to))
+    echo(f"written    {done.output} ({done.written_format}): {done.requests:,} requests in {done.sessions:,} "
+         f"sessions, {done.blocks:,} "
           f"distinct blocks of {done.block_tokens} tokens ({done.trace_format} in, lengths counted with "
           f"{done.tokenizer})")
     if done.skipped.total:

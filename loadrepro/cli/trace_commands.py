@@ -11,7 +11,7 @@ from pathlib import Path
 from loadrepro.errors import UsageError
 from loadrepro.load.target import check_base_url, discover_model
 from loadrepro.load.transport import Transport
-from loadrepro.workload.anonymize import Anonymized, anonymize
+from loadrepro.workload.anonymize import Anonymized, Output, anonymize
 from loadrepro.workload.tokens import HttpTokenCounter, LocalTokenizerCounter, SimTokenCounter, detect_counter
 from loadrepro.workload.trace_stats import TraceStats, inspect_trace
 
@@ -43,8 +43,9 @@ async def inspect_command(path: Path, trace_format: str, block_tokens: int, toke
 async def anonymize_command(path: Path, output: Path, trace_format: str, block_tokens: int,
                             tokenizer: Path | None = None, base_url: str | None = None, api_key: str | None = None,
                             model: str | None = None, target_is_isolated: bool = False,
-                            progress: Callable[[int], None] | None = None) -> Anonymized:
+                            progress: Callable[[int], None] | None = None, to: str = "auto") -> Anonymized:
     if output.resolve() == path.resolve():
         raise UsageError("-o must not be the input trace")
     async with _counter(tokenizer, base_url, api_key, model, target_is_isolated) as counter:
-        return await anonymize(path, output, trace_format, counter, block_tokens, progress)
+        written: Output = "weka" if to == "weka" else "mooncake" if to == "mooncake" else "auto"
+        return await anonymize(path, output, trace_format, counter, block_tokens, progress, written)
