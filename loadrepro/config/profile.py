@@ -94,6 +94,9 @@ class WatchSpec(Section):
         "orchestrator restarts the engine (Kubernetes' failureThreshold, 3 by default).")
     liveness_period_s: float = Field(
         10.0, gt=0, description="How often the orchestrator probes (Kubernetes' periodSeconds, 10 by default).")
+    memory_interval_s: float = Field(
+        1.0, ge=0, description="Seconds between readings of the memory of an engine loadrepro starts (its process "
+        "group's resident, anonymous and swapped memory, from /proc); 0: not read.")
     canary_interval_s: float = Field(
         0.0, ge=0, description="> 0: a salted one-token request this often, on its own connection and outside the "
         "workload's concurrency; its time to first token is kept as a series, and canaries that get nothing while "
@@ -200,6 +203,9 @@ class VerdictSpec(Section):
         0.05, gt=0, le=1, description="kv_leak: how much KV usage at quiet moments may creep up in all.")
     max_health_latency_s: float = Field(
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
+    max_memory_growth_mb: float = Field(
+        64.0, ge=0, description="engine_memory_growth: how many MiB an engine loadrepro started may grow, from the "
+        "end of the warm-up to its idle end, with the requests it served; 0: not judged.")
 
 
 class SloSpec(Section):

@@ -17,6 +17,7 @@ from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import frontend_unresponsive, health_latency, liveness, wedged_while_healthy
 from loadrepro.judge.measurements import Measurements, series
+from loadrepro.judge.memory import memory_growth
 from loadrepro.judge.polls import frontend_hung, left_service, usable_health
 from loadrepro.judge.prompts import prompt_lengths, prompt_truncated
 from loadrepro.judge.replicas import replica_health, sent_to
@@ -325,6 +326,12 @@ def plain(*rules: Rule) -> tuple[MeasuredRule, ...]:
     return tuple(_plain(rule) for rule in rules)
 
 
+def engine_memory_growth(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
+    return memory_growth(result, spec, measured.memory)
+
+
+engine_memory_growth.__doc__ = memory_growth.__doc__
+
 RULES: tuple[MeasuredRule, ...] = (
     *plain(engine_death), *DEPLOYMENT_RULES,
     *plain(failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
@@ -334,7 +341,7 @@ RULES: tuple[MeasuredRule, ...] = (
     pressure_in_metrics,
     *plain(prompt_truncated, prompt_lengths), *ANSWER_RULES, *plain(*STRUCTURED_RULES, health_latency),
     liveness,
-    *plain(wedged_while_healthy, frontend_unresponsive),
+    *plain(wedged_while_healthy, frontend_unresponsive), engine_memory_growth,
     *SLO_RULES, *SOAK_RULES,
 )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.endpoints import EndpointFigures, endpoint_health
+from loadrepro.judge.memory import MemoryFigures, memory_figures
 from loadrepro.judge.polls import Restart, slow_polls, usable_health, would_restart
 from loadrepro.judge.recovery import Recovery, recoveries
 from loadrepro.judge.replicas import ReplicaFigures, replica_figures
@@ -33,6 +34,7 @@ class Measurements:
     endpoints: list[EndpointFigures] = field(default_factory=list)  # per [[watch.endpoints]], in the run's order
     replicas: list[ReplicaFigures] = field(default_factory=list)  # per replica, the target first (none: no replicas)
     answers: Verification = field(default_factory=Verification)  # [verify]'s, after the load (empty: none checked)
+    memory: MemoryFigures | None = None  # of an engine loadrepro started (None: not read)
 
 
 def series(result: RunResult, name: str) -> list[float]:
@@ -55,4 +57,4 @@ def measure(result: RunResult, spec: VerdictSpec, answers: Verification | None =
                         would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s),
                         len(slow_polls(result.health, result.watch)), _preemptions(result),
                         [endpoint_health(result, w) for w in result.watched], replica_figures(result, spec.window_s),
-                        answers or Verification())
+                        answers or Verification(), memory_figures(result))

@@ -17,6 +17,7 @@ from loadrepro.records import (
     HealthSample,
     JsonlWriter,
     LogMatch,
+    MemorySample,
     MetricsSample,
     Note,
     Outcome,
@@ -65,6 +66,7 @@ class Recorder:
         self.matches: list[LogMatch] = []
         self.notes: list[Note] = []
         self.canaries: list[CanarySample] = []
+        self.memory: list[MemorySample] = []
         self.watched: dict[str, tuple[list[HealthSample], list[MetricsSample]]] = {}  # by endpoint name
         self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
         self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
@@ -109,6 +111,11 @@ class Recorder:
                 if len(self.canaries) > MAX_SAMPLES:
                     before, self.canaries = len(self.canaries), fewer_successes(self.canaries)
                     self.tally.thinned += before - len(self.canaries)
+            case MemorySample():
+                self.memory.append(sample)
+                if len(self.memory) > MAX_SAMPLES:  # a soak's: every other kept, the last always (its end)
+                    before, self.memory = len(self.memory), [*self.memory[:-1:2], self.memory[-1]]
+                    self.tally.thinned += before - len(self.memory)
 
     def endpoint_sample(self, sample: EndpointSample) -> None:
         """A watched endpoint's sample ([[watch.endpoints]]), kept beside the target's (thinned alike)."""

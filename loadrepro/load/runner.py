@@ -40,6 +40,7 @@ from loadrepro.load.watch.canary import Canaries
 from loadrepro.load.watch.endpoint_polls import watch_endpoint
 from loadrepro.load.watch.health_polls import HealthWatcher
 from loadrepro.load.watch.logs import LogWatcher, engine_log, fatal_context
+from loadrepro.load.watch.memory import MemoryWatcher, readable
 from loadrepro.load.watch.metrics_scrapes import MetricsWatcher, progressed
 from loadrepro.load.watch.replicas import Replicas
 from loadrepro.records import (
@@ -93,6 +94,11 @@ class Runner:
                                   client.config.signatures, self._on_sample, clock, self._recorder.watched)
         self._target_dead = False
         self._engine = EngineExit(target.engine_exit, self._engine_exited)
+        engine = target.engine
+        self._memory = MemoryWatcher(lambda: engine.pid if self._engine.running() else None,
+                                     profile.watch.memory_interval_s, self._on_sample, clock,
+                                     lambda: sum(self.live.outcomes.values())) \
+            if engine is not None and profile.watch.memory_interval_s > 0 and readable() else None
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
@@ -279,6 +285,8 @@ class Runner:
                     self._note(NoteSource.WORKERS, text)
                 if metrics:  # the state the load left behind, even when it was quicker than a scrape
                     await self._watch(NoteSource.METRICS, self._settle_metrics(metrics))
+                if self._memory is not None:  # what the engine holds once idle: memory that did not come back
+                    await self._watch(NoteSource.ENGINE, self._memory.read())
                 if logs and not logs.found:
                     self._note(NoteSource.ENGINE_LOG,
                                f"{logs.path} never appeared, so no error signature was read from it")
@@ -309,6 +317,8 @@ class Runner:
             table.append((NoteSource.CANARY, canaries.run(stop)))
         if self._load.stop_when_saturated:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
+        if self._memory is not None:
+            table.append((NoteSource.ENGINE, self._memory.run(stop)))
         table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
                   for endpoint in watch.endpoints]
         return table + self._replicas.watchers(self._on_endpoint_sample, self._last_replica_gone, stop)
@@ -347,7 +357,7 @@ class Runner:
             log_matches=tuple(recorded.matches), log_context=fatal_context([self._logs, *self._replicas.logs]),
             notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
-            canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns,
+            canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns, memory=tuple(recorded.memory),
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),

@@ -9,6 +9,7 @@ still in flight.
 from __future__ import annotations
 
 from loadrepro.records.jsonl import JsonlWriter, read_jsonl
+from loadrepro.records.memory import MemorySample
 from loadrepro.records.result import RunResult
 from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
 from loadrepro.records.vocabulary import (
@@ -51,7 +52,7 @@ from loadrepro.records.vocabulary import (
 __all__ = [
     "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS",
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
-    "EndpointSample", "Fault",
+    "EndpointSample", "Fault", "MemorySample",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally",
     "Verification", "Watched",

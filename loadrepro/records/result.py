@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from loadrepro.config.capacity import EngineLimits, Prediction
 from loadrepro.config.profile import BackendName, SloSpec, WatchSpec
+from loadrepro.records.memory import MemorySample
 from loadrepro.records.tally import Tally
 from loadrepro.records.vocabulary import (
     CanarySample,
@@ -58,6 +59,7 @@ class RunResult:
     watched: tuple[Watched, ...] = ()  # the other processes of the deployment watched ([[watch.endpoints]])
     replicas: tuple[Watched, ...] = ()  # the replicas beside the target, watched ([target] replicas), in order
     not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
+    memory: tuple[MemorySample, ...] = ()  # the memory of the engine loadrepro started, read beside the polls
     # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
     # requests with answers, which answers are chosen among (`records` keeps only the first ones)
     sampled_answers: tuple[RequestRecord, ...] = ()

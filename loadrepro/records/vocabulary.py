@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from loadrepro.config.profile import OUTAGES, ChaosAction, VerifySpec
+from loadrepro.records.memory import MemorySample
 
 
 class Outcome(StrEnum):
@@ -380,9 +381,9 @@ class FaultSpans:
         return [s for s in self.spans if s.outage and s.over_ns is None]
 
 
-Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample
+Sample = HealthSample | MetricsSample | LogMatch | Note | CanarySample | MemorySample
 _SAMPLE_KINDS: dict[str, type] = {"health": HealthSample, "metrics": MetricsSample, "log": LogMatch, "note": Note,
-                                  "canary": CanarySample}
+                                  "canary": CanarySample, "memory": MemorySample}
 KIND_OF = {v: k for k, v in _SAMPLE_KINDS.items()}
 
 

@@ -261,6 +261,18 @@ def _structured(r: RunReport) -> list[str]:
                                                  f"{s.first_unparsed!r})." if s.unparsed else ".") + refused, ""]
 
 
+def _memory(r: RunReport) -> list[str]:
+    m = r.engine_memory
+    if m is None:
+        return []
+    rate = (f", {m.growth_per_1000_requests_mb:g} MiB per 1,000 requests after the warm-up (r {m.r:.2f})"
+            if m.growth_per_1000_requests_mb is not None and m.r is not None else "")
+    swap = f"; up to {m.swap_peak_mb:g} MiB swapped" if m.swap_peak_mb else ""
+    return ["## Engine memory", "", f"Resident {m.start_mb:g} MiB at the start, {m.peak_mb:g} at the peak, "
+            f"{m.end_mb:g} idle at the end ({m.anon_end_mb:g} anonymous): {m.growth_mb:+g} MiB from the warm-up's "
+            f"end{rate}{swap}; {m.readings} readings.", ""]
+
+
 def _agents(r: RunReport) -> list[str]:
     a = r.agents
     if a is None:
@@ -327,7 +339,7 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, trials_section, _target, _workload, _outcomes, _endpoints, _answers, chaos_section,
-                _health, _first_failure, _diagnosis, _signatures, _numbers, _structured, _agents, slo_section,
+                _health, _first_failure, _diagnosis, _signatures, _numbers, _memory, _structured, _agents, slo_section,
                 windows_section, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)

@@ -143,6 +143,24 @@ class Health(Model):
                               "gateway in front of it, with how it was recognised.")
 
 
+class EngineMemoryInfo(Model):
+    """The memory of an engine loadrepro started: its process group's, read from /proc beside the health polls."""
+
+    start_mb: float = Field(description="Resident memory at the first reading, MiB.")
+    peak_mb: float = Field(description="The highest resident memory read, MiB.")
+    warm_mb: float = Field(description="At the end of the warm-up (the first fifth of the requests served), MiB.")
+    end_mb: float = Field(description="At the last reading, once the load ended and the engine was idle, MiB.")
+    anon_end_mb: float = Field(description="Of that, anonymous memory (not the mapped model file), MiB.")
+    swap_peak_mb: float = Field(description="The most swapped out at once, MiB (growth hidden in swap).")
+    growth_mb: float = Field(description="end_mb less warm_mb (rule engine_memory_growth).")
+    growth_per_1000_requests_mb: float | None = Field(
+        description="Resident memory fitted against the requests served after the warm-up: MiB per 1,000 requests "
+        "(null: too few readings).")
+    r: float | None = Field(description="How closely memory followed the requests served (Pearson's r; null: too few "
+                            "readings, or flat).")
+    readings: int = Field(description="Readings kept.")
+
+
 class AgentsInfo(Model):
     """Agent trees (an agent and the subagents it spawned), as they ran: an agent trace's or agents from the seed."""
 

@@ -25,6 +25,7 @@ from loadrepro.schema.report_sections import (
     CanaryInfo,
     CapacityInfo,
     DiagnosisInfo,
+    EngineMemoryInfo,
     Environment,
     FirstFailure,
     Health,
@@ -100,6 +101,9 @@ class RunReport(Model):
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
     slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
                                 "set).")
+    engine_memory: EngineMemoryInfo | None = Field(
+        None, description="The memory of an engine loadrepro started: at start, peak, at the end idle, growth per "
+        "1,000 requests after the warm-up, swap (null: not read, as for a URL target).")
     agents: AgentsInfo | None = Field(
         None, description="Agent trees as they ran: completed, makespan, fan-out, waits for subagents (null: no agent "
         "spawned any).")

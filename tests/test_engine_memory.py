@@ -1,0 +1,48 @@
+"""The memory of an engine loadrepro started, read from /proc beside the health polls: an engine that keeps memory
+for every request it answers fails rule engine_memory_growth, with report.json engine_memory saying how much and how
+steadily; one that holds memory only while requests run (it comes back when idle), and one that keeps none, pass.
+The test engine is tests/memory_server.py, started with --engine-cmd."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.helpers import cli, rule
+
+RUN = ["--profile", "healthy", "--set", "workload.conversations=60", "--set", "workload.turns=2", "--set",
+       "workload.prefix_tokens=200", "--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=4", "--set",
+       "load.concurrency=4", "--set", "watch.memory_interval_s=0.1", "--set", "watch.metrics_path=''", "--quiet"]
+
+
+def _run(tmp_path, *engine: str) -> tuple[int, dict]:
+    command = f"{sys.executable} -m tests.memory_server --port {{port}} " + " ".join(engine)
+    done = cli("run", *RUN, "--engine-cmd", command, "--out", str(tmp_path))
+    return done.returncode, json.loads((tmp_path / "report.json").read_text())
+
+
+def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_path):
+    code, report = _run(tmp_path, "--leak-kb", "1024")
+    growth = rule(report, "engine_memory_growth")
+    assert code == 1 and growth["fired"] and growth["severity"] == "fail", growth
+    memory = report["engine_memory"]
+    # 120 requests of 1 MiB each, the first fifth the warm-up's: about 96 MiB from its end
+    assert 64 < memory["growth_mb"] <= 130 and 0.8 <= memory["growth_per_1000_requests_mb"] / 1000 <= 1.3, memory
+    assert memory["r"] >= 0.8 and memory["peak_mb"] >= memory["end_mb"] > memory["start_mb"], memory
+    assert growth["facts"]["growth_mb"] == memory["growth_mb"] and growth["facts"]["served"] == 120
+
+
+@pytest.mark.parametrize("engine", [["--hold-kb", "4096"], []], ids=["held-while-running", "none-kept"])
+def test_an_engine_whose_memory_comes_back_or_never_grows_passes(tmp_path, engine):
+    code, report = _run(tmp_path, *engine)
+    assert code == 0 and not rule(report, "engine_memory_growth")["fired"], report["reasons"]
+    assert report["engine_memory"]["readings"] >= 5 and abs(report["engine_memory"]["growth_mb"]) < 32
+
+
+def test_a_target_at_a_url_has_no_engine_memory(tmp_path):
+    done = cli("run", "--profile", "healthy", "--set", "workload.conversations=2", "--out", str(tmp_path), "--quiet",
+               env={"LOADREPRO_SIM_IN_PROCESS": "1"})
+    assert done.returncode == 0
+    assert json.loads((tmp_path / "report.json").read_text())["engine_memory"] is None
