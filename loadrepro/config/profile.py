@@ -94,6 +94,12 @@ class WatchSpec(Section):
         "orchestrator restarts the engine (Kubernetes' failureThreshold, 3 by default).")
     liveness_period_s: float = Field(
         10.0, gt=0, description="How often the orchestrator probes (Kubernetes' periodSeconds, 10 by default).")
+    introspection_path: str = Field(
+        "", description="An introspection endpoint to poll beside /health on a connection of its own (llama.cpp: "
+        "/slots): one that stops answering while /health answers 200 is a wedged scheduler (rule "
+        "introspection_unresponsive); empty: not polled.")
+    introspection_timeout_s: float = Field(
+        5.0, gt=0, description="How long a poll of introspection_path waits for an answer before it is given up.")
     memory_interval_s: float = Field(
         1.0, ge=0, description="Seconds between readings of the memory of an engine loadrepro starts (its process "
         "group's resident, anonymous and swapped memory, from /proc); 0: not read.")

@@ -16,6 +16,7 @@ from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import frontend_unresponsive, health_latency, liveness, wedged_while_healthy
+from loadrepro.judge.introspection import introspection_unresponsive
 from loadrepro.judge.measurements import Measurements, series
 from loadrepro.judge.memory import memory_growth
 from loadrepro.judge.polls import frontend_hung, left_service, usable_health
@@ -341,7 +342,7 @@ RULES: tuple[MeasuredRule, ...] = (
     pressure_in_metrics,
     *plain(prompt_truncated, prompt_lengths), *ANSWER_RULES, *plain(*STRUCTURED_RULES, health_latency),
     liveness,
-    *plain(wedged_while_healthy, frontend_unresponsive), engine_memory_growth,
+    *plain(wedged_while_healthy, frontend_unresponsive, introspection_unresponsive), engine_memory_growth,
     *SLO_RULES, *SOAK_RULES,
 )
 

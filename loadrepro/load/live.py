@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+from loadrepro.load.pause import pause
 
 
 @dataclass(slots=True)
@@ -19,3 +23,13 @@ class LiveState:
     kv_usage: float | None = None
     stopping: str | None = None
     finished: bool = False
+
+
+async def report_progress(live: LiveState, progress: Callable[[LiveState], Awaitable[None]],
+                          stop: asyncio.Event) -> None:
+    """The live state told to `progress` every half second until `stop`, then once more, finished."""
+    while not stop.is_set():
+        await progress(live)
+        await pause(stop, 0.5)
+    live.finished = True
+    await progress(live)

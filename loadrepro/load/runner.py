@@ -30,7 +30,7 @@ from loadrepro.load.backend.base import LoadBackend, LoadSetup, WorkerCrashed
 from loadrepro.load.client import Client
 from loadrepro.load.engine_exit import EngineExit
 from loadrepro.load.faults import FaultsOnPurpose, lent_tools
-from loadrepro.load.live import LiveState
+from loadrepro.load.live import LiveState, report_progress
 from loadrepro.load.live_metrics import LiveMetrics
 from loadrepro.load.pause import pause, unless
 from loadrepro.load.recorder import Recorder
@@ -39,6 +39,7 @@ from loadrepro.load.transport import Transport
 from loadrepro.load.watch.canary import Canaries
 from loadrepro.load.watch.endpoint_polls import watch_endpoint
 from loadrepro.load.watch.health_polls import HealthWatcher
+from loadrepro.load.watch.introspection import INTROSPECTION, watch_introspection
 from loadrepro.load.watch.logs import LogWatcher, engine_log, fatal_context
 from loadrepro.load.watch.memory import MemoryWatcher, readable
 from loadrepro.load.watch.metrics_scrapes import MetricsWatcher, progressed
@@ -262,7 +263,7 @@ class Runner:
                     if self._engine.managed:
                         tg.create_task(self._engine.watch(stop_watching))
                     if progress:
-                        tg.create_task(self._report_progress(progress, stop_watching))
+                        tg.create_task(report_progress(self.live, progress, stop_watching))
                     self._load_task = tg.create_task(self._send_load())
                     deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
@@ -319,6 +320,10 @@ class Runner:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
         if self._memory is not None:
             table.append((NoteSource.ENGINE, self._memory.run(stop)))
+        if watch.introspection_path:
+            table.append((NoteSource.HEALTH, watch_introspection(self.target.base_url, self.client.config.api_key,
+                                                                 watch, self._recorder.endpoint_sample, self._clock,
+                                                                 stop)))
         table += [(NoteSource.HEALTH, watch_endpoint(endpoint, watch, self._on_endpoint_sample, self._clock, stop))
                   for endpoint in watch.endpoints]
         return table + self._replicas.watchers(self._on_endpoint_sample, self._last_replica_gone, stop)
@@ -358,6 +363,7 @@ class Runner:
             notes=tuple(n for n in recorded.notes if n.source != NoteSource.RUN), stop_reason=reason,
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns, memory=tuple(recorded.memory),
+            introspection=tuple(recorded.watched.get(INTROSPECTION, ([], []))[0]),
             tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
@@ -391,10 +397,3 @@ class Runner:
         if not before.healthy:
             self._note(NoteSource.HEALTH, f"{self.profile.watch.health_path} answered {before.status} before the run: "
                                  "engine death is not judged from it")
-
-    async def _report_progress(self, progress: Callable[[LiveState], Awaitable[None]], stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await progress(self.live)
-            await pause(stop, 0.5)
-        self.live.finished = True
-        await progress(self.live)

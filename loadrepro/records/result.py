@@ -60,6 +60,7 @@ class RunResult:
     replicas: tuple[Watched, ...] = ()  # the replicas beside the target, watched ([target] replicas), in order
     not_caused: tuple[FaultNotCaused, ...] = ()  # [[chaos.events]] never caused, and why
     memory: tuple[MemorySample, ...] = ()  # the memory of the engine loadrepro started, read beside the polls
+    introspection: tuple[HealthSample, ...] = ()  # the polls of [watch] introspection_path (llama.cpp's /slots)
     # [verify] on a run that dropped records ([load] keep_records): a uniform sample of the whole run's completed
     # requests with answers, which answers are chosen among (`records` keeps only the first ones)
     sampled_answers: tuple[RequestRecord, ...] = ()
