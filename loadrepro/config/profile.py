@@ -209,6 +209,10 @@ class VerdictSpec(Section):
         0.05, gt=0, le=1, description="kv_leak: how much KV usage at quiet moments may creep up in all.")
     max_health_latency_s: float = Field(
         0.0, ge=0, description="> 0: a /health slower than this fails the run (else slowness is a warning).")
+    min_draft_acceptance: float = Field(
+        0.0, ge=0, le=1, description="spec_acceptance_collapse: > 0: the share of drafted tokens the engine must "
+        "accept over the run (speculative decoding); 0: only a collapse from the early requests to the late is "
+        "judged.")
     max_memory_growth_mb: float = Field(
         64.0, ge=0, description="engine_memory_growth: how many MiB an engine loadrepro started may grow, from the "
         "end of the warm-up to its idle end, with the requests it served; 0: not judged.")

@@ -25,6 +25,7 @@ from loadrepro.judge.replicas import replica_health, sent_to
 from loadrepro.judge.signatures import CATALOG, SignatureClass
 from loadrepro.judge.slo import SLO_RULES
 from loadrepro.judge.soak import SOAK_RULES, bad_input_crash, no_recovery
+from loadrepro.judge.speculative import acceptance_collapse
 from loadrepro.judge.structured import STRUCTURED_RULES
 from loadrepro.judge.waits import behind, queue_work
 from loadrepro.records import (
@@ -333,6 +334,13 @@ def engine_memory_growth(result: RunResult, spec: VerdictSpec, measured: Measure
 
 engine_memory_growth.__doc__ = memory_growth.__doc__
 
+
+def spec_acceptance_collapse(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
+    return acceptance_collapse(measured.speculative, spec)
+
+
+spec_acceptance_collapse.__doc__ = acceptance_collapse.__doc__
+
 RULES: tuple[MeasuredRule, ...] = (
     *plain(engine_death), *DEPLOYMENT_RULES,
     *plain(failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
@@ -343,6 +351,7 @@ RULES: tuple[MeasuredRule, ...] = (
     *plain(prompt_truncated, prompt_lengths), *ANSWER_RULES, *plain(*STRUCTURED_RULES, health_latency),
     liveness,
     *plain(wedged_while_healthy, frontend_unresponsive, introspection_unresponsive), engine_memory_growth,
+    spec_acceptance_collapse,
     *SLO_RULES, *SOAK_RULES,
 )
 

@@ -15,6 +15,7 @@ from loadrepro.judge.polls import Restart, slow_polls, usable_health, would_rest
 from loadrepro.judge.recovery import Recovery, recoveries
 from loadrepro.judge.replicas import ReplicaFigures, replica_figures
 from loadrepro.judge.service_level import SloMeasure, slo_measure
+from loadrepro.judge.speculative import SpecFigures, spec_figures
 from loadrepro.judge.windows import Saturation, Window, load_windows, saturation, windows
 from loadrepro.records import RunResult, Verification
 
@@ -35,6 +36,7 @@ class Measurements:
     replicas: list[ReplicaFigures] = field(default_factory=list)  # per replica, the target first (none: no replicas)
     answers: Verification = field(default_factory=Verification)  # [verify]'s, after the load (empty: none checked)
     memory: MemoryFigures | None = None  # of an engine loadrepro started (None: not read)
+    speculative: SpecFigures | None = None  # drafts the engine reported per request (None: none)
 
 
 def series(result: RunResult, name: str) -> list[float]:
@@ -57,4 +59,4 @@ def measure(result: RunResult, spec: VerdictSpec, answers: Verification | None =
                         would_restart(usable_health(result), result.watch), slo_measure(result, spec.window_s),
                         len(slow_polls(result.health, result.watch)), _preemptions(result),
                         [endpoint_health(result, w) for w in result.watched], replica_figures(result, spec.window_s),
-                        answers or Verification(), memory_figures(result))
+                        answers or Verification(), memory_figures(result), spec_figures(result, spec.window_s))

@@ -326,7 +326,8 @@ class Client:
             signature_class=signature.klass.value if signature else None, reconnects=reconnects,
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
             else None, streamed=planned.stream if streamed is None else streamed,
-            replica=a.replica)
+            replica=a.replica, draft_tokens=count_of(a.timings.get("draft_n")),
+            draft_accepted=count_of(a.timings.get("draft_n_accepted")))
 
 
 

@@ -45,6 +45,7 @@ class Attempt:
     answer: AnswerParts | None = None  # [verify] on: the answer's evidence, read as it comes
     began: Callable[[], None] | None = None  # told at the first token (an abort burst cancels answers under way)
     replica: int = 0  # the replica it was sent to, whose progress its tokens mark ([target] replicas)
+    timings: dict[str, Any] = field(default_factory=dict)  # llama.cpp's, in its last chunk: drafts among them
 
     def first_token(self, now: int) -> None:
         if self.first_token_ns is None:
@@ -114,6 +115,8 @@ def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, A
              answer_of: Callable[[dict[str, Any], AnswerParts], None]) -> int:
     if payload.get("usage"):
         a.usage = _object(payload["usage"], "usage")
+    if isinstance(payload.get("timings"), dict):
+        a.timings = payload["timings"]
     choices = payload.get("choices") or []
     if not isinstance(choices, list):
         raise ProtocolViolation(f"`choices` is not a list: {str(choices)[:200]!r}")
@@ -236,6 +239,7 @@ def whole_answer(api: str, payload: dict[str, Any], a: Attempt) -> None:
             if not choices or not isinstance(choices, list):
                 raise ProtocolViolation("a response without choices")
             a.usage = _object(payload.get("usage") or {}, "usage")
+            a.timings = payload["timings"] if isinstance(payload.get("timings"), dict) else {}
             a.finish_reason = _object(choices[0], "a choice").get("finish_reason")
             if a.answer is not None:
                 (_chat_answer if api == "chat" else _text_answer)(choices[0], a.answer)

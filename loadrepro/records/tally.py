@@ -4,6 +4,7 @@ report and the rules read, whether or not every record was kept in memory."""
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -206,6 +207,10 @@ class Tally:
     structured_refused: int = 0  # requests that asked for a structured answer and were refused (4xx)
     first_refused: tuple[int, str] | None = None  # the first such request's id and the refusal's first words
     replicas: dict[int, ReplicaTally] = dataclasses.field(default_factory=dict)  # by replica (0: the target)
+    # Speculative decoding: each drafting request's drafted and accepted tokens, in the order they ended (8 bytes
+    # a request: a soak's whole run, not its kept records).
+    drafted: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    accepted: array[int] = dataclasses.field(default_factory=lambda: array("i"))
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
@@ -257,6 +262,9 @@ class Tally:
 
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
+        if r.draft_tokens and r.draft_accepted is not None:
+            self.drafted.append(r.draft_tokens)
+            self.accepted.append(r.draft_accepted)
         self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1

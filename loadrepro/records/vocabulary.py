@@ -133,6 +133,8 @@ class RequestRecord:
     structured: str | None = None  # completed or refused, having asked for a structured answer: its format
     unparsed: str | None = None  # that structured answer, when it ended on its own and did not parse (first words)
     replica: int = 0  # the replica it went to: 0 the target, i the ith of [target] replicas
+    draft_tokens: int | None = None  # speculative decoding: tokens drafted for it (llama.cpp's timings.draft_n)
+    draft_accepted: int | None = None  # of those, accepted (timings.draft_n_accepted)
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
     @property

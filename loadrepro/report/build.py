@@ -13,7 +13,6 @@ from loadrepro.config.workload_spec import StructuredFormat
 from loadrepro.judge.endpoints import EndpointFigures
 from loadrepro.judge.judgement import Judgement
 from loadrepro.judge.measurements import Measurements, series
-from loadrepro.judge.memory import MemoryFigures
 from loadrepro.judge.replicas import ReplicaFigures
 from loadrepro.judge.signatures import SignatureClass
 from loadrepro.records import (
@@ -31,6 +30,7 @@ from loadrepro.records import (
 )
 from loadrepro.records.redact import scrub
 from loadrepro.report.agent_figures import agents_info
+from loadrepro.report.engine_sections import memory_section, speculative_section
 from loadrepro.schema.long_run_sections import (
     ChaosRow,
     EndpointHealth,
@@ -48,7 +48,6 @@ from loadrepro.schema.report_sections import (
     CanaryInfo,
     CapacityInfo,
     DiagnosisInfo,
-    EngineMemoryInfo,
     Environment,
     FirstFailure,
     Health,
@@ -330,14 +329,6 @@ def _windows(measured: Measurements) -> list[WindowRow]:
     return [WindowRow(**dataclasses.asdict(w)) for w in measured.windows]
 
 
-def _memory(m: MemoryFigures | None) -> EngineMemoryInfo | None:
-    if m is None:
-        return None
-    return EngineMemoryInfo(start_mb=m.start_mb, peak_mb=m.peak_mb, warm_mb=m.warm_mb, end_mb=m.end_mb,
-                            anon_end_mb=m.anon_end_mb, swap_peak_mb=m.swap_peak_mb, growth_mb=m.growth_mb,
-                            growth_per_1000_requests_mb=m.per_1000_mb, r=m.r, readings=m.readings)
-
-
 def build_report(result: RunResult, profile: Profile, judgement: Judgement, workload: WorkloadSummary, command: str,
                  env: Environment | None = None, extra_notes: list[str] | None = None,
                  diagnosis: DiagnosisInfo | None = None) -> RunReport:
@@ -386,6 +377,7 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
         watched_endpoints=[_watched(w, e) for w, e in zip(result.watched, measured.endpoints)],
         endpoints=[_endpoint(f) for f in measured.replicas],
         structured_outputs=_structured(totals, profile.workload.structured_formats),
-        agents=agents_info(result.records, workload.trees), engine_memory=_memory(measured.memory),
+        agents=agents_info(result.records, workload.trees), engine_memory=memory_section(measured.memory),
+        speculative=speculative_section(measured.speculative),
         request_table=kept, request_table_total=totals.requests if totals.requests > len(kept) else None,
         finished=verdict.status != "running")

@@ -273,6 +273,16 @@ def _memory(r: RunReport) -> list[str]:
             f"end{rate}{swap}; {m.readings} readings.", ""]
 
 
+def _speculative(r: RunReport) -> list[str]:
+    s = r.speculative
+    if s is None:
+        return []
+    trend = (f"; the first third of them {s.early_rate:.0%}, the last third {s.late_rate:.0%}"
+             if s.early_rate is not None and s.late_rate is not None else "")
+    return ["## Speculative decoding", "", f"{s.requests:,} requests drafted {s.draft_tokens:,} tokens, "
+            f"{s.accepted_tokens:,} accepted ({s.acceptance_rate:.0%}){trend}.", ""]
+
+
 def _agents(r: RunReport) -> list[str]:
     a = r.agents
     if a is None:
@@ -339,8 +349,8 @@ def _pictures(r: RunReport) -> list[str]:
 def render_markdown(report: RunReport, images: bool = False) -> str:
     """With `images`, refers to timeline.png and latency.png written beside it."""
     sections = [_header, trials_section, _target, _workload, _outcomes, _endpoints, _answers, chaos_section,
-                _health, _first_failure, _diagnosis, _signatures, _numbers, _memory, _structured, _agents, slo_section,
-                windows_section, capacity_section, _rules]
+                _health, _first_failure, _diagnosis, _signatures, _numbers, _memory, _speculative, _structured,
+                _agents, slo_section, windows_section, capacity_section, _rules]
     if images:
         sections.insert(4, _pictures)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"

@@ -161,6 +161,20 @@ class EngineMemoryInfo(Model):
     readings: int = Field(description="Readings kept.")
 
 
+class SpeculativeInfo(Model):
+    """Speculative decoding as the engine reported it per request (llama.cpp's timings.draft_n, draft_n_accepted)."""
+
+    requests: int = Field(description="Requests for which the engine drafted tokens.")
+    draft_tokens: int = Field(description="Tokens drafted for them.")
+    accepted_tokens: int = Field(description="Of those, accepted.")
+    acceptance_rate: float = Field(description="accepted_tokens / draft_tokens.")
+    early_rate: float | None = Field(description="The acceptance of the first third of those requests, in the order "
+                                     "they ended (null: fewer than 6).")
+    late_rate: float | None = Field(description="The acceptance of the last third (rule spec_acceptance_collapse).")
+    per_request: list[float] = Field(description="Each such request's acceptance, in the order they ended (the "
+                                     "first 1,000).")
+
+
 class AgentsInfo(Model):
     """Agent trees (an agent and the subagents it spawned), as they ran: an agent trace's or agents from the seed."""
 

@@ -37,6 +37,7 @@ from loadrepro.schema.report_sections import (
     Requests,
     RuleResult,
     SignatureCount,
+    SpeculativeInfo,
     StructuredInfo,
     Target,
     Throughput,
@@ -101,6 +102,9 @@ class RunReport(Model):
         [], description="A long run's windows ([verdict] window_s), by the time their requests were sent.")
     slo: SloInfo | None = Field(None, description="The requests against the service level ([slo]; null: no limit "
                                 "set).")
+    speculative: SpeculativeInfo | None = Field(
+        None, description="Speculative decoding's drafts and acceptance, per request and early against late (null: "
+        "the engine reported no drafts).")
     engine_memory: EngineMemoryInfo | None = Field(
         None, description="The memory of an engine loadrepro started: at start, peak, at the end idle, growth per "
         "1,000 requests after the warm-up, swap (null: not read, as for a URL target).")
