@@ -53,6 +53,10 @@ class WorkloadSpec(Section):
         "recorded", description="Text traces (sharegpt, openai-log), chat-form APIs: recorded: a later turn's "
         "history holds the recorded answers, so every run sends the same bytes, stock and patched alike; live: the "
         "engine's own answers, as an agent would see them (its prompt lengths then are not checked).")
+    cache_bust: Literal["none", "tree"] = Field(
+        "none", description="tree: a marker unique to the run and the tree ([rid:...]) starts the first message of "
+        "every request of a tree (an agent and its subagents, or a conversation), so that a run meets no prefix "
+        "cache an earlier run (a trial, a sweep level) warmed; the tree's own requests still share theirs.")
     trace_tool_messages: Literal["tool", "user"] = Field(
         "tool", description="Agent traces (weka): a tool result after a reply that stopped for a tool is sent as a "
         "`tool` message answering the assistant's tool call (tool), or as plain user text (user).")

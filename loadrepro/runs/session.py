@@ -39,6 +39,7 @@ from loadrepro.runs.sizing import overrun, oversize_for, predictions
 from loadrepro.runs.target import started_target
 from loadrepro.runs.verify import verified
 from loadrepro.schema.run_report import RunReport
+from loadrepro.workload.cache_bust import busted
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan
 
@@ -150,7 +151,9 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                                    for i, e in enumerate(target.started[1:], len(profile.target.replicas) + 1)),
                                limits=limits, context=context, predictions=predictions(plan, profile, limits))
         async with Client(config) as client:
-            runner = Runner(profile, plan.workload, client, run_target, run_dir, workers=options.workers,
+            workload = plan.workload if profile.workload.cache_bust == "none" else \
+                busted(plan.workload, f"{run_dir.resolve()}:{time.time_ns()}")
+            runner = Runner(profile, workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
 
             def interrupt() -> None:
@@ -168,7 +171,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                     await checkpoints.stop()
             answers = Verification()
             if profile.verify.outputs != "off":
-                answers = await verified(result, client, target.url, api_key, plan.workload, profile, notes, say,
+                answers = await verified(result, client, target.url, api_key, workload, profile, notes, say,
                                          run_dir, stopped)
     if checkpoints.written:
         notes.append(f"checkpoints: {checkpoints.written} written while the run went on "
