@@ -17,16 +17,20 @@ RUN = ["--profile", "healthy", "--set", "workload.conversations=60", "--set", "w
        "load.concurrency=4", "--set", "watch.memory_interval_s=0.1", "--set", "watch.metrics_path=''", "--quiet"]
 
 
-def _run(tmp_path, *engine: str) -> tuple[int, dict]:
+def _run(tmp_path, *engine: str, limit: str = "0") -> tuple[int, dict]:
     command = f"{sys.executable} -m tests.memory_server --port {{port}} " + " ".join(engine)
-    done = cli("run", *RUN, "--engine-cmd", command, "--out", str(tmp_path))
+    done = cli("run", *RUN, "--set", f"verdict.max_memory_growth_mb={limit}", "--engine-cmd", command, "--out",
+               str(tmp_path))
     return done.returncode, json.loads((tmp_path / "report.json").read_text())
 
 
 def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_path):
-    code, report = _run(tmp_path, "--leak-kb", "1024")
+    """With [verdict] max_memory_growth_mb set, a failure; without it, a warning (a prompt cache in RAM grows so)."""
+    code, report = _run(tmp_path / "max", "--leak-kb", "1024", limit="64")
     growth = rule(report, "engine_memory_growth")
     assert code == 1 and growth["fired"] and growth["severity"] == "fail", growth
+    code, warned = _run(tmp_path / "warn", "--leak-kb", "1024")
+    assert code == 0 and rule(warned, "engine_memory_growth")["severity"] == "info"
     memory = report["engine_memory"]
     # 120 requests of 1 MiB each, the first fifth the warm-up's: about 96 MiB from its end
     assert 64 < memory["growth_mb"] <= 130 and 0.8 <= memory["growth_per_1000_requests_mb"] / 1000 <= 1.3, memory
@@ -36,7 +40,7 @@ def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_
 
 @pytest.mark.parametrize("engine", [["--hold-kb", "4096"], []], ids=["held-while-running", "none-kept"])
 def test_an_engine_whose_memory_comes_back_or_never_grows_passes(tmp_path, engine):
-    code, report = _run(tmp_path, *engine)
+    code, report = _run(tmp_path, *engine, limit="64")
     assert code == 0 and not rule(report, "engine_memory_growth")["fired"], report["reasons"]
     assert report["engine_memory"]["readings"] >= 5 and abs(report["engine_memory"]["growth_mb"]) < 32
 

@@ -35,9 +35,9 @@ def values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
-def start(tmp_path: Path, port: int | str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "loadrepro", "run", *RUN, "--serve-metrics", str(port), "--out",
-                             str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(tmp_path: Path, port: int | str, *more: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "loadrepro", "run", *RUN, *more, "--serve-metrics", str(port),
+                             "--out", str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_the_metrics_are_served_while_it_runs_and_end_as_the_report_says(tmp_path):

@@ -214,8 +214,9 @@ class VerdictSpec(Section):
         "accept over the run (speculative decoding); 0: only a collapse from the early requests to the late is "
         "judged.")
     max_memory_growth_mb: float = Field(
-        64.0, ge=0, description="engine_memory_growth: how many MiB an engine loadrepro started may grow, from the "
-        "end of the warm-up to its idle end, with the requests it served; 0: not judged.")
+        0.0, ge=0, description="engine_memory_growth: > 0: the MiB an engine loadrepro started may grow, from the "
+        "end of the warm-up to its idle end, steadily with the requests it served, before the run fails; 0: growth "
+        "over 64 MiB is a warning (a prompt cache in RAM, llama.cpp's by default, grows so up to its limit).")
 
 
 class SloSpec(Section):

@@ -22,6 +22,7 @@ WARM_UP_SHARE = 0.2  # of the requests the run served
 STEADY_R = 0.8  # memory follows the requests served at least this closely (Pearson's r) to be growth with them
 LEAST_READINGS = 5  # after the warm-up, to fit a line at all
 LEAST_SERVED = 50  # after the warm-up, to judge growth with the requests served (a short run's is its warm-up's)
+WARN_MB = 64.0  # growth said as a warning when no max_memory_growth_mb is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,20 +76,22 @@ def _mb(value: float) -> float:
 def memory_growth(result: RunResult, spec: VerdictSpec, figures: MemoryFigures | None) -> Finding | None:
     """The engine's resident memory grew by more than `max_memory_growth_mb` from the warm-up's end to its idle end,
     steadily with the requests it served (r >= 0.8): memory kept per request, which a soak ends with the machine
-    killing the engine. Swap that grew is said with it (growth hidden in swap). Judged over at least 50 requests
-    after the warm-up; not on an engine that died or was restarted by a fault (its memory starts again), nor after an
-    interrupt.
+    killing the engine. Fails the run when `max_memory_growth_mb` is set; else growth over 64 MiB is a warning, since
+    a prompt cache kept in RAM (llama.cpp's, on by default) grows so up to its own limit. Swap that grew is said with
+    it (growth hidden in swap). Judged over at least 50 requests after the warm-up; not on an engine that died or was
+    restarted by a fault (its memory starts again), nor after an interrupt.
 
     Facts: `growth_mb`, `per_1000_requests_mb`, `r`, `warm_mb`, `end_mb`, `swap_peak_mb`, `served`."""
-    if figures is None or not spec.max_memory_growth_mb or figures.per_1000_mb is None or figures.r is None or \
+    if figures is None or figures.per_1000_mb is None or figures.r is None or \
             figures.served * (1 - WARM_UP_SHARE) < LEAST_SERVED:
         return None
+    limit = spec.max_memory_growth_mb or WARN_MB
     if result.interrupted or result.faults or result.left_service:
         return None
-    if figures.growth_mb <= spec.max_memory_growth_mb or figures.r < STEADY_R:
+    if figures.growth_mb <= limit or figures.r < STEADY_R:
         return None
     swap = f"; {figures.swap_peak_mb:g} MiB swapped at its peak" if figures.swap_peak_mb else ""
-    return Finding("engine_memory_growth", Severity.FAIL,
+    return Finding("engine_memory_growth", Severity.FAIL if spec.max_memory_growth_mb else Severity.INFO,
                    f"the engine's memory grew {figures.growth_mb:g} MiB (from {figures.warm_mb:g} after the warm-up "
                    f"to {figures.end_mb:g} idle after the load), {figures.per_1000_mb:g} MiB per 1,000 requests "
                    f"served, steadily with them (r {figures.r:.2f}){swap}: memory kept per request",

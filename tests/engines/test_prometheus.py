@@ -41,8 +41,9 @@ def _targets(base: str) -> list[dict]:
 def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp_path, prometheus):
     port, web = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
-    # Prometheus gives up on a scrape after its timeout (at most the interval): 2 s lets a busy machine answer.
-    config.write_text(f"global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n"
+    # Prometheus gives up on a scrape after its timeout (at most the interval), and the run's end takes a scrape
+    # written within half of it: 5 s lets a machine busy with engines answer; the load lasts two intervals.
+    config.write_text(f"global:\n  scrape_interval: 5s\n  scrape_timeout: 5s\n"
                       "scrape_configs:\n  - job_name: loadrepro\n    static_configs:\n"
                       f"      - targets: ['127.0.0.1:{port}']\n")
     server = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -51,7 +52,7 @@ def test_a_real_prometheus_scrapes_the_run_and_its_last_scrape_is_the_report(tmp
     base = f"http://127.0.0.1:{web}"
     try:
         until(lambda: _ready(base), 30, "Prometheus ready")
-        run = start(tmp_path, port)
+        run = start(tmp_path, port, "--set", "load.duration_s=12")
         during = until(lambda: query(base, 'loadrepro_run_phase{loadrepro_run_phase="loading"} == 1')
                        or run.poll() is not None, 120, "a scrape while the run loads")
         assert run.wait(120) in (0, 1)
