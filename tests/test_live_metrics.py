@@ -133,3 +133,29 @@ def test_a_scrape_written_after_its_scrapers_timeout_is_not_taken():
     seen = scrapes.count
     served({"HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS": "not a number"}, None).close()
     assert scrapes.taken_since(seen)
+
+
+def test_the_end_waits_two_and_a_half_of_the_scrapers_interval_for_its_next_scrape():
+    """A scraper every 20 s (Prometheus's default is 15) would miss a 15 s wait begun just after its scrape, and a
+    busy one comes late."""
+    from loadrepro.load.live_metrics import _Scrapes
+
+    scrapes = _Scrapes()
+    assert scrapes.linger_s(15.0) == 15.0  # no scrape seen: the least
+    scrapes.begun = [100.0, 110.0, 120.0]
+    assert scrapes.linger_s(15.0) == 25.0
+    scrapes.begun = [0.0, 100.0]
+    assert scrapes.linger_s(15.0) == 60.0  # at most
+
+
+def test_one_scrape_by_prometheus_is_a_scraper_scraping_and_one_plain_look_is_not():
+    """Prometheus with a long interval may scrape a short run once: the end still waits for it to take the last
+    values. A one-off look (curl) is not waited for."""
+    from loadrepro.load.live_metrics import _Scrapes
+
+    scrapes = _Scrapes()
+    served = scrapes.counted(lambda environ, start_response: [b"metrics"])
+    served({}, None).close()
+    assert not scrapes.scraping()
+    served({"HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS": "10"}, None).close()
+    assert scrapes.scraping()

@@ -19,7 +19,8 @@ from loadrepro.records import KV_USAGE, WAITING, HealthSample, MetricsSample, Re
 
 PHASES = ["starting", "planning", "loading", "judging", "done"]
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-LINGER_S = 15.0  # at the end, how long the last values wait for a scraper that was scraping to take them
+LINGER_S = 15.0  # at the end, how long the last values wait for a scraper that was scraping to take them, at least
+LINGER_INTERVALS, LINGER_MAX_S = 2.5, 60.0  # and at most: two and a half of its intervals (a busy scraper is late)
 
 
 class _Scrapes(Collector):
@@ -34,6 +35,8 @@ class _Scrapes(Collector):
         self.count = 0  # begun
         self.taken = 0  # the latest begun (its number) that was written whole
         self.changed = threading.Condition()
+        self.begun: list[float] = []  # when the last scrapes began (monotonic): the scraper's interval
+        self.prometheus = False  # a scrape said its timeout, as Prometheus's do: a scraper is scraping, however few
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily("loadrepro_metrics_scrapes", "Scrapes of these metrics served.", value=self.count)
@@ -45,7 +48,10 @@ class _Scrapes(Collector):
             with self.changed:
                 self.count += 1
                 number = self.count
-            deadline = _deadline(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"))
+                self.begun = [*self.begun[-3:], time.monotonic()]
+            said = environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS")
+            self.prometheus |= said is not None
+            deadline = _deadline(said)
             return _Closing(app(environ, start_response), lambda: self._took(number, deadline))
 
         return serve
@@ -57,9 +63,20 @@ class _Scrapes(Collector):
             self.taken = max(self.taken, number)
             self.changed.notify_all()
 
+    def scraping(self) -> bool:
+        """Whether a scraper is scraping (Prometheus, or more than one scrape: not a one-off look), so that the end
+        waits for it to take the last values. Prometheus with a long interval may have scraped a short run once."""
+        return self.prometheus or self.count > 1
+
     def taken_since(self, seen: int) -> bool:
         """A scrape begun after the first `seen` was written whole."""
         return self.taken > seen
+
+    def linger_s(self, least_s: float) -> float:
+        """How long to wait for the scraper's next scrape: `least_s`, or two and a half of its interval (the longest
+        gap between its last scrapes), up to LINGER_MAX_S."""
+        gaps = [b - a for a, b in zip(self.begun, self.begun[1:])]
+        return min(max(least_s, LINGER_INTERVALS * max(gaps, default=0.0)), max(least_s, LINGER_MAX_S))
 
 
 def _deadline(timeout: str | None) -> float | None:
@@ -164,14 +181,15 @@ class LiveMetrics:
         self.phase.state(phase)
 
     def close(self) -> None:
-        """Stops serving; when something was scraping (more than one scrape: not a one-off look), first lets it take
-        the last values (one more scrape begun after them and written whole, up to `linger_s`), so that a
-        dashboard's last point is the report's."""
+        """Stops serving; when something was scraping (_Scrapes.scraping), first lets it take the last values (one
+        more scrape begun after them and written whole, up to `linger_s` or longer for a slow scraper: linger_s()),
+        so that a dashboard's last point is the report's."""
         self.phase.state("done")
         with self._scrapes.changed:
             seen = self._scrapes.count
-            if seen > 1:
-                self._scrapes.changed.wait_for(lambda: self._scrapes.taken_since(seen), timeout=self._linger_s)
+            if self._scrapes.scraping():
+                self._scrapes.changed.wait_for(lambda: self._scrapes.taken_since(seen),
+                                               timeout=self._scrapes.linger_s(self._linger_s))
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
