@@ -36,6 +36,21 @@ def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_
     assert 64 < memory["growth_mb"] <= 130 and 0.8 <= memory["growth_per_1000_requests_mb"] / 1000 <= 1.3, memory
     assert memory["r"] >= 0.8 and memory["peak_mb"] >= memory["end_mb"] > memory["start_mb"], memory
     assert growth["facts"]["growth_mb"] == memory["growth_mb"] and growth["facts"]["served"] == 120
+    _memory_drawn(tmp_path / "max", memory)
+
+
+def _memory_drawn(run_dir, memory: dict) -> None:
+    """The readings on disk are the timeline's memory panel, rebuilt from the run directory as `compare` does."""
+    from loadrepro.report.plots import timeline_figure
+    from loadrepro.report.timeline import timeline_from_run_dir
+    from loadrepro.schema.run_report import RunReport
+
+    timeline = timeline_from_run_dir(run_dir, RunReport.model_validate_json((run_dir / "report.json").read_text()))
+    assert timeline is not None and len(timeline.memory_t) == memory["readings"], memory
+    assert timeline.memory_mib[:, 0].max() == pytest.approx(memory["peak_mb"], abs=0.1)
+    assert timeline.memory_mib[-1, 0] - timeline.memory_mib[0, 0] > 64  # a MiB per request, 120 requests
+    labels = [ax.get_ylabel() for ax in timeline_figure([timeline]).axes]
+    assert "engine MiB" in labels, labels
 
 
 @pytest.mark.parametrize("engine", [["--hold-kb", "4096"], []], ids=["held-while-running", "none-kept"])

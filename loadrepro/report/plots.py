@@ -209,6 +209,20 @@ def _endpoints_panel(ax: Axes, t: Timeline) -> None:
                  fontsize=9)
 
 
+def _memory_panel(ax: Axes, t: Timeline) -> None:
+    """The started engine's process group: resident and anonymous memory (the heap and KV, not the mapped model),
+    and swap when any was seen (growth hidden there)."""
+    for column, name, colour in ((0, "resident", "#37474f"), (1, "anonymous", "#00897b"), (2, "swap", "#c62828")):
+        if len(t.memory_t) and (column < 2 or t.memory_mib[:, 2].any()):
+            ax.plot(t.memory_t, t.memory_mib[:, column], color=colour, linewidth=1.3, label=f"{name} MiB")
+    if len(t.memory_t):
+        ax.legend(loc="upper left", frameon=False, ncols=3, fontsize=8)
+    else:  # beside a run that has them (compare): an engine loadrepro did not start
+        ax.text(0.5, 0.5, "memory not read", transform=ax.transAxes, ha="center", va="center", color="gray")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("engine MiB")
+
+
 def _replicas_panel(ax: Axes, t: Timeline) -> None:
     """One lane per replica: its /health as stretches (green 200, red not), and the end of each of its requests
     kept in memory as a tick coloured by outcome."""
@@ -237,11 +251,13 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
     latency and errors window by window: one shared time axis for every run given (so stock and patched line up).
     Dashed red: first failure; dotted black: first fatal log line; dash-dotted orange: the first wrong answer (when
     it ended under load); densely dotted purple: a fault on purpose, shaded until the engine recovered; thin grey:
-    the edges of a long run's windows. With replicas, a lane each: its requests' ends over its /health."""
+    the edges of a long run's windows. With replicas, a lane each: its requests' ends over its /health. With an engine
+    loadrepro started, its memory."""
     windowed = any(t.windows for t in timelines)
     watched = any(t.endpoints for t in timelines)
     replicas = max(t.replicas for t in timelines)
-    ratios = ([3, 1.2, 2] + ([2] if windowed else []) + ([2] if watched else [])
+    memory = any(len(t.memory_t) for t in timelines)
+    ratios = ([3, 1.2, 2] + ([2] if windowed else []) + ([2] if watched else []) + ([1.5] if memory else [])
               + ([0.8 + 0.3 * replicas] if replicas > 1 else []))
     fig = _figure(figsize=(11, 2.1 * len(timelines) * len(ratios)))
     # One subfigure a run: its title and legend above its first panel, its own margins; one time axis for all.
@@ -266,6 +282,8 @@ def timeline_figure(timelines: list[Timeline]) -> Figure:
             _windows_panel(panels[3], t)
         if watched:
             _endpoints_panel(panels[3 + windowed], t)
+        if memory:
+            _memory_panel(panels[3 + windowed + watched], t)
         if replicas > 1:
             _replicas_panel(panels[-1], t)
         for ax in panels:

@@ -21,6 +21,7 @@ from loadrepro.records import (
     CanarySample,
     HealthSample,
     LogMatch,
+    MemorySample,
     MetricsSample,
     Note,
     NoteSource,
@@ -85,6 +86,8 @@ class Timeline:
     chaos: tuple[tuple[float, float, str], ...] = ()  # each fault on purpose: when, when back (or given up), what
     endpoints: tuple[EndpointSeries, ...] = ()  # the other processes watched ([[watch.endpoints]], replicas)
     replicas: int = 1  # how many replicas the load was spread over ([target] replicas; 1: the target alone)
+    memory_t: np.ndarray = dataclasses.field(default_factory=lambda: np.array([]))  # the started engine's readings
+    memory_mib: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))  # resident, anon, swap
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +149,7 @@ def _in_flight(sent: list[RequestRecord], start_ns: int, end_ns: int,
 def build_timeline(label: str, start_ns: int, end_ns: int, records: list[RequestRecord],
                    health: list[HealthSample], metrics: list[MetricsSample], matches: list[LogMatch],
                    canaries: list[CanarySample] | None = None, health_path: str = "/health",
-                   totals: Tally | None = None) -> Timeline:
+                   totals: Tally | None = None, memory: list[MemorySample] | None = None) -> Timeline:
     """`totals`: the run's tally when not every record was kept in `records`; in flight and the count of each
     outcome then come from it."""
     def s(t_ns: int) -> float:
@@ -182,7 +185,10 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         dropped=totals.dropped if totals else 0,
         first_failure_s=min(failures) if failures else None,
         first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
-        first_fatal_text=fatal[0].line if fatal else "", health_path=health_path)
+        first_fatal_text=fatal[0].line if fatal else "", health_path=health_path,
+        memory_t=np.array([s(m.t_ns) for m in memory or ()]),
+        memory_mib=np.array([(m.rss_bytes, m.anon_bytes, m.swap_bytes) for m in memory or ()],
+                            dtype=float).reshape(-1, 3) / 2**20)
 
 
 def _first_wrong_s(records: list[RequestRecord], wrong: set[int], start_ns: int) -> float | None:
@@ -196,7 +202,7 @@ def timeline_of(result: RunResult, answers: Verification | None = None) -> Timel
     dropped = result.tally is not None and result.tally.dropped > 0
     timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
                               list(result.metrics), list(result.log_matches), list(result.canaries),
-                              result.watch.health_path, result.tally if dropped else None)
+                              result.watch.health_path, result.tally if dropped else None, list(result.memory))
     wrong = {c.request for c in wrong_answers(answers.checks)} if answers else set()
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
@@ -230,10 +236,11 @@ def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
     metrics = [x for x in parsed if isinstance(x, MetricsSample)]
     matches = [x for x in parsed if isinstance(x, LogMatch)]
     canaries = [x for x in parsed if isinstance(x, CanarySample)]
+    memory = [x for x in parsed if isinstance(x, MemorySample)]
     start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == NoteSource.RUN), None)
     if start is None:
         return None
     end = start + int(report.duration_s * 1e9)
-    timeline = build_timeline(report.label, start, end, records, health, metrics, matches, canaries)
+    timeline = build_timeline(report.label, start, end, records, health, metrics, matches, canaries, memory=memory)
     wrong = {w.request for w in report.outputs.worst} if report.outputs else set()
     return for_report(dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(records, wrong, start)), report)
