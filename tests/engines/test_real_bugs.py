@@ -33,6 +33,17 @@ def test_llamacpp_keeping_cancelled_queued_streams_is_caught_and_its_fix_confirm
     assert "zombie_requests" not in patched and "stalled_streams" not in patched, patched
 
 
+def test_llamacpp_dying_of_a_body_that_is_not_utf8_is_caught_and_its_fix_confirmed(llama_server, gguf_26m, tmp_path):
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "llamacpp-invalid-utf8.sh"), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stock, patched = _rules(tmp_path / "stock"), _rules(tmp_path / "patched")
+    assert "invalid_utf8: no answer" in stock["bad_input_crash"], stock
+    assert "killed by SIGABRT" in stock["engine_death"], stock
+    assert "engine_death" not in patched, patched
+    assert "bad_input_crash" not in patched or patched["bad_input_crash"].startswith("warning: "), patched
+
 
 def test_vllm_dying_of_a_grammar_after_a_structured_request_is_caught_and_its_fix_confirmed(vllm_model, tmp_path):
     env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro"}
@@ -60,3 +71,15 @@ def test_vllm_wedged_by_a_request_beyond_its_pool_is_caught_and_its_fix_confirme
     assert "not refused cleanly: a request of" in stock["no_recovery"], stock
     assert "beyond its KV pool of 512 tokens" in stock["no_recovery"], stock
     assert patched["no_recovery"].startswith("every fault on purpose recovered"), patched
+
+
+def test_llamacpp_default_flags_failing_concurrent_requests_is_still_present(llama_server, gguf_26m, tmp_path):
+    """A live bug (docs/real-bugs.md, "still present"): this test fails the day the pinned release fixes it."""
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "llamacpp-default-pool.sh"), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    concurrent, alone = _rules(tmp_path / "concurrent"), _rules(tmp_path / "alone")
+    assert "Context size has been exceeded." in concurrent["failures_while_healthy"], concurrent
+    assert "failures_while_healthy" not in alone and "low_completion" not in alone, alone
+    assert (tmp_path / "llamacpp-default-pool.zip").stat().st_size > 0
