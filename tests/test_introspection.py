@@ -1,6 +1,7 @@
 """[watch] introspection_path polled beside /health on a connection of its own: an engine whose /slots stops
 answering while /health answers 200 and its streams stop (llama.cpp #27388) fails introspection_unresponsive, the
-tokens' stop said with it; one whose /slots answers does not; one whose /health fails too is not this rule's."""
+tokens' stop said with it; one whose /slots hangs while its streams go on gets a warning; one whose /slots answers
+does not; one whose /health fails too is not this rule's."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ WATCH = ["--set", "watch.introspection_path='/slots'", "--set", "watch.introspec
 HANG_S = 5.0  # a wedged handler's wait: past every timeout of the run, short of the server's shutdown wait
 
 
-def _engine(wedge_after: int | None, health_dies: bool = False) -> web.Application:
+def _engine(wedge_after: int | None, health_dies: bool = False, streams_live: bool = False) -> web.Application:
     """Answers its first `wedge_after` streams, then wedges: streams send nothing and /slots hangs; /health answers
-    200 (or, `health_dies`, hangs too)."""
+    200 (or, `health_dies`, hangs too). `streams_live`: only /slots hangs, the streams go on (a token every 50 ms)."""
     streams = 0
 
     def wedged() -> bool:
@@ -35,9 +36,11 @@ def _engine(wedge_after: int | None, health_dies: bool = False) -> web.Applicati
         streams += 1
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
-        if wedged():
+        if wedged() and not streams_live:
             await asyncio.sleep(HANG_S)
         for _ in range(body.get("max_completion_tokens") or body.get("max_tokens") or 4):
+            if streams_live:
+                await asyncio.sleep(0.05)
             await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                            "finish_reason": None}]}, "s"))
         await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}, "s"))
@@ -75,5 +78,9 @@ def test_slots_that_stop_answering_while_health_answers_200_fail_the_run(tmp_pat
 def test_slots_that_answer_do_not_fire_it_nor_a_dead_frontend(tmp_path):
     healthy = _run(tmp_path / "healthy", _engine(wedge_after=None))
     assert healthy["verdict"] == "pass" and not rule(healthy, "introspection_unresponsive")["fired"]
+    busy = _run(tmp_path / "busy", _engine(wedge_after=3, streams_live=True))  # its scheduler works: a warning
+    lagging = rule(busy, "introspection_unresponsive")
+    assert busy["verdict"] == "pass" and lagging["fired"] and lagging["severity"] == "info", lagging
+    assert lagging["facts"]["tokens_meanwhile"] > 0, lagging
     dead = _run(tmp_path / "dead", _engine(wedge_after=3, health_dies=True))
     assert not rule(dead, "introspection_unresponsive")["fired"]  # /health failed too: the engine's death, not this
