@@ -106,3 +106,11 @@ def test_the_reports_name_the_health_path_that_was_polled(tmp_path, pictures):
     markdown = (tmp_path / "report.md").read_text()
     assert "| t (s) | /health/liveliness |" in markdown and "/health/liveliness answered in p50" in markdown
     assert "; /health/liveliness (green 200, red otherwise)" in (tmp_path / "report.html").read_text()
+
+
+def test_a_health_path_not_polled_is_said_so_not_as_none(tmp_path):
+    with StubServer("ok", tokens=4).running() as stub:
+        report = run(stub.url, tmp_path, "workload.conversations=2", "watch.health_path=''")
+    assert report.health.pre is None and report.health.post is None and report.health.transitions == []
+    markdown = (tmp_path / "report.md").read_text()
+    assert "Before the run: not polled; after the run: not polled." in markdown and "None" not in markdown

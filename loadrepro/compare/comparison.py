@@ -28,7 +28,7 @@ from loadrepro.compare.trials import Rate, p_value, trials_needed
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.schema.long_run_sections import TrialsInfo
 from loadrepro.schema.report_kinds import VerdictStatus
-from loadrepro.schema.report_sections import RequestRow
+from loadrepro.schema.report_sections import RequestRow, health_said
 from loadrepro.schema.run_report import RunReport
 
 TTFT_FLOOR_MS = 10.0  # TTFT differences below this are the client's timing on a busy machine, whatever the ratio
@@ -177,7 +177,7 @@ def _rows(a: RunReport, b: RunReport) -> list[Row]:
         Row(test="outcomes", stock=_outcomes(a), patched=_outcomes(b)),
         Row(test="engine died", stock=death(a), patched=death(b)),
         Row(test="first failure", stock=_first_failure(a), patched=_first_failure(b)),
-        Row(test="/health after the run", stock=str(a.health.post), patched=str(b.health.post)),
+        Row(test="/health after the run", stock=health_said(a.health.post), patched=health_said(b.health.post)),
         Row(test="TTFT p50 / p95 (ms)", stock=f"{pct(a, 'p50')} / {pct(a, 'p95')}",
             patched=f"{pct(b, 'p50')} / {pct(b, 'p95')}"),
         Row(test="output tokens/s", stock=_num(a.throughput.output_tokens_per_s),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadrepro.report.cells import cell, count, ms
 from loadrepro.report.long_run_markdown import chaos_section, slo_section, trials_section, windows_section
-from loadrepro.schema.report_sections import Percentiles
+from loadrepro.schema.report_sections import Percentiles, health_said
 from loadrepro.schema.run_report import RunReport
 
 EXCERPT_LINES = 20
@@ -166,7 +166,8 @@ ENDPOINT_HEADINGS = ("replica", "URL", "requests", "outcomes", "TTFT p50 (ms)", 
 def endpoint_rows(r: RunReport) -> list[list[str]]:
     """Each replica's figures, the target first, as table rows (report.md and .html)."""
     return [[e.name, e.url, f"{e.requests:,}", ", ".join(f"{k} {v:,}" for k, v in e.by_outcome.items()),
-             ms(e.ttft_ms.p50), ms(e.ttft_ms.p95), str(e.health.pre), str(e.health.post), str(e.health.slow),
+             ms(e.ttft_ms.p50), ms(e.ttft_ms.p95), health_said(e.health.pre), health_said(e.health.post),
+             str(e.health.slow),
              "-" if e.died_at_s is None else f"{e.died_at_s:.1f}"] for e in r.endpoints]
 
 
@@ -182,7 +183,7 @@ def _endpoints(r: RunReport) -> list[str]:
 def _health(r: RunReport) -> list[str]:
     lines = ["## Health", "", f"| t (s) | {r.health.path} |", "|---:|---|"]
     lines += [f"| {max(t.t_s, 0.0):.1f} | {t.status} |" for t in r.health.transitions]
-    lines += ["", f"Before the run: {r.health.pre}; after the run: {r.health.post}."]
+    lines += ["", f"Before the run: {health_said(r.health.pre)}; after the run: {health_said(r.health.post)}."]
     for line in health_lines(r):
         lines += ["", line]
     return lines + [""]

@@ -131,6 +131,11 @@ class Transition(Model):
     status: int | str = Field(description="The /health status from then on.")
 
 
+def health_said(status: int | str | None) -> str:
+    """A /health status as the reports say it: None where it was not polled ([watch] health_path empty)."""
+    return "not polled" if status is None else str(status)
+
+
 class Health(Model):
     pre: int | str | None = Field(description="/health before the run.")
     post: int | str | None = Field(description="/health right after the run.")

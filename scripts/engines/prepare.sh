@@ -25,7 +25,7 @@ beside=$!
 step bash "$HERE/llamacpp.sh"
 step bash "$HERE/llamacpp.sh" 0.3.16
 step bash "$HERE/llamacpp.sh" 0.3.17
-for version in 0.3.7 0.3.8; do step bash "$HERE/llamacpp.sh" "$version"; done
+for version in 0.3.6 0.3.7 0.3.8; do step bash "$HERE/llamacpp.sh" "$version"; done
 step bash "$HERE/gguf.sh" 26m
 step bash "$HERE/gguf.sh" tiny
 wait "$beside"

@@ -33,6 +33,18 @@ def test_llamacpp_keeping_cancelled_queued_streams_is_caught_and_its_fix_confirm
     assert "zombie_requests" not in patched and "stalled_streams" not in patched, patched
 
 
+def test_llamacpp_making_a_whole_answer_nobody_waits_for_is_caught_and_its_fix_confirmed(llama_server, gguf_26m,
+                                                                                         tmp_path):
+    env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "llamacpp-abandoned-whole.sh"),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stock = json.loads((tmp_path / "stock" / "report.json").read_text())
+    patched = json.loads((tmp_path / "patched" / "report.json").read_text())
+    # the six short requests sent after the abandoned one wait behind it on the only slot, past their timeout
+    assert stock["requests"]["by_outcome"] == {"cancelled": 1, "timeout": 6}, stock["requests"]
+    assert patched["requests"]["by_outcome"] == {"cancelled": 1, "ok": 6}, patched["requests"]
+
 def test_llamacpp_dying_of_a_body_that_is_not_utf8_is_caught_and_its_fix_confirmed(llama_server, gguf_26m, tmp_path):
     env = {**os.environ, "LOADREPRO": f"{sys.executable} -m loadrepro", "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(ROOT / "examples" / "real-bugs" / "llamacpp-invalid-utf8.sh"), str(tmp_path)],
