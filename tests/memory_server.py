@@ -2,6 +2,8 @@
 memory for every request it answers (memory kept per request: rule engine_memory_growth must fire), or holds
 `--hold-kb` only while a request is in flight and frees it after (memory that comes back: must not fire). Streams
 `--tokens` tokens, one every `--delay` seconds; a request that asks for no stream gets its usage (token counting).
+Its /metrics publish prometheus_client's process collector (process_resident_memory_bytes), as vLLM's do: served
+in-process (tests.stub_server.serving) it is a target at a URL whose memory the run reads from there.
 
     python -m tests.memory_server --port 8000 --leak-kb 1024
 """
@@ -12,6 +14,7 @@ import argparse
 import asyncio
 
 from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
 
 from tests.stub_server import chat_app, chunk_event
 
@@ -39,7 +42,10 @@ def app(leak_kb: int, hold_kb: int, tokens: int, delay_s: float) -> web.Applicat
         del held
         return response
 
-    return chat_app("m", chat)
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), content_type="text/plain")
+
+    return chat_app("m", chat, web.get("/metrics", metrics))
 
 
 def main() -> None:

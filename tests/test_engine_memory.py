@@ -60,6 +60,28 @@ def test_an_engine_whose_memory_comes_back_or_never_grows_passes(tmp_path, engin
     assert report["engine_memory"]["readings"] >= 5 and abs(report["engine_memory"]["growth_mb"]) < 32
 
 
+def test_a_target_at_a_url_is_read_from_the_resident_memory_its_metrics_publish(tmp_path):
+    """Served in this process, the test engine's process_resident_memory_bytes is this process's: 1 MiB kept per
+    request fails the run with a limit set; none kept does not."""
+    from tests.memory_server import app
+    from tests.stub_server import serving
+
+    def url_run(out, leak_kb: int) -> tuple[int, dict]:
+        with serving(app(leak_kb, 0, 4, 0.02)) as url:
+            done = cli("run", *RUN[:-5], "--set", "watch.metrics_interval_s=0.1", "--set",
+                       "verdict.max_memory_growth_mb=48", "--base-url", url, "--out", str(out), "--quiet")
+        return done.returncode, json.loads((out / "report.json").read_text())
+
+    code, leaking = url_run(tmp_path / "leak", 1024)
+    memory, growth = leaking["engine_memory"], rule(leaking, "engine_memory_growth")
+    assert memory["source"] == "metrics" and memory["anon_end_mb"] is None and memory["swap_peak_mb"] is None, memory
+    assert code == 1 and growth["fired"] and growth["facts"]["source"] == "metrics", (code, leaking["reasons"])
+    assert 64 < memory["growth_mb"] <= 130, memory
+    code, flat = url_run(tmp_path / "flat", 0)
+    assert code == 0 and not rule(flat, "engine_memory_growth")["fired"], flat["engine_memory"]
+    assert flat["engine_memory"]["readings"] >= 5
+
+
 def test_a_target_at_a_url_has_no_engine_memory(tmp_path):
     done = cli("run", "--profile", "healthy", "--set", "workload.conversations=2", "--out", str(tmp_path), "--quiet",
                env={"LOADREPRO_SIM_IN_PROCESS": "1"})

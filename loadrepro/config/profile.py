@@ -102,7 +102,8 @@ class WatchSpec(Section):
         5.0, gt=0, description="How long a poll of introspection_path waits for an answer before it is given up.")
     memory_interval_s: float = Field(
         1.0, ge=0, description="Seconds between readings of the memory of an engine loadrepro starts (its process "
-        "group's resident, anonymous and swapped memory, from /proc); 0: not read.")
+        "group's resident, anonymous and swapped memory, from /proc); a target at a URL is read at each metrics "
+        "scrape instead, where it publishes process_resident_memory_bytes; 0: not read.")
     canary_interval_s: float = Field(
         0.0, ge=0, description="> 0: a salted one-token request this often, on its own connection and outside the "
         "workload's concurrency; its time to first token is kept as a series, and canaries that get nothing while "

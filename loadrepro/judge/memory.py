@@ -10,6 +10,7 @@ the reading at the warm-up's end."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -31,13 +32,14 @@ class MemoryFigures:
     peak_mb: float
     warm_mb: float  # at the warm-up's end
     end_mb: float  # the last reading (after the load)
-    anon_end_mb: float
-    swap_peak_mb: float
+    anon_end_mb: float | None  # None: not known (read from /metrics)
+    swap_peak_mb: float | None
     growth_mb: float  # end less warm
     per_1000_mb: float | None  # the fitted slope per 1,000 requests served (None: too few readings)
     r: float | None  # how closely memory followed the requests served (None: too few readings, or flat)
     readings: int
     served: int
+    source: Literal["proc", "metrics"]  # the process group loadrepro started, or the target's /metrics
 
 
 def memory_figures(result: RunResult) -> MemoryFigures | None:
@@ -52,10 +54,11 @@ def memory_figures(result: RunResult) -> MemoryFigures | None:
     last = samples[-1]
     return MemoryFigures(
         start_mb=_mb(samples[0].rss_bytes), peak_mb=_mb(max(s.rss_bytes for s in samples)), warm_mb=_mb(warm.rss_bytes),
-        end_mb=_mb(last.rss_bytes), anon_end_mb=_mb(last.anon_bytes),
-        swap_peak_mb=_mb(max(s.swap_bytes for s in samples)), growth_mb=_mb(last.rss_bytes - warm.rss_bytes),
+        end_mb=_mb(last.rss_bytes), anon_end_mb=None if last.anon_bytes is None else _mb(last.anon_bytes),
+        swap_peak_mb=None if (swap := [s.swap_bytes for s in samples if s.swap_bytes is not None]) == [] else
+        _mb(max(swap)), growth_mb=_mb(last.rss_bytes - warm.rss_bytes),
         per_1000_mb=None if slope is None else round(slope * 1000 / MIB, 3), r=r, readings=len(samples),
-        served=served)
+        served=served, source="metrics" if last.processes == 0 else "proc")
 
 
 def _fit(samples: list[MemorySample]) -> tuple[float | None, float | None]:
@@ -81,7 +84,10 @@ def memory_growth(result: RunResult, spec: VerdictSpec, figures: MemoryFigures |
     it (growth hidden in swap). Judged over at least 50 requests after the warm-up; not on an engine that died or was
     restarted by a fault (its memory starts again), nor after an interrupt.
 
-    Facts: `growth_mb`, `per_1000_requests_mb`, `r`, `warm_mb`, `end_mb`, `swap_peak_mb`, `served`."""
+    For a target at a URL the readings are the resident memory its /metrics publish (vLLM: its API server's).
+
+    Facts: `growth_mb`, `per_1000_requests_mb`, `r`, `warm_mb`, `end_mb`, `swap_peak_mb` (-1: not published),
+    `served`, `source` (proc or metrics)."""
     if figures is None or figures.per_1000_mb is None or figures.r is None or \
             figures.served * (1 - WARM_UP_SHARE) < LEAST_SERVED:
         return None
@@ -91,10 +97,13 @@ def memory_growth(result: RunResult, spec: VerdictSpec, figures: MemoryFigures |
     if figures.growth_mb <= limit or figures.r < STEADY_R:
         return None
     swap = f"; {figures.swap_peak_mb:g} MiB swapped at its peak" if figures.swap_peak_mb else ""
+    whose = "the engine's memory" if figures.source == "proc" else \
+        "the engine's resident memory (process_resident_memory_bytes in its /metrics)"
     return Finding("engine_memory_growth", Severity.FAIL if spec.max_memory_growth_mb else Severity.INFO,
-                   f"the engine's memory grew {figures.growth_mb:g} MiB (from {figures.warm_mb:g} after the warm-up "
+                   f"{whose} grew {figures.growth_mb:g} MiB (from {figures.warm_mb:g} after the warm-up "
                    f"to {figures.end_mb:g} idle after the load), {figures.per_1000_mb:g} MiB per 1,000 requests "
                    f"served, steadily with them (r {figures.r:.2f}){swap}: memory kept per request",
                    {"growth_mb": figures.growth_mb, "per_1000_requests_mb": figures.per_1000_mb, "r": figures.r,
-                    "warm_mb": figures.warm_mb, "end_mb": figures.end_mb, "swap_peak_mb": figures.swap_peak_mb,
-                    "served": figures.served})
+                    "warm_mb": figures.warm_mb, "end_mb": figures.end_mb, "served": figures.served,
+                    "swap_peak_mb": -1.0 if figures.swap_peak_mb is None else figures.swap_peak_mb,
+                    "source": figures.source})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from loadrepro.config.profile import SloSpec
 from loadrepro.records import (
+    ENGINE_RSS,
     CanarySample,
     EndpointSample,
     HealthSample,
@@ -50,10 +51,11 @@ class Reservoir:
 
 class Recorder:
     def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
-                 answers: int = 0, slo: SloSpec | None = None) -> None:
+                 answers: int = 0, slo: SloSpec | None = None, rss_from_metrics: bool = False) -> None:
         """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
         completed requests with an answer to keep a uniform sample of, beyond `keep` ([verify] checks them), cache
-        hits and the others apart, since answers are checked cache hits first."""
+        hits and the others apart, since answers are checked cache hits first. `rss_from_metrics`: the engine's
+        memory is read from the resident memory its scrapes publish (a target at a URL: /proc is not ours)."""
         self.records: list[RequestRecord] = []
         self.answer_pool = {True: Reservoir(answers, 1), False: Reservoir(answers, 2)}  # by cache hit
         self.tally = Tally(window_s, slo=slo or SloSpec())
@@ -67,6 +69,7 @@ class Recorder:
         self.notes: list[Note] = []
         self.canaries: list[CanarySample] = []
         self.memory: list[MemorySample] = []
+        self._rss_from_metrics = rss_from_metrics
         self.watched: dict[str, tuple[list[HealthSample], list[MetricsSample]]] = {}  # by endpoint name
         self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
         self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
@@ -98,6 +101,8 @@ class Recorder:
                     before, self.health = len(self.health), quiet_stretches_cut(self.health, self._fast_health_ns)
                     self.tally.thinned += before - len(self.health)
             case MetricsSample():
+                if self._rss_from_metrics and (rss := sample.values.get(ENGINE_RSS)) is not None:
+                    self.sample(MemorySample(sample.t_ns, int(rss), None, None, sum(self.tally.by_outcome.values()), 0))
                 self.metrics.append(sample)
                 if len(self.metrics) > MAX_SAMPLES:
                     before, self.metrics = len(self.metrics), coarsened(self.metrics)

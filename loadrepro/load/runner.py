@@ -83,7 +83,7 @@ class Runner:
         answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
             profile.load.keep_records
         self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers,
-                                  profile.slo)
+                                  profile.slo, target.engine is None and profile.watch.memory_interval_s > 0)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._interrupted = asyncio.Event()  # set by Ctrl-C or SIGTERM: every wait after the load ends

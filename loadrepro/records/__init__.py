@@ -17,6 +17,7 @@ from loadrepro.records.vocabulary import (
     ANSWER_KINDS,
     CACHE_HITS,
     CACHE_QUERIES,
+    ENGINE_RSS,
     FAILED,
     KV_USAGE,
     POOL_USAGE,
@@ -50,7 +51,8 @@ from loadrepro.records.vocabulary import (
 )
 
 __all__ = [
-    "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "FAILED", "KV_USAGE", "POOL_USAGE", "PREEMPTIONS",
+    "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "ENGINE_RSS", "FAILED", "KV_USAGE", "POOL_USAGE",
+    "PREEMPTIONS",
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
     "EndpointSample", "Fault", "MemorySample",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",

@@ -21,4 +21,5 @@ def memory_section(m: MemoryFigures | None) -> EngineMemoryInfo | None:
         return None
     return EngineMemoryInfo(start_mb=m.start_mb, peak_mb=m.peak_mb, warm_mb=m.warm_mb, end_mb=m.end_mb,
                             anon_end_mb=m.anon_end_mb, swap_peak_mb=m.swap_peak_mb, growth_mb=m.growth_mb,
-                            growth_per_1000_requests_mb=m.per_1000_mb, r=m.r, readings=m.readings)
+                            growth_per_1000_requests_mb=m.per_1000_mb, r=m.r, readings=m.readings,
+                            source=m.source)

@@ -269,9 +269,11 @@ def _memory(r: RunReport) -> list[str]:
     rate = (f", {m.growth_per_1000_requests_mb:g} MiB per 1,000 requests after the warm-up (r {m.r:.2f})"
             if m.growth_per_1000_requests_mb is not None and m.r is not None else "")
     swap = f"; up to {m.swap_peak_mb:g} MiB swapped" if m.swap_peak_mb else ""
-    return ["## Engine memory", "", f"Resident {m.start_mb:g} MiB at the start, {m.peak_mb:g} at the peak, "
-            f"{m.end_mb:g} idle at the end ({m.anon_end_mb:g} anonymous): {m.growth_mb:+g} MiB from the warm-up's "
-            f"end{rate}{swap}; {m.readings} readings.", ""]
+    anon = f" ({m.anon_end_mb:g} anonymous)" if m.anon_end_mb is not None else ""
+    whose = "" if m.source == "proc" else " (the serving process's, as its /metrics publish it)"
+    return ["## Engine memory", "", f"Resident{whose} {m.start_mb:g} MiB at the start, {m.peak_mb:g} at the peak, "
+            f"{m.end_mb:g} idle at the end{anon}: {m.growth_mb:+g} MiB from the warm-up's end{rate}{swap}; "
+            f"{m.readings} readings.", ""]
 
 
 def _speculative(r: RunReport) -> list[str]:

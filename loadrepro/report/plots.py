@@ -213,7 +213,7 @@ def _memory_panel(ax: Axes, t: Timeline) -> None:
     """The started engine's process group: resident and anonymous memory (the heap and KV, not the mapped model),
     and swap when any was seen (growth hidden there)."""
     for column, name, colour in ((0, "resident", "#37474f"), (1, "anonymous", "#00897b"), (2, "swap", "#c62828")):
-        if len(t.memory_t) and (column < 2 or t.memory_mib[:, 2].any()):
+        if len(t.memory_t) and np.nansum(t.memory_mib[:, column]) > 0:  # anon, swap: not in /metrics; swap: seen
             ax.plot(t.memory_t, t.memory_mib[:, column], color=colour, linewidth=1.3, label=f"{name} MiB")
     if len(t.memory_t):
         ax.legend(loc="upper left", frameon=False, ncols=3, fontsize=8)

@@ -187,7 +187,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
         first_fatal_s=s(min(m.t_ns for m in fatal)) if fatal else None,
         first_fatal_text=fatal[0].line if fatal else "", health_path=health_path,
         memory_t=np.array([s(m.t_ns) for m in memory or ()]),
-        memory_mib=np.array([(m.rss_bytes, m.anon_bytes, m.swap_bytes) for m in memory or ()],
+        memory_mib=np.array([(m.rss_bytes, np.nan if m.anon_bytes is None else m.anon_bytes,
+                              np.nan if m.swap_bytes is None else m.swap_bytes) for m in memory or ()],
                             dtype=float).reshape(-1, 3) / 2**20)
 
 

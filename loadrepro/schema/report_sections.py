@@ -3,6 +3,8 @@ chaos table, windows, the service level and the rest, each field described."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from loadrepro.schema.report_kinds import Model, Severity
@@ -149,14 +151,21 @@ class Health(Model):
 
 
 class EngineMemoryInfo(Model):
-    """The memory of an engine loadrepro started: its process group's, read from /proc beside the health polls."""
+    """The engine's memory: for one loadrepro started, its process group's, read from /proc beside the health polls;
+    for a target at a URL, the resident memory its /metrics publish (process_resident_memory_bytes)."""
+
+    source: Literal["proc", "metrics"] = Field(
+        "proc", description="proc: the process group loadrepro started, from /proc; metrics: the target's "
+        "process_resident_memory_bytes (vLLM: its API server process, not the EngineCore that holds the KV cache).")
 
     start_mb: float = Field(description="Resident memory at the first reading, MiB.")
     peak_mb: float = Field(description="The highest resident memory read, MiB.")
     warm_mb: float = Field(description="At the end of the warm-up (the first fifth of the requests served), MiB.")
     end_mb: float = Field(description="At the last reading, once the load ended and the engine was idle, MiB.")
-    anon_end_mb: float = Field(description="Of that, anonymous memory (not the mapped model file), MiB.")
-    swap_peak_mb: float = Field(description="The most swapped out at once, MiB (growth hidden in swap).")
+    anon_end_mb: float | None = Field(
+        description="Of that, anonymous memory (not the mapped model file), MiB (null: not published).")
+    swap_peak_mb: float | None = Field(
+        description="The most swapped out at once, MiB (growth hidden in swap; null: not published).")
     growth_mb: float = Field(description="end_mb less warm_mb (rule engine_memory_growth).")
     growth_per_1000_requests_mb: float | None = Field(
         description="Resident memory fitted against the requests served after the warm-up: MiB per 1,000 requests "

@@ -106,8 +106,8 @@ class RunReport(Model):
         None, description="Speculative decoding's drafts and acceptance, per request and early against late (null: "
         "the engine reported no drafts).")
     engine_memory: EngineMemoryInfo | None = Field(
-        None, description="The memory of an engine loadrepro started: at start, peak, at the end idle, growth per "
-        "1,000 requests after the warm-up, swap (null: not read, as for a URL target).")
+        None, description="The engine's memory: at start, peak, at the end idle, growth per 1,000 requests after the "
+        "warm-up, swap (null: not read: a target at a URL whose /metrics publish no process_resident_memory_bytes).")
     agents: AgentsInfo | None = Field(
         None, description="Agent trees as they ran: completed, makespan, fan-out, waits for subagents (null: no agent "
         "spawned any).")

@@ -82,6 +82,8 @@ def test_prefix_shared_overrun_is_pressure_handled_with_prefix_reuse(vllm, tmp_p
     assert data["capacity"]["source"] == "vLLM vllm:cache_config_info" and data["capacity"]["pool_tokens"] == 20480
     lengths = data["lengths"]  # planned against vLLM's own usage.prompt_tokens, request by request
     assert lengths["requests"] == 10 and lengths["error_max"] <= 0.02, lengths
+    memory = data["engine_memory"]  # a URL target: its API server's resident memory, from its /metrics
+    assert memory["source"] == "metrics" and memory["readings"] >= 2 and memory["start_mb"] > 100, memory
     save_example("vllm-prefix-overrun-report.md", (tmp_path / "report.md").read_text(), tmp_path)
 
 

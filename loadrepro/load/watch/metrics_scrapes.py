@@ -15,6 +15,7 @@ from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import (
     CACHE_HITS,
     CACHE_QUERIES,
+    ENGINE_RSS,
     KV_USAGE,
     POOL_USAGE,
     PREEMPTIONS,
@@ -34,7 +35,7 @@ KEPT = (
     "sglang:cache_hit_rate", "sglang:num_retracted_reqs",
     "trtllm_kv_cache_utilization", "kv_cache_hit_rate", "num_requests_running", "num_requests_waiting",
     "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_tokens_max",
-    "loadrepro_sim:",
+    "loadrepro_sim:", "process_resident_memory_bytes",
 )
 _DROPPED_LABELS = {"model_name", "engine_type"}  # "engine" stays: data-parallel engines add up
 
@@ -47,6 +48,7 @@ CANONICAL = {
     "sglang:num_retracted_reqs": PREEMPTIONS,  # SGLang retracts requests where vLLM preempts them
     "trtllm_kv_cache_utilization": KV_USAGE, "num_requests_running": RUNNING, "num_requests_waiting": WAITING,
     "llamacpp:requests_processing": RUNNING, "llamacpp:requests_deferred": WAITING,
+    "process_resident_memory_bytes": ENGINE_RSS,  # prometheus_client's process collector (vLLM's API server)
 }
 _FULLEST = {KV_USAGE}  # several label sets (ranks, data-parallel engines): the fullest pool; counts add up
 
