@@ -23,6 +23,8 @@ from loadrepro.records.vocabulary import (
     POOL_USAGE,
     PREEMPTIONS,
     RUNNING,
+    SPEC_ACCEPTED,
+    SPEC_DRAFTED,
     WAITING,
     WRONG,
     Answer,
@@ -52,7 +54,7 @@ from loadrepro.records.vocabulary import (
 
 __all__ = [
     "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "ENGINE_RSS", "FAILED", "KV_USAGE", "POOL_USAGE",
-    "PREEMPTIONS",
+    "PREEMPTIONS", "SPEC_ACCEPTED", "SPEC_DRAFTED",
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
     "EndpointSample", "Fault", "MemorySample",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",

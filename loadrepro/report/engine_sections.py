@@ -13,7 +13,8 @@ def speculative_section(s: SpecFigures | None) -> SpeculativeInfo | None:
         return None
     return SpeculativeInfo(requests=s.requests, draft_tokens=s.draft_tokens, accepted_tokens=s.accepted,
                            acceptance_rate=round(s.rate, 4), early_rate=None if s.early is None else round(s.early, 4),
-                           late_rate=None if s.late is None else round(s.late, 4), per_request=list(s.per_request))
+                           late_rate=None if s.late is None else round(s.late, 4), per_request=list(s.per_request),
+                           source=s.source)
 
 
 def memory_section(m: MemoryFigures | None) -> EngineMemoryInfo | None:

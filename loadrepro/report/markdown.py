@@ -280,9 +280,11 @@ def _speculative(r: RunReport) -> list[str]:
     s = r.speculative
     if s is None:
         return []
-    trend = (f"; the first third of them {s.early_rate:.0%}, the last third {s.late_rate:.0%}"
+    thirds = "of them" if s.source == "requests" else "of the run"
+    trend = (f"; the first third {thirds} {s.early_rate:.0%}, the last third {s.late_rate:.0%}"
              if s.early_rate is not None and s.late_rate is not None else "")
-    return ["## Speculative decoding", "", f"{s.requests:,} requests drafted {s.draft_tokens:,} tokens, "
+    who = f"{s.requests:,} requests" if s.source == "requests" else "The engine (its /metrics counters)"
+    return ["## Speculative decoding", "", f"{who} drafted {s.draft_tokens:,} tokens, "
             f"{s.accepted_tokens:,} accepted ({s.acceptance_rate:.0%}){trend}.", ""]
 
 

@@ -176,9 +176,13 @@ class EngineMemoryInfo(Model):
 
 
 class SpeculativeInfo(Model):
-    """Speculative decoding as the engine reported it per request (llama.cpp's timings.draft_n, draft_n_accepted)."""
+    """Speculative decoding as the engine reported it: per request (llama.cpp's timings.draft_n, draft_n_accepted), or
+    by its /metrics counters (vLLM's spec_decode_num_draft_tokens, spec_decode_num_accepted_tokens)."""
 
-    requests: int = Field(description="Requests for which the engine drafted tokens.")
+    source: Literal["requests", "metrics"] = Field(
+        "requests", description="requests: each answer's counts; metrics: the growth of the engine's counters over "
+        "the run (no per-request figures; early and late are thirds of the run's time).")
+    requests: int = Field(description="Requests for which the engine drafted tokens (0: read from /metrics).")
     draft_tokens: int = Field(description="Tokens drafted for them.")
     accepted_tokens: int = Field(description="Of those, accepted.")
     acceptance_rate: float = Field(description="accepted_tokens / draft_tokens.")

@@ -20,6 +20,8 @@ from loadrepro.records import (
     POOL_USAGE,
     PREEMPTIONS,
     RUNNING,
+    SPEC_ACCEPTED,
+    SPEC_DRAFTED,
     WAITING,
     MetricsSample,
     Note,
@@ -35,7 +37,8 @@ KEPT = (
     "sglang:cache_hit_rate", "sglang:num_retracted_reqs",
     "trtllm_kv_cache_utilization", "kv_cache_hit_rate", "num_requests_running", "num_requests_waiting",
     "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_tokens_max",
-    "loadrepro_sim:", "process_resident_memory_bytes",
+    "loadrepro_sim:", "process_resident_memory_bytes", "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
 )
 _DROPPED_LABELS = {"model_name", "engine_type"}  # "engine" stays: data-parallel engines add up
 
@@ -49,6 +52,8 @@ CANONICAL = {
     "trtllm_kv_cache_utilization": KV_USAGE, "num_requests_running": RUNNING, "num_requests_waiting": WAITING,
     "llamacpp:requests_processing": RUNNING, "llamacpp:requests_deferred": WAITING,
     "process_resident_memory_bytes": ENGINE_RSS,  # prometheus_client's process collector (vLLM's API server)
+    "vllm:spec_decode_num_draft_tokens_total": SPEC_DRAFTED,
+    "vllm:spec_decode_num_accepted_tokens_total": SPEC_ACCEPTED,
 }
 _FULLEST = {KV_USAGE}  # several label sets (ranks, data-parallel engines): the fullest pool; counts add up
 
