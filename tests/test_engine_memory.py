@@ -17,16 +17,16 @@ RUN = ["--profile", "healthy", "--set", "workload.conversations=60", "--set", "w
        "load.concurrency=4", "--set", "watch.memory_interval_s=0.1", "--set", "watch.metrics_path=''", "--quiet"]
 
 
-def _run(tmp_path, *engine: str, limit: str = "0") -> tuple[int, dict]:
+def _run(tmp_path, *engine: str, limit: str = "0", more: tuple[str, ...] = ()) -> tuple[int, dict]:
     command = f"{sys.executable} -m tests.memory_server --port {{port}} " + " ".join(engine)
-    done = cli("run", *RUN, "--set", f"verdict.max_memory_growth_mb={limit}", "--engine-cmd", command, "--out",
+    done = cli("run", *RUN, "--set", f"verdict.max_memory_growth_mb={limit}", *more, "--engine-cmd", command, "--out",
                str(tmp_path))
     return done.returncode, json.loads((tmp_path / "report.json").read_text())
 
 
 def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_path):
     """With [verdict] max_memory_growth_mb set, a failure; without it, a warning (a prompt cache in RAM grows so)."""
-    code, report = _run(tmp_path / "max", "--leak-kb", "1024", limit="64")
+    code, report = _run(tmp_path / "max", "--leak-kb", "1024", limit="64", more=("--set", "verdict.window_s=0.5"))
     growth = rule(report, "engine_memory_growth")
     assert code == 1 and growth["fired"] and growth["severity"] == "fail", growth
     code, warned = _run(tmp_path / "warn", "--leak-kb", "1024")
@@ -37,6 +37,9 @@ def test_an_engine_that_keeps_memory_per_request_fails_engine_memory_growth(tmp_
     assert memory["r"] >= 0.8 and memory["peak_mb"] >= memory["end_mb"] > memory["start_mb"], memory
     assert growth["facts"]["growth_mb"] == memory["growth_mb"] and growth["facts"]["served"] == 120
     _memory_drawn(tmp_path / "max", memory)
+    by_window = [w["memory_mb"] for w in report["windows"] if w["memory_mb"] is not None]  # a soak's, window by window
+    assert len(by_window) >= 2 and by_window[-1] > by_window[0] and max(by_window) <= memory["peak_mb"], by_window
+    assert "engine MiB |" in (tmp_path / "max" / "report.md").read_text()
 
 
 def _memory_drawn(run_dir, memory: dict) -> None:

@@ -45,6 +45,7 @@ class Window:
     kv_usage_quiet: float | None = None  # the lowest KV usage while nothing ran or waited
     waiting_max: float | None = None
     preemptions: float | None = None  # the engine's counter's growth in the window
+    memory_mb: float | None = None  # the engine's resident memory at its last reading in the window
     ended: int = 0  # requests that ended in the window (sent in it or before)
     due: int = 0  # requests loadrepro wanted to send in the window: its arrivals, sent then or later
     in_flight_end: int = 0  # requests loadrepro had in flight when the window ended
@@ -129,7 +130,8 @@ def _window(i: int, window_s: float, t: WindowTally) -> Window:
                   ttft_p95_ms=_quantile(t.ttft_ms, 0.95), ttft_p95_bounds_ms=quantile_bounds(t.ttft_ms, 0.95),
                   itl_p50_ms=_quantile(t.itl_ms, 0.5),
                   itl_p95_ms=_quantile(t.itl_ms, 0.95), kv_usage_max=t.kv_usage_max,
-                  kv_usage_quiet=t.kv_usage_quiet, waiting_max=t.waiting_max, preemptions=preempted)
+                  kv_usage_quiet=t.kv_usage_quiet, waiting_max=t.waiting_max, preemptions=preempted,
+                  memory_mb=t.memory_mb)
 
 
 @dataclass(frozen=True, slots=True)

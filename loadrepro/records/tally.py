@@ -15,6 +15,7 @@ from ddsketch.mapping import LogarithmicMapping
 from loadrepro.config.profile import SloSpec
 from loadrepro.config.workload_spec import UNCHECKED_FORMATS
 from loadrepro.records.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
+from loadrepro.records.memory import MemorySample
 from loadrepro.records.vocabulary import (
     FAILED,
     KV_USAGE,
@@ -104,6 +105,7 @@ class WindowTally:
     waiting_max: float | None = None
     preemptions_low: float | None = None  # the engine's preemption counter, lowest and highest seen
     preemptions_high: float | None = None
+    memory_mb: float | None = None  # the engine's resident memory at the last reading in the window
 
     @property
     def itl_ms(self) -> DDSketch:
@@ -225,10 +227,12 @@ class Tally:
 
     def sampled(self, sample: Sample) -> None:
         """A watcher's sample: a scrape of the engine's metrics into its window (none before the load's time
-        zero), a /health poll's latency, a canary's outcome and time to its token."""
+        zero), a /health poll's latency, a canary's outcome and time to its token, the engine's memory."""
         match sample:
             case MetricsSample() if sample.t_ns >= self.start_ns:
                 self._window(sample.t_ns).scraped(sample.values)
+            case MemorySample() if sample.t_ns >= self.start_ns:
+                self._window(sample.t_ns).memory_mb = round(sample.rss_bytes / 2**20, 1)
             case HealthSample():
                 self.health_ms.add(max(sample.latency_ns / 1e6, 1e-6))
             case CanarySample():

@@ -84,14 +84,17 @@ def windows_section(r: RunReport) -> list[str]:
         return []
     step = -(-len(r.windows) // MAX_WINDOW_ROWS)
     shown = r.windows[::step] + ([r.windows[-1]] if (len(r.windows) - 1) % step else [])
+    memory = any(w.memory_mb is not None for w in r.windows)
     lines = ["## Windows", "", f"{len(r.windows)} windows of {r.windows[0].end_s - r.windows[0].start_s:g} s"
              + (f", every {step}th shown" if step > 1 else "") + ".", "",
              "| window | s | requests | failed | TTFT p50 | TTFT p95 | ITL p50 | ITL p95 | KV peak | KV quiet | "
-             "waiting | preemptions |" + (" SLO met |" if r.slo else ""),
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if r.slo else "")]
+             "waiting | preemptions |" + (" SLO met |" if r.slo else "") + (" engine MiB |" if memory else ""),
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if r.slo else "")
+             + ("---:|" if memory else "")]
     for w in shown:
         lines.append(f"| {w.index} | {w.start_s:g}-{w.end_s:g} | {w.requests} | {w.failed} | {ms(w.ttft_p50_ms)} | "
                      f"{ms(w.ttft_p95_ms)} | {ms(w.itl_p50_ms)} | {ms(w.itl_p95_ms)} | {share(w.kv_usage_max)} | "
                      f"{share(w.kv_usage_quiet)} | {count(w.waiting_max)} | {count(w.preemptions)} |"
-                     + (f" {share_exact(w.slo_attainment)} |" if r.slo else ""))
+                     + (f" {share_exact(w.slo_attainment)} |" if r.slo else "")
+                     + (f" {'-' if w.memory_mb is None else f'{w.memory_mb:,.1f}'} |" if memory else ""))
     return lines + [""]

@@ -141,6 +141,8 @@ class WindowRow(Model):
     kv_usage_quiet: float | None = Field(description="The lowest KV usage while nothing ran or waited.")
     waiting_max: float | None = Field(description="The most requests waiting.")
     preemptions: float | None = Field(description="The preemption counter's growth in it.")
+    memory_mb: float | None = Field(None, description="The engine's resident memory at the last reading in it, MiB "
+                                    "(engine_memory; null: not read).")
     ended: int = Field(0, description="Requests that ended in it (sent in it or before), to the second.")
     in_flight_end: int = Field(0, description="Requests loadrepro had in flight when it ended, to the second.")
     due: int = Field(0, description="Requests due in it (loadrepro's arrivals, sent then, later or never).")
