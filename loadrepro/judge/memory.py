@@ -10,7 +10,6 @@ the reading at the warm-up's end."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -39,7 +38,7 @@ class MemoryFigures:
     r: float | None  # how closely memory followed the requests served (None: too few readings, or flat)
     readings: int
     served: int
-    source: Literal["proc", "metrics"]  # the process group loadrepro started, or the target's /metrics
+    from_metrics: bool  # the target's /metrics (process_resident_memory_bytes), not the process group loadrepro started
 
 
 def memory_figures(result: RunResult) -> MemoryFigures | None:
@@ -58,7 +57,7 @@ def memory_figures(result: RunResult) -> MemoryFigures | None:
         swap_peak_mb=None if (swap := [s.swap_bytes for s in samples if s.swap_bytes is not None]) == [] else
         _mb(max(swap)), growth_mb=_mb(last.rss_bytes - warm.rss_bytes),
         per_1000_mb=None if slope is None else round(slope * 1000 / MIB, 3), r=r, readings=len(samples),
-        served=served, source="metrics" if last.processes == 0 else "proc")
+        served=served, from_metrics=last.processes == 0)
 
 
 def _fit(samples: list[MemorySample]) -> tuple[float | None, float | None]:
@@ -97,8 +96,8 @@ def memory_growth(result: RunResult, spec: VerdictSpec, figures: MemoryFigures |
     if figures.growth_mb <= limit or figures.r < STEADY_R:
         return None
     swap = f"; {figures.swap_peak_mb:g} MiB swapped at its peak" if figures.swap_peak_mb else ""
-    whose = "the engine's memory" if figures.source == "proc" else \
-        "the engine's resident memory (process_resident_memory_bytes in its /metrics)"
+    whose = "the engine's resident memory (process_resident_memory_bytes in its /metrics)" if figures.from_metrics \
+        else "the engine's memory"
     return Finding("engine_memory_growth", Severity.FAIL if spec.max_memory_growth_mb else Severity.INFO,
                    f"{whose} grew {figures.growth_mb:g} MiB (from {figures.warm_mb:g} after the warm-up "
                    f"to {figures.end_mb:g} idle after the load), {figures.per_1000_mb:g} MiB per 1,000 requests "
@@ -106,4 +105,4 @@ def memory_growth(result: RunResult, spec: VerdictSpec, figures: MemoryFigures |
                    {"growth_mb": figures.growth_mb, "per_1000_requests_mb": figures.per_1000_mb, "r": figures.r,
                     "warm_mb": figures.warm_mb, "end_mb": figures.end_mb, "served": figures.served,
                     "swap_peak_mb": -1.0 if figures.swap_peak_mb is None else figures.swap_peak_mb,
-                    "source": figures.source})
+                    "source": "metrics" if figures.from_metrics else "proc"})

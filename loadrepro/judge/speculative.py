@@ -7,7 +7,6 @@ across the requests of a slot, 86% falling to 11%), or below [verdict] min_draft
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity
@@ -27,7 +26,7 @@ class SpecFigures:
     early: float | None  # the first third's acceptance (None: too few requests)
     late: float | None
     per_request: tuple[float, ...]  # each drafting request's acceptance, in order (the first 1,000)
-    source: Literal["requests", "metrics"] = "requests"  # metrics: the engine's counters; `requests` is then 0
+    from_counters: bool = False  # the engine's /metrics counters, not each answer's counts; `requests` is then 0
 
     @property
     def rate(self) -> float:
@@ -70,7 +69,7 @@ def _from_counters(metrics: tuple[MetricsSample, ...]) -> SpecFigures | None:
         last_start = min((m for m in seen if m.t_ns >= seen[-1].t_ns - third), key=lambda m: m.t_ns)
         (d1, a1), (d2, a2) = grown(seen[0], first_end), grown(last_start, seen[-1])
         early, late = (a1 / d1 if d1 > 0 else None), (a2 / d2 if d2 > 0 else None)
-    return SpecFigures(0, int(drafted), int(accepted), early, late, (), "metrics")
+    return SpecFigures(0, int(drafted), int(accepted), early, late, (), from_counters=True)
 
 
 def acceptance_collapse(figures: SpecFigures | None, spec: VerdictSpec) -> Finding | None:
@@ -85,16 +84,16 @@ def acceptance_collapse(figures: SpecFigures | None, spec: VerdictSpec) -> Findi
         return None
     facts = {"early": round(figures.early or 0.0, 4), "late": round(figures.late or 0.0, 4),
              "rate": round(figures.rate, 4), "requests": figures.requests, "draft_tokens": figures.draft_tokens,
-             "source": figures.source}
+             "source": "metrics" if figures.from_counters else "requests"}
     if figures.early is not None and figures.late is not None and figures.early >= LEAST_EARLY and \
             figures.late < COLLAPSE * figures.early:
         n = figures.requests // THIRD
-        over = (f"the first {n} requests that drafted", f"the last {n}") if figures.source == "requests" else \
-            ("the first third of the run (the engine's counters)", "the last third")
+        over = ("the first third of the run (the engine's counters)", "the last third") if figures.from_counters \
+            else (f"the first {n} requests that drafted", f"the last {n}")
         return Finding("spec_acceptance_collapse", Severity.FAIL,
                        f"speculative decoding's acceptance collapsed: {figures.early:.0%} of the drafted tokens over "
                        f"{over[0]}, {figures.late:.0%} over {over[1]}", facts)
-    enough = figures.requests >= LEAST_REQUESTS or figures.source == "metrics"
+    enough = figures.requests >= LEAST_REQUESTS or figures.from_counters
     if spec.min_draft_acceptance and enough and figures.rate < spec.min_draft_acceptance:
         return Finding("spec_acceptance_collapse", Severity.FAIL,
                        f"speculative decoding accepted {figures.rate:.0%} of {figures.draft_tokens:,} drafted tokens, "

@@ -225,6 +225,23 @@ def test_choices_regexes_and_grammars_are_answered_as_asked_and_a_bad_grammar_re
     assert "bad_grammar: HTTP " in data["chaos"][0]["detail"]
 
 
+def test_ngram_speculation_is_read_from_vllms_counters(vllm_model, tmp_path):
+    """vLLM says its drafts in /metrics only: speculative comes from those counters. The random-weight test model
+    accepts none of them (measured: 130 drafted, 0 accepted), so min_draft_acceptance fails the run."""
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2})
+    done = loadrepro("run", "--profile", "healthy", "--out", str(tmp_path), "--quiet", "--set",
+                     "workload.conversations=6", "--set", "workload.prefix_tokens=300", "--set",
+                     "workload.turn_tokens=50", "--set", "workload.max_tokens=64", "--set", "load.concurrency=2",
+                     "--set", "verdict.min_draft_acceptance=0.1", "--engine-cmd",
+                     command(vllm_model, "--speculative-config", spec))
+    data = report(tmp_path)
+    speculative = data["speculative"]
+    assert speculative["source"] == "metrics" and speculative["draft_tokens"] > 0, (speculative, done.stdout)
+    assert speculative["accepted_tokens"] <= speculative["draft_tokens"] and speculative["per_request"] == []
+    found = {r["name"]: r for r in data["rules"]}["spec_acceptance_collapse"]
+    assert found["fired"] == (speculative["acceptance_rate"] < 0.1), found
+
+
 def test_queue_limit_surplus_is_throttled_not_a_server_error(vllm_model, tmp_path):
     done = loadrepro("run", "--profile", "vllm-queue-limit", "--out", str(tmp_path), "--quiet", "--engine-cmd",
                      command(vllm_model, "--max-num-seqs", "2", "--max-num-queued-reqs", "1"))
