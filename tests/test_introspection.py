@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 
 from aiohttp import web
 
 from tests.helpers import cli, rule, small
-from tests.stub_server import chat_app, chunk_event, serving
+from tests.stub_server import StubServer, chat_app, chunk_event, serving
 
 WATCH = ["--set", "watch.introspection_path='/slots'", "--set", "watch.introspection_timeout_s=0.3", "--set",
          "watch.health_interval_s=0.2", "--set", "load.stall_timeout_s=2", "--set", "load.request_timeout_s=4",
@@ -84,3 +85,19 @@ def test_slots_that_answer_do_not_fire_it_nor_a_dead_frontend(tmp_path):
     assert lagging["facts"]["tokens_meanwhile"] > 0, lagging
     dead = _run(tmp_path / "dead", _engine(wedge_after=3, health_dies=True))
     assert not rule(dead, "introspection_unresponsive")["fired"]  # /health failed too: the engine's death, not this
+
+
+
+def test_auto_polls_slots_where_the_target_serves_llamacpps_and_nothing_elsewhere(tmp_path):
+    """The default (`introspection_path = "auto"`): a target whose GET /slots lists its slots is polled there, and
+    the run's profile.toml says so; one without it is not polled at all."""
+    auto = [flag for flag in WATCH if flag != "watch.introspection_path='/slots'"][1:]  # its "--set" dropped too
+    with serving(_engine(wedge_after=3)) as url:
+        cli("run", "--profile", "healthy", "--base-url", url, *small(), *auto, "--out", str(tmp_path / "slots"),
+            "--quiet")
+    served = json.loads((tmp_path / "slots" / "report.json").read_text())
+    assert rule(served, "introspection_unresponsive")["fired"]
+    assert tomllib.loads((tmp_path / "slots" / "profile.toml").read_text())["watch"]["introspection_path"] == "/slots"
+    with StubServer("ok", tokens=4).running() as stub:
+        cli("run", "--profile", "healthy", "--base-url", stub.url, *small(), "--out", str(tmp_path / "bare"), "--quiet")
+    assert tomllib.loads((tmp_path / "bare" / "profile.toml").read_text())["watch"]["introspection_path"] == ""

@@ -19,7 +19,7 @@ async def reset_cache(http: Transport) -> str | None:
     path = await reset_path(http)
     if path is not None:
         return f"POST {path}" if await reset(http, path) else None
-    slots = await _slots(http)
+    slots = await slot_ids(http)
     if not slots:
         return None
     for slot in slots:
@@ -29,9 +29,9 @@ async def reset_cache(http: Transport) -> str | None:
     return f"POST /slots/N?action=erase for each of its {len(slots)} slots"
 
 
-async def _slots(http: Transport) -> list[int]:
-    """llama.cpp's slot ids, from GET /slots ([] when it is not served or says something else)."""
-    answered = await http.fetch("GET", "/slots", None, timeout_s=30.0)
+async def slot_ids(http: Transport, timeout_s: float = 30.0) -> list[int]:
+    """llama.cpp's slot ids, from GET /slots ([] when it is not served, says something else, or not in time)."""
+    answered = await http.fetch("GET", "/slots", None, timeout_s=timeout_s)
     if isinstance(answered, NoAnswer) or answered.status != 200:
         return []
     try:

@@ -320,7 +320,7 @@ class Runner:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))
         if self._memory is not None:
             table.append((NoteSource.ENGINE, self._memory.run(stop)))
-        if watch.introspection_path:
+        if watch.introspection_path.startswith("/"):  # "auto" is made a path (or none) before a run
             table.append((NoteSource.HEALTH, watch_introspection(self.target.base_url, self.client.config.api_key,
                                                                  watch, self._recorder.endpoint_sample, self._clock,
                                                                  stop)))

@@ -27,6 +27,7 @@ from loadrepro.load.run_target import RunTarget, StartedReplica
 from loadrepro.load.runner import Runner
 from loadrepro.load.target import check_reachable, discover_model
 from loadrepro.load.transport import Transport
+from loadrepro.load.watch.introspection import introspection_for
 from loadrepro.records import RunResult, Verification
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
@@ -116,6 +117,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 profile = profile.model_copy(
                     update={"watch": profile.watch.model_copy(update={"health_path": health_path})})
             await check_reachable(http, profile.watch.health_path)
+            profile = await introspection_for(http, profile)
             model = options.model or profile.model or await discover_model(http)
             limits = from_profile(profile.engine) or await discover(http)
             context = await longest_sequence(http, profile.engine)

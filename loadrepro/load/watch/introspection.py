@@ -7,12 +7,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from loadrepro.config.profile import WatchSpec
+from loadrepro.config.profile import Profile, WatchSpec
+from loadrepro.load.cache_reset import slot_ids
 from loadrepro.load.transport import Transport
 from loadrepro.load.watch.health_polls import HealthWatcher
 from loadrepro.records import EndpointSample, HealthSample
 
 INTROSPECTION = "introspection"  # the name its polls are kept under, beside the watched endpoints'
+AUTO = "auto"
+
+
+async def introspection_for(http: Transport, profile: Profile) -> Profile:
+    """The profile with `introspection_path = "auto"` made a path: llama.cpp's /slots where the target answers it
+    with its slots (asked once, before the load), else none."""
+    if profile.watch.introspection_path != AUTO:
+        return profile
+    path = "/slots" if await slot_ids(http, profile.watch.introspection_timeout_s) else ""
+    return profile.model_copy(update={"watch": profile.watch.model_copy(update={"introspection_path": path})})
 
 
 async def watch_introspection(base_url: str, api_key: str | None, watch: WatchSpec,
