@@ -132,3 +132,40 @@ def test_the_report_gives_each_agent_trees_figures_and_none_for_conversations(tm
     plain = cli("run", "--profile", "healthy", "--set", "workload.conversations=2", "--out", str(tmp_path / "plain"),
                 "--quiet")
     assert plain.returncode == 0 and json.loads((tmp_path / "plain" / "report.json").read_text())["agents"] is None
+
+
+def test_a_bundle_replays_agent_trees_spawning_and_joining_as_the_run_did(tmp_path):
+    """replay.py (standard library only) starts each subagent once the turn that spawned it answered and holds the
+    turn that joins subagents until they ended, as the workload file it reads says."""
+    import gzip
+    import subprocess
+    import sys
+    import zipfile
+
+    from loadrepro.report.bundle import make_bundle
+
+    with TraceServer(answer_s=0.1).running() as url:
+        cli("run", "--profile", "agents-draft-pool", *(f for s in SMALL for f in ("--set", s)), "--base-url", url,
+            "--out", str(tmp_path / "run"), "--quiet")
+    with zipfile.ZipFile(make_bundle(tmp_path / "run", tmp_path / "bundle.zip")) as bundle:
+        bundle.extractall(tmp_path / "unpacked")
+    folder = next((tmp_path / "unpacked").iterdir())
+    with gzip.open(folder / "workload.jsonl.gz", "rt") as lines:
+        rows = [json.loads(line) for line in lines][1:]
+    server = TraceServer(answer_s=0.1)
+    with server.running() as url:
+        done = subprocess.run([sys.executable, "replay.py", "--base-url", url], cwd=folder, capture_output=True,
+                              text=True, timeout=120)
+    assert done.returncode == 0 and "engine passed" in done.stdout, done.stdout + done.stderr
+    by_body = {json.dumps(g.body["messages"]): g for g in server.received}
+    got = {(r["conversation"], r["turn"]): by_body[json.dumps(r["body"]["messages"])] for r in rows}
+    assert len(server.received) == len(rows) == len(got)
+    last = {c: max(t for (k, t) in got if k == c) for c, _ in got}
+    spawned = [r for r in rows if "spawned_by" in r]
+    joining = [r for r in rows if r.get("joins")]
+    assert len(spawned) == 12 and len(joining) == 6, (len(spawned), len(joining))
+    for r in spawned:
+        assert got[(r["conversation"], 1)].arrived_ns >= got[tuple(r["spawned_by"])].ended_ns
+    for r in joining:
+        for child in r["joins"]:
+            assert got[(r["conversation"], r["turn"])].arrived_ns >= got[(child, last[child])].ended_ns

@@ -110,7 +110,7 @@ def _readme(report: RunReport, name: str) -> str:
               "- `requests.jsonl`: what each request did",
               "- `answers.json`: the wrong answers, when the run found any",
               "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",
-              "- `replay.py`, `replay.json`: the standalone replay", ""]
+              "- `replay.py`, `replay.json`: the standalone replay (`check_answers.py`: its --check-answers)", ""]
     return "\n".join(lines)
 
 
@@ -141,8 +141,9 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
         for file_name, text in texts.items():
             bundle.writestr(f"{name}/{file_name}", scrub_bundle_text(text, redact_host))
         # loadrepro's own program, as it ships: it holds no secret, and scrubbing would rewrite its code
-        replay = resources.files("loadrepro.standalone").joinpath("replay.py").read_text(encoding="utf-8")
-        bundle.writestr(f"{name}/replay.py", replay)
+        for program in ("replay.py", "check_answers.py"):
+            code = resources.files("loadrepro.standalone").joinpath(program).read_text(encoding="utf-8")
+            bundle.writestr(f"{name}/{program}", code)
         workload = run_dir / "workload.jsonl.gz"
         if workload.exists():
             bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)

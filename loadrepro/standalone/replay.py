@@ -4,16 +4,15 @@
     python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N] [--api-key-env VAR]
     python replay.py --base-url http://127.0.0.1:8000 --check-answers [--copies N]
 
-Reads workload.jsonl.gz and replay.json beside this file. Conversations run concurrently (at most --concurrency
-requests in flight), their turns in order; trace requests start at their recorded offsets. /health is checked before
-and after. Prints each request's outcome, the first failure and the post-run health; exits 1 when the engine failed
-(a 5xx, an error inside a stream, a cut or stalled stream, a fatal error text, or /health not 200 after the run), 0
-otherwise; clean 4xx rejections are not failures. An API key is read from $OPENAI_API_KEY (or --api-key-env's).
+Reads workload.jsonl.gz and replay.json beside this file (and check_answers.py for --check-answers). Conversations
+run concurrently (at most --concurrency requests in flight), their turns in order; trace requests start at their
+recorded offsets; an agent's subagents start once the turn that spawned them answered, and a turn that joins them
+waits for them to end. /health is checked before and after. Prints each request's outcome, the first failure and the
+post-run health; exits 1 when the engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal
+error text, or /health not 200 after the run), 0 otherwise; clean 4xx rejections are not failures. An API key is
+read from $OPENAI_API_KEY (or --api-key-env's).
 
---check-answers re-checks the wrong answers in answers.json: each request is sent alone (its answer the
-reference), the prefix cache is reset where the engine offers it, then the run's traffic is replayed (--copies N
-copies at once) and each request's answer under it is compared with its reference: where they first differ, a
-reference token that led its runner-up by at least min_margin nats makes a wrong answer (exit 1), less a near-tie.
+--check-answers re-checks the wrong answers in answers.json (check_answers.py says how).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import importlib
 import json
 import os
 import re
@@ -272,27 +272,54 @@ async def replay(args: argparse.Namespace) -> int:
     conversations: dict[int, list[dict[str, Any]]] = {}
     for r in requests:
         conversations.setdefault(r["conversation"], []).append(r)
+    # Agent trees: a subagent starts once the turn that spawned it answered ([conversation, turn]; turn 0: with its
+    # agent), and a turn that joins subagents waits until each has ended.
+    spawned: dict[tuple[int, int], list[int]] = {}
+    for index, turns in conversations.items():
+        if "spawned_by" in turns[0]:
+            spawned.setdefault((turns[0]["spawned_by"][0], turns[0]["spawned_by"][1]), []).append(index)
+    ended = {index: asyncio.Event() for index in conversations}
     gate = asyncio.Semaphore(args.concurrency)
     results: list[tuple[float, dict[str, Any], str, str]] = []
     started = time.monotonic()
 
-    async def conversation(turns: list[dict[str, Any]]) -> None:
+    async def conversation(index: int, tasks: asyncio.TaskGroup) -> None:
         # Each turn once the one before it answered, after its think time, and not before its recorded arrival.
-        for turn in sorted(turns, key=lambda t: t["turn"]):
-            if turn["turn"] > 1 and turn.get("delay_s"):
-                await asyncio.sleep(turn["delay_s"])
-            offset = turn.get("arrival_s")
-            if offset:
-                await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
-            async with gate:
-                outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal)
-            results.append((time.monotonic() - started, turn, outcome, detail))
-            print(f"{time.monotonic() - started:7.2f}s conversation {turn['conversation']} turn {turn['turn']}: "
-                  f"{outcome}" + (f": {' '.join(detail.split())[:160]}" if detail else ""), flush=True)
-            if outcome != "ok":
-                return
+        spawns = [(index, 0)]
+        try:
+            for turn in sorted(conversations[index], key=lambda t: t["turn"]):
+                for child in (c for at in spawns for c in spawned.pop(at, ())):
+                    tasks.create_task(conversation(child, tasks))
+                spawns = []
+                for joined in turn.get("joins", ()):
+                    if joined in ended:  # (a subagent whose requests carry no body is not replayed)
+                        await ended[joined].wait()
+                if turn["turn"] > 1 and turn.get("delay_s"):
+                    await asyncio.sleep(turn["delay_s"])
+                offset = turn.get("arrival_s")
+                if offset:
+                    await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
+                async with gate:
+                    outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal)
+                results.append((time.monotonic() - started, turn, outcome, detail))
+                print(f"{time.monotonic() - started:7.2f}s conversation {turn['conversation']} turn {turn['turn']}: "
+                      f"{outcome}" + (f": {' '.join(detail.split())[:160]}" if detail else ""), flush=True)
+                if outcome != "ok":
+                    return
+                spawns.append((index, turn["turn"]))
+            for child in (c for at in spawns for c in spawned.pop(at, ())):
+                tasks.create_task(conversation(child, tasks))
+        finally:  # its turns' joins go on; so do those of subagents it will never spawn now
+            ended[index].set()
+            for at in [at for at in spawned if at[0] == index]:
+                for child in spawned.pop(at):
+                    ended[child].set()
 
-    await asyncio.gather(*(conversation(t) for t in conversations.values()))
+    async with asyncio.TaskGroup() as tasks:
+        children = {c for waiting in spawned.values() for c in waiting}
+        for index in conversations:
+            if index not in children:
+                tasks.create_task(conversation(index, tasks))
     after, _ = await target.get(config.get("health_path", "/health"))
     failures = [r for r in results if r[2] in FAILURES]
     counts: dict[str, int] = {}
@@ -313,76 +340,6 @@ def new_answer() -> dict[str, Any]:
     return {"text": "", "tokens": [], "logprobs": [], "runner_up": []}
 
 
-def judge(load: dict[str, Any], alone: dict[str, Any], compare_tokens: int, min_margin: float) -> tuple[str, str]:
-    """(identical | near_tie | wrong | differs, words) for an answer against its reference."""
-    if not load["tokens"] or not alone["tokens"]:
-        same = load["text"] == alone["text"]
-        return ("identical", "the same text") if same else ("differs", "different text, no logprobs to judge by")
-    ours, theirs = load["tokens"][:compare_tokens], alone["tokens"][:compare_tokens]
-    position = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
-    if position is None:
-        if len(ours) == len(theirs):
-            return "identical", f"the same {len(ours)} tokens"
-        position = min(len(ours), len(theirs))
-    if position >= len(theirs) or alone["runner_up"][position] is None:
-        return "differs", f"different from position {position}, no margin to judge by"
-    margin = alone["logprobs"][position] - alone["runner_up"][position]
-    mine = ours[position] if position < len(ours) else "(end)"
-    words = f"at position {position} {mine!r} where alone {theirs[position]!r}, which led by {margin:.2f} nats"
-    return ("wrong" if margin >= min_margin else "near_tie"), words
-
-
-async def check_answers(args: argparse.Namespace) -> int:
-    config = json.loads((HERE / "replay.json").read_text())
-    fatal = [re.compile(p) for p in config["fatal_patterns"]]
-    target = Target(args.base_url, config["stall_timeout_s"], config["request_timeout_s"],
-                    os.environ.get(args.api_key_env) or None)
-    entries = json.loads((HERE / "answers.json").read_text())
-    path = PATHS[config["api"]]
-    model = args.model or config.get("model")
-    status, data = await target.get("/v1/models")
-    if not args.model and status == 200:
-        model = json.loads(data)["data"][0]["id"]
-    references = {}
-    for e in entries:
-        alone = new_answer()
-        outcome, _ = await send(target, path, {**e["body"], "model": model}, fatal, alone)
-        references[(e["conversation"], e["turn"])] = alone
-        print(f"request {e['request']} (conversation {e['conversation']} turn {e['turn']}) alone: {outcome}: "
-              f"{' '.join(alone['text'].split())[:80]!r}")
-    for reset in ("/reset_prefix_cache", "/flush_cache"):
-        if (await target.request("POST", reset))[0] == 200:
-            print(f"prefix cache reset with POST {reset}")
-            break
-    requests = read_requests()
-    conversations: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for copy in range(args.copies):
-        for r in requests:
-            conversations.setdefault((copy, r["conversation"]), []).append(r)
-    gate = asyncio.Semaphore(args.concurrency * args.copies)
-    verdicts: list[tuple[str, str]] = []
-
-    async def conversation(turns: list[dict[str, Any]]) -> None:
-        for turn in sorted(turns, key=lambda t: t["turn"]):
-            key = (turn["conversation"], turn["turn"])
-            answer = new_answer() if key in references else None
-            async with gate:
-                outcome, _ = await send(target, path, {**turn["body"], "model": model}, fatal, answer)
-            if answer is not None and outcome == "ok":
-                kind, words = judge(answer, references[key], config["compare_tokens"], config["min_margin"])
-                verdicts.append((kind, f"conversation {key[0]} turn {key[1]} under load: {kind}: {words}"))
-                print(verdicts[-1][1], flush=True)
-            if outcome != "ok":
-                return
-
-    print(f"replaying {len(requests)} requests x {args.copies} at concurrency {args.concurrency * args.copies}")
-    await asyncio.gather(*(conversation(t) for t in conversations.values()))
-    wrong = [words for kind, words in verdicts if kind == "wrong"]
-    print(f"{len(wrong)} of {len(verdicts)} re-checked answers wrong under load")
-    print("WRONG ANSWER REPRODUCED" if wrong else "no wrong answer this time")
-    return 1 if wrong else 0
-
-
 def main() -> None:
     config = json.loads((HERE / "replay.json").read_text())
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -393,7 +350,11 @@ def main() -> None:
     parser.add_argument("--check-answers", action="store_true", help="re-check the wrong answers in answers.json")
     parser.add_argument("--copies", type=int, default=1, help="--check-answers: copies of the traffic at once")
     args = parser.parse_args()
-    sys.exit(asyncio.run(check_answers(args) if args.check_answers else replay(args)))
+    if args.check_answers:  # its own file beside this one (the bundle holds both)
+        sys.path.insert(0, str(HERE))
+        checker = importlib.import_module("check_answers")
+        sys.exit(asyncio.run(checker.check_answers(args, sys.modules[__name__])))
+    sys.exit(asyncio.run(replay(args)))
 
 
 if __name__ == "__main__":

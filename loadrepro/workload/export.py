@@ -48,11 +48,16 @@ def write_workload(workload: Workload, path: Path) -> Path:
                   "seed": workload.seed, "faker_version": workload.faker_version,
                   "calibration_source": workload.calibration_source, "requests": len(requests), "bodies": written}
         out.write(orjson.dumps(header) + b"\n")
+        spawners = {c.index: c.spawned_by for c in workload.conversations if c.spawned_by is not None}
         for i, r in enumerate(requests):
             line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
                     "delay_s": r.delay_s,
                     "expected_prompt_tokens": r.expected_prompt_tokens,
                     "shared_prefix_tokens": r.shared_prefix_tokens}
+            if r.joins:  # agent trees: the subagents (conversations) that end before it is sent
+                line["joins"] = list(r.joins)
+            if r.turn == 1 and r.conversation in spawners:  # a subagent: after the turn that spawned it answered
+                line["spawned_by"] = list(spawners[r.conversation])
             if i < written:
                 line["body"] = wire_body(workload.api, r.payload(), None)
             out.write(orjson.dumps(line) + b"\n")
