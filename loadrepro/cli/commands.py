@@ -26,7 +26,8 @@ def _root() -> None:
 
 
 for name, command in (("sim", load.sim), ("run", load.run), ("ab", load.ab), ("sweep", load.sweep_command),
-                      ("compare", read.compare_reports), ("bundle", read.bundle), ("capacity", read.capacity_command),
+                      ("compare", read.compare_reports), ("bundle", read.bundle), ("report", read.report),
+                      ("capacity", read.capacity_command),
                       ("diagnose", read.diagnose_command), ("probe", read.probe_command),
                       ("shrink", load.shrink_command), ("profiles", read.list_profiles)):
     app.command(name)(command)

@@ -227,3 +227,19 @@ def trace_anonymize(
         echo(f"left out   {done.skipped.describe()}")
     echo(f"replay     --set workload.kind='\"trace\"' --set workload.trace='\"{done.output}\"' "
           f"--set workload.trace_block_tokens={done.block_tokens}")
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (requests.jsonl, samples.jsonl, run.json).")],
+    png: Annotated[bool, typer.Option("--png", help="Draw the pictures too (timeline, latency, lanes).")] = False,
+) -> None:
+    """Rebuild a run's reports from its directory: a run killed before its report (SIGKILL) gets one, marked
+    incomplete, with every record that reached the disk."""
+    from loadrepro.runs.rebuild import rebuild
+
+    rebuilt, written = rebuild(run_dir, png)
+    echo(f"verdict: {rebuilt.verdict.upper()}  ({rebuilt.requests.total:,} requests; stop reason "
+         f"{rebuilt.stop_reason})")
+    for path in written:
+        echo(f"report: {path}")
+    raise typer.Exit(0 if rebuilt.verdict == "pass" else 1)

@@ -252,6 +252,9 @@ def interrupted(result: RunResult, spec: VerdictSpec) -> Finding | None:
                        "loadrepro's own failure, not the engine's, and the run proves nothing")
     if not result.interrupted:
         return None
+    if result.stop_reason is StopReason.KILLED:
+        return Finding("interrupted", Severity.FAIL, "the run's process was killed before its workload finished; "
+                       "this report was rebuilt from what reached its files and is incomplete")
     return Finding("interrupted", Severity.FAIL, "the run was interrupted before its workload finished")
 
 

@@ -95,5 +95,5 @@ class RunResult:
         tally whose records or samples were not all kept stays in its own windows."""
         if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped or self.tally.thinned):
             return self.tally
-        return Tally.of(self.records, self.start_ns, window_s, (*self.metrics, *self.health, *self.canaries),
-                        self.slo)
+        return Tally.of(self.records, self.start_ns, window_s,
+                        (*self.metrics, *self.health, *self.canaries, *self.memory), self.slo)

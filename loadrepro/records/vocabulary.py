@@ -287,6 +287,7 @@ class StopReason(StrEnum):
     INTERRUPTED = "interrupted"  # Ctrl-C or SIGTERM
     WORKER_CRASHED = "worker_crashed"  # a load worker of loadrepro's failed
     RUNNING = "running"  # not stopped: a snapshot of a run still going on (a soak's checkpoint)
+    KILLED = "killed"  # its process ended before its report (SIGKILL): the report rebuilt from its files
 
     @property
     def as_planned(self) -> bool:

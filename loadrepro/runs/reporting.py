@@ -19,8 +19,7 @@ from loadrepro.report.diagnosis import to_info
 from loadrepro.report.write import write_reports
 from loadrepro.schema.report_sections import Timing
 from loadrepro.schema.run_report import RunReport
-from loadrepro.workload.plan import Plan
-from loadrepro.workload.summary import summarize
+from loadrepro.workload.summary import WorkloadSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +27,7 @@ class Reporter:
     """Judging and reporting a run's result, for the final report and for the checkpoints alike."""
 
     profile: Profile
-    plan: Plan
+    workload: WorkloadSummary  # summarised once, before the load: every checkpoint's report reads it
     command: str
     notes: list[str]
     run_dir: Path
@@ -42,7 +41,7 @@ class Reporter:
         catalog = profile_catalog(self.profile)
         diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
             if final and log.exists() else None
-        return build_report(result, self.profile, judgement, summarize(self.plan), self.command,
+        return build_report(result, self.profile, judgement, self.workload, self.command,
                             extra_notes=self.notes, diagnosis=diagnosis)
 
     def final(self, result: RunResult, answers: Verification) -> RunReport:

@@ -11,6 +11,7 @@ import gc
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from loadrepro.config.profile_files import write_profile
@@ -35,6 +36,7 @@ from loadrepro.runs.checkpoints import Checkpoints, interval_s
 from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
 from loadrepro.runs.reporting import Reporter, timing
+from loadrepro.runs.run_facts import RunFacts, summary_json, write_facts
 from loadrepro.runs.run_options import RunOptions, run_directory
 from loadrepro.runs.sizing import overrun, oversize_for, predictions
 from loadrepro.runs.target import started_target
@@ -43,6 +45,7 @@ from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.cache_bust import busted
 from loadrepro.workload.export import write_workload
 from loadrepro.workload.plan import Plan
+from loadrepro.workload.summary import summarize
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,12 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 runner.interrupt()
 
             routed.enter_context(INTERRUPTS.routed_to(interrupt))
-            judged = Reporter(profile, plan, options.command, notes, run_dir, live)
+            summary = summarize(plan)
+            write_facts(run_dir, RunFacts(
+                label=options.label, base_url=target.url, model=model, engine_cmd=target.command,
+                command=options.command, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                workload=summary_json(summary)))
+            judged = Reporter(profile, summary, options.command, notes, run_dir, live)
             checkpoints = Checkpoints(interval_s(profile.load), runner.snapshot, judged.checkpoint)
             with Progress(options.quiet) as progress, _frozen_heap():
                 checkpoints.start()

@@ -62,7 +62,9 @@ class RunReport(Model):
     started_at: str = Field(description="When the run started (ISO 8601, UTC).")
     duration_s: float = Field(description="From the load's start to its end, seconds.")
     command: str = Field(description="The command that reproduces this run.")
-    stop_reason: str = Field(description="done, duration, saturated, engine_death, interrupted or worker_crashed.")
+    stop_reason: str = Field(description="done, duration, saturated, engine_death, interrupted, worker_crashed, "
+                             "running (a checkpoint's) or killed (rebuilt by `loadrepro report` from the files of a "
+                             "run whose process ended before its report: incomplete).")
     interrupted: bool = Field(description="Ctrl-C or SIGTERM ended the run before its workload finished.")
     requests: Requests = Field(description="Requests by outcome, reconnects and conversations, over every request.")
     health: Health = Field(description="The /health polls: their transitions and latency.")

@@ -66,6 +66,18 @@ def summarize(plan: Plan) -> WorkloadSummary:
     )
 
 
+def summary_from_json(data: dict[str, object]) -> WorkloadSummary:
+    """A summary as run.json keeps it (its tuples as JSON lists)."""
+    fields = dict(data)
+    checks = fields.pop("checks", [])
+    trees = fields.pop("trees", [])
+    assert isinstance(checks, list) and isinstance(trees, list), "run.json's summary holds lists"
+    return WorkloadSummary(**fields,  # type: ignore[arg-type]
+                           checks=tuple((c[0], c[1], c[2], c[3]) for c in checks),
+                           trees=tuple(TreeShape(tuple(t["conversations"]), tuple(t["turns"]),
+                                                 tuple((j[0], j[1], tuple(j[2])) for j in t["joins"])) for t in trees))
+
+
 def _trees(workload: Workload) -> tuple[TreeShape, ...]:
     """Each agent that spawned subagents, with them and its turns that wait for them."""
     members: dict[int, list[Conversation]] = {}

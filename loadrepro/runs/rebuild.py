@@ -1,0 +1,87 @@
+"""A run's reports rebuilt from its directory (`loadrepro report RUN_DIR`): the records and samples written as they
+happened (requests.jsonl, samples.jsonl), the profile and the facts written before the load (profile.toml,
+run.json). A run whose process was killed (SIGKILL, an OOM killer, a CI runner's hard stop) left no report, or only
+its last checkpoint's; rebuilt, its report holds every record that reached the disk and says it is incomplete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from loadrepro.config.profile_files import load_profile
+from loadrepro.errors import UsageError
+from loadrepro.records import (
+    CanarySample,
+    HealthSample,
+    LogMatch,
+    MemorySample,
+    MetricsSample,
+    Note,
+    NoteSource,
+    RequestRecord,
+    RunResult,
+    StopReason,
+    Verification,
+    read_jsonl,
+    sample_from_json,
+)
+from loadrepro.report.timeline import timeline_of
+from loadrepro.report.write import write_reports
+from loadrepro.runs.reporting import Reporter
+from loadrepro.runs.run_facts import FACTS, RunFacts
+from loadrepro.schema.run_report import RunReport
+from loadrepro.workload.summary import summary_from_json
+
+
+def rebuild(run_dir: Path, pictures: bool = False) -> tuple[RunReport, list[Path]]:
+    """Judge what the run's files hold and write its reports again (with its PNGs when `pictures`). A report.json
+    that says the run ended is rebuilt as it was; one missing, or a checkpoint's, gives a report of a run that was
+    killed (stop reason `killed`)."""
+    missing = [name for name in (FACTS, "profile.toml", "requests.jsonl", "samples.jsonl")
+               if not (run_dir / name).exists()]
+    if missing:
+        raise UsageError(f"{run_dir}: not a run directory loadrepro can rebuild (missing {', '.join(missing)})")
+    facts = RunFacts.model_validate_json((run_dir / FACTS).read_text(encoding="utf-8"))
+    profile = load_profile(str(run_dir / "profile.toml"))
+    result = _result(run_dir, facts, profile.workload.seed, _ended_as(run_dir))
+    on_disk = len(result.records)
+    notes = [f"rebuilt from {run_dir.name}: {on_disk:,} records and the samples on disk"
+             + ("; the run's process ended before its report (killed): the report is incomplete"
+                if result.stop_reason is StopReason.KILLED else "")]
+    reporter = Reporter(profile, summary_from_json(facts.workload), facts.command, notes, run_dir)
+    report = reporter.final(result, Verification())
+    written = write_reports(report, run_dir, timeline_of(result) if pictures else None)
+    return report, written
+
+
+def _ended_as(run_dir: Path) -> StopReason:
+    """How the run's load ended, as its report.json says; KILLED when there is none, or a checkpoint's only."""
+    path = run_dir / "report.json"
+    if not path.exists():
+        return StopReason.KILLED
+    said = orjson.loads(path.read_bytes()).get("stop_reason", "")
+    known = {reason.value for reason in StopReason} - {StopReason.RUNNING.value}
+    return StopReason(said) if said in known else StopReason.KILLED
+
+
+def _result(run_dir: Path, facts: RunFacts, seed: int, reason: StopReason) -> RunResult:
+    records = tuple(RequestRecord.from_json(d) for d in read_jsonl(run_dir / "requests.jsonl"))
+    samples = [sample_from_json(d) for d in read_jsonl(run_dir / "samples.jsonl")]
+    notes = [s for s in samples if isinstance(s, Note)]
+    start = next((n.t_ns for n in notes if n.source == NoteSource.RUN), None)
+    times = [r.end_ns for r in records] + [s.t_ns for s in samples]
+    if start is None or not times:
+        raise UsageError(f"{run_dir}: its load never started (no record, or no start in samples.jsonl)")
+    health = tuple(s for s in samples if isinstance(s, HealthSample))
+    killed = reason is StopReason.KILLED
+    return RunResult(
+        label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd, seed=seed,
+        started_at=facts.started_at, start_ns=start, end_ns=max(times), records=records,
+        health=health, post_health=health[-1] if health and not killed else None,
+        metrics=tuple(s for s in samples if isinstance(s, MetricsSample)),
+        log_matches=tuple(s for s in samples if isinstance(s, LogMatch)), log_context=(),
+        notes=tuple(n for n in notes if n.source != NoteSource.RUN), stop_reason=reason,
+        interrupted=killed or reason is StopReason.INTERRUPTED,
+        canaries=tuple(s for s in samples if isinstance(s, CanarySample)),
+        memory=tuple(s for s in samples if isinstance(s, MemorySample)))

@@ -1,0 +1,72 @@
+"""`loadrepro report RUN_DIR` rebuilds a run's reports from its directory: a soak killed with SIGKILL mid-load gets a
+report marked incomplete (stop reason killed) holding every record that reached requests.jsonl; a run that ended is
+rebuilt with the verdict and the counts it had; a directory that is not a run's is refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.helpers import cli, rule
+
+
+def _lines(path) -> int:
+    """Complete JSON lines (a last line cut by the kill is not one)."""
+    count = 0
+    for line in path.read_text().splitlines():
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        count += 1
+    return count
+
+
+def test_a_soak_killed_mid_load_is_rebuilt_with_every_record_on_disk(tmp_path):
+    run_dir = tmp_path / "soak"
+    # The simulated engine in loadrepro's own process: the kill ends both, and nothing is left running.
+    soak = subprocess.Popen([sys.executable, "-m", "loadrepro", "run", "--profile", "soak", "--set",
+                             "load.duration_s=60", "--set", "load.rate=20", "--set", "workload.prefix_tokens=200",
+                             "--set", "workload.turn_tokens=20", "--set", "workload.max_tokens=8", "--out",
+                             str(run_dir), "--quiet"], env={**os.environ, "LOADREPRO_SIM_IN_PROCESS": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and soak.poll() is None:  # waits on the file it watches, bounded
+            records = run_dir / "requests.jsonl"
+            if records.exists() and _lines(records) >= 30:
+                break
+            time.sleep(0.1)
+        assert soak.poll() is None, "the soak ended before it could be killed"
+        os.kill(soak.pid, signal.SIGKILL)
+    finally:
+        soak.kill()
+        soak.wait(10)
+    assert not (run_dir / "report.json").exists()  # killed before its first checkpoint (60 s)
+    on_disk = _lines(run_dir / "requests.jsonl")
+    done = cli("report", str(run_dir))
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["stop_reason"] == "killed" and report["requests"]["total"] == on_disk >= 30, report["requests"]
+    assert rule(report, "interrupted")["fired"] and "killed" in rule(report, "interrupted")["detail"]
+    assert (run_dir / "report.md").exists() and (run_dir / "junit.xml").exists()
+
+
+def test_a_run_that_ended_is_rebuilt_as_it_was_and_a_stranger_directory_refused(tmp_path, pictures):
+    done = cli("run", "--profile", "healthy", "--set", "workload.conversations=4", "--out", str(tmp_path / "run"),
+               "--quiet", env={"LOADREPRO_SIM_IN_PROCESS": "1"})
+    assert done.returncode == 0, done.stderr
+    before = json.loads((tmp_path / "run" / "report.json").read_text())
+    again = cli("report", str(tmp_path / "run"), "--png")
+    after = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert again.returncode == 0 and after["verdict"] == before["verdict"] == "pass", again.stdout
+    assert after["stop_reason"] == "done" and after["requests"] == before["requests"]
+    assert after["health"]["post"] == before["health"]["post"] == 200
+    assert (tmp_path / "run" / "timeline.png").stat().st_size > 0
+    (tmp_path / "other").mkdir()
+    refused = cli("report", str(tmp_path / "other"))
+    assert refused.returncode == 2 and "missing run.json" in refused.stderr, refused.stderr
