@@ -153,6 +153,27 @@ def test_trace_inspect_counts_an_agent_traces_trees_subagents_tool_turns_and_com
     stats = json_.loads(done.stdout)
     assert stats["format"] == "weka" and stats["block_tokens"] == BLOCK and stats["requests"] == 14
     assert stats["agents"] == {"trees": 2, "subagents": 6, "joins": 2, "tool_turns": 2, "compactions": 2}
+    assert stats["cacheable_own_tokens"] == stats["cacheable_tokens"] > 0  # local ids: no tree shares another's
+
+
+def test_trace_inspect_tells_reuse_within_a_tree_from_reuse_across_trees(tmp_path):
+    """Two copies of one agent trace: with local hash ids (each trace its own scope) every cacheable block is its
+    own tree's; with global ids the second tree also finds the first one's blocks, counted apart."""
+    import json as json_
+
+    from tests.helpers import cli
+
+    def inspected(scope: str) -> dict:
+        trace = write_lines(tmp_path / f"{scope}.jsonl", [weka_trace("one", scope), weka_trace("two", scope)])
+        done = cli("trace", "inspect", str(trace), "--json")
+        assert done.returncode == 0, done.stderr
+        return json_.loads(done.stdout)
+
+    local, shared = inspected("local"), inspected("global")
+    assert shared["cacheable_own_tokens"] == local["cacheable_own_tokens"] == local["cacheable_tokens"]
+    across = shared["cacheable_tokens"] - shared["cacheable_own_tokens"]
+    # the second tree's first request finds the first tree's 4 blocks; each of its subagents' third block too
+    assert across >= 4 * BLOCK and shared["cacheable_tokens"] == local["cacheable_tokens"] + across, (local, shared)
 
 
 def test_an_idle_gap_cap_cuts_every_long_gap_between_starts_and_every_long_think_time(tmp_path):

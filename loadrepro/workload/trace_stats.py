@@ -70,6 +70,9 @@ class TraceStats(BaseModel):
     cacheable_tokens: int = Field(
         description="Prompt tokens a perfect prefix cache could serve: blocks (or messages) seen earlier in the trace.")
     cacheable_share: float = Field(description="cacheable_tokens over all prompt tokens.")
+    cacheable_own_tokens: int = Field(
+        0, description="Of cacheable_tokens, those its own agent tree (or session) had sent before; the rest only "
+        "other trees had: a prefix shared across them (a WEKA trace's global hash_id_scope, a common system prompt).")
     lengths_counted_with: str = Field(description="How a text trace's lengths were counted ('' for token traces).")
     skipped: str = Field(description="Rows left out on purpose and why.")
     agents: AgentStats | None = Field(None, description="An agent trace's trees, subagents, joins, tool turns and "
@@ -84,17 +87,21 @@ def _spread(values: array[int]) -> TokenSpread:
                        p95=int(np.percentile(data, 95, method="lower")), max=int(data.max()))
 
 
-async def _lengths(row: TraceRow, seen: SeenPrefixes, block: int, counter: TokenCounter) -> tuple[int, int, int]:
-    """(input, output, cacheable) tokens of one row."""
+async def _lengths(row: TraceRow, seen: SeenPrefixes, own: SeenPrefixes | None, block: int,
+                   counter: TokenCounter) -> tuple[int, int, int, int]:
+    """(input, output, cacheable, of which its own tree's) tokens of one row; `own`: what its tree (or session) sent
+    before (None: a request of its own)."""
     if row.messages is None:
-        shared = seen.blocks(row.hash_ids)
-        return row.input_length, row.output_length, min(shared * block, row.input_length)
+        shared, mine = seen.blocks(row.hash_ids), own.blocks(row.hash_ids) if own is not None else 0
+        return (row.input_length, row.output_length, min(shared * block, row.input_length),
+                min(mine * block, row.input_length))
     messages = [dict(m) for m in row.messages]
-    common = seen.messages(row.messages)
+    common, mine = seen.messages(row.messages), own.messages(row.messages) if own is not None else 0
     prompt = row.input_length or await counter.count_chat(messages)
     cacheable = min(await counter.count_chat(messages[:common]), prompt) if common else 0
+    own_tokens = cacheable if mine >= common else min(await counter.count_chat(messages[:mine]), prompt) if mine else 0
     output = row.output_length or max(1, await counter.count_text(row.answer or ""))
-    return prompt, output, cacheable
+    return prompt, output, cacheable, own_tokens
 
 
 async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counter: TokenCounter) -> TraceStats:
@@ -106,13 +113,17 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
     seen, inputs, outputs = SeenPrefixes(), array("q"), array("q")
     sessions: dict[str, int] = {}
     first = last = None
-    cacheable = 0
+    cacheable = own = 0
+    trees: dict[str, SeenPrefixes] = {}  # what each tree (or session) sent: memory grows with its prefixes
     agents = _AgentCount()
     for row in rows:
-        prompt, output, cached = await _lengths(row, seen, block, counter)
+        root = row.tree or row.session
+        prompt, output, cached, mine = await _lengths(
+            row, seen, trees.setdefault(root, SeenPrefixes()) if root is not None else None, block, counter)
         inputs.append(prompt)
         outputs.append(output)
         cacheable += cached
+        own += mine
         agents.add(row, row.session in sessions)
         if row.session is not None:
             sessions[row.session] = sessions.get(row.session, 0) + 1
@@ -129,7 +140,7 @@ async def inspect_trace(path: Path, trace_format: str, block_tokens: int, counte
         arrival_rate=round(len(inputs) / span, 4) if span > 0 else 0.0, input_tokens=_spread(inputs),
         input_tokens_total=total_in,
         output_tokens=_spread(outputs), block_tokens=block, cacheable_tokens=cacheable,
-        cacheable_share=round(cacheable / total_in, 4) if total_in else 0.0,
+        cacheable_share=round(cacheable / total_in, 4) if total_in else 0.0, cacheable_own_tokens=own,
         lengths_counted_with=counter.source if chosen in ("sharegpt", "openai-log") else "",
         skipped=skipped.describe(), agents=agents.stats())
 
@@ -146,7 +157,9 @@ def describe_stats(s: TraceStats) -> list[str]:
              "tokens",
              f"prefix     {s.cacheable_tokens:,} prompt tokens ({s.cacheable_share:.0%}) a perfect prefix cache could "
              "serve " + (f"(blocks of {s.block_tokens} tokens seen earlier)" if s.block_tokens else
-                         "(messages seen earlier in the same order)")]
+                         "(messages seen earlier in the same order)"),
+             f"reuse      {s.cacheable_own_tokens:,} of them its own tree or session sent before, "
+             f"{s.cacheable_tokens - s.cacheable_own_tokens:,} only other trees"]
     if s.agents is not None:
         a = s.agents
         lines.append(f"agents     {a.trees:,} trees, {a.subagents:,} subagents ({a.joins:,} joins), {a.tool_turns:,} "
