@@ -1,4 +1,5 @@
-"""report.html: one self-contained page (pictures as inline PNG data, CSS; no script, no external URL)."""
+"""report.html: one self-contained page (pictures as inline PNG data, CSS, the timeline drawn by a vendored script;
+no external URL)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px so
 text-align:left;vertical-align:top}th{background:#f5f5f5}td.n{text-align:right}
 pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:.7em;overflow-x:auto;font-size:.85em}
 figure{margin:1em 0}figcaption{color:#555;font-size:.9em}figure img{max-width:100%;height:auto}
-code{background:#f3f3f3;padding:0 .2em}
+code{background:#f3f3f3;padding:0 .2em}.hover{font-family:monospace;font-size:.85em;color:#333;min-height:1.4em}
 """
 
 
@@ -133,9 +134,10 @@ def timeline_caption(health_path: str = "/health") -> str:
             "first fatal engine log line.")
 
 
-def render_html(report: RunReport, timeline: str, lanes: str, latency: str) -> str:
+def render_html(report: RunReport, timeline: str, lanes: str, latency: str, interactive: str = "") -> str:
+    """`interactive`: the timeline drawn by the browser (report/interactive.py), above the picture of it."""
     figure = _figure(timeline, timeline_caption(report.health.path), _timeline_data(report))
-    body = _head(report) + f"<h2>Timeline</h2>{figure}\n" + _sections(report, lanes, latency)
+    body = _head(report) + f"<h2>Timeline</h2>{interactive}{figure}\n" + _sections(report, lanes, latency)
     return html_page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
 

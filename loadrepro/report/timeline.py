@@ -47,6 +47,8 @@ class Lane:
     end_s: float
     outcome: str
     replica: int = 0  # the replica it went to (0: the target)
+    request: int = 0  # its id, as requests.jsonl and the report's tables name it
+    detail: str = ""  # what it got, when that was not an answer (the first 200 characters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +168,8 @@ def build_timeline(label: str, start_ns: int, end_ns: int, records: list[Request
     running_t, running = _series(metrics, start_ns, RUNNING)
     failures = [s(r.end_ns) for r in records if r.outcome in FAILED]
     fatal = [m for m in matches if m.klass == "F"]
-    lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value, r.replica)
-                  for r in sent if (at := r.sent_ns) is not None)
+    lanes = tuple(Lane(r.conversation, r.turn, s(at), s(r.end_ns), r.outcome.value, r.replica, r.id,
+                       (r.detail or "")[:200]) for r in sent if (at := r.sent_ns) is not None)
     ttft, ttft_weight = _from_sketch(totals.ttft_ms) if totals else \
         (np.array([r.ttft_ms for r in sent if r.ttft_ms is not None]), 1.0)
     e2e, e2e_weight = _from_sketch(totals.e2e_ms) if totals else (np.array([r.e2e_ms for r in sent]), 1.0)

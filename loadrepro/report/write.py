@@ -11,6 +11,7 @@ from loadrepro.config.defaults import pictures_wanted
 from loadrepro.records.redact import scrub
 from loadrepro.report.comparison_markdown import render_comparison, render_gate
 from loadrepro.report.html import img, render_comparison_html, render_html
+from loadrepro.report.interactive import interactive_timeline
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
@@ -51,7 +52,7 @@ def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path
     written = [write_text(run_dir / TIMELINE_PNG, pngs["timeline"]), write_text(run_dir / LATENCY_PNG, pngs["latency"])]
     written.append(write_text(run_dir / "report.html", render_html(
         report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
-        img(pngs["latency"], "latency"))))
+        img(pngs["latency"], "latency"), interactive_timeline(timeline))))
     return written
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field
 
-from loadrepro.records.redact import scrub
+from loadrepro.report.write import write_text
 from loadrepro.workload.summary import WorkloadSummary
 
 FACTS = "run.json"
@@ -28,9 +28,8 @@ class RunFacts(BaseModel):
 
 
 def write_facts(run_dir: Path, facts: RunFacts) -> None:
-    """Written with the command and URL scrubbed of secrets, as report.json says them."""
-    clean = facts.model_copy(update={"command": scrub(facts.command), "base_url": scrub(facts.base_url)})
-    (run_dir / FACTS).write_text(clean.model_dump_json(indent=1), encoding="utf-8")
+    """Written as the reports are: scrubbed of secrets (the engine command's tokens, a URL's password)."""
+    write_text(run_dir / FACTS, facts.model_dump_json(indent=1))
 
 
 def summary_json(summary: WorkloadSummary) -> dict[str, object]:

@@ -1,0 +1,140 @@
+"""The timeline drawn by the browser, inside report.html: the run's series embedded as JSON and drawn with uPlot
+(vendored in report/vendor, MIT: 51 KB, canvas-drawn, made for 100,000s of points; no network, no CDN). Three panels
+share the time axis: a drag zooms all of them into that stretch (a double click zooms back out), and pointing at a
+request's tick says which request it was, how it ended and what it got."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import numpy as np
+
+from loadrepro.report.timeline import Timeline
+
+MAX_POINTS = 100_000  # per series: a soak's series thinned to this many, evenly
+
+
+def _vendored(name: str) -> str:
+    return resources.files("loadrepro.report").joinpath("vendor", name).read_text(encoding="utf-8")
+
+
+def _thin(*columns: np.ndarray) -> list[list[float]]:
+    if not len(columns[0]):
+        return [[] for _ in columns]
+    keep = np.unique(np.linspace(0, len(columns[0]) - 1, min(len(columns[0]), MAX_POINTS)).astype(int))
+    return [[round(float(v), 4) for v in c[keep]] for c in columns]
+
+
+def _series(t: Timeline) -> dict[str, object]:
+    """What the page draws, as columns: times in seconds since the load started."""
+    lanes = sorted(t.lanes, key=lambda lane: lane.end_s)[:MAX_POINTS]
+    usage = t.kv_usage * 100 if len(t.kv_usage) else t.kv_usage
+    return {
+        "label": t.label, "duration": round(t.duration_s, 3), "health_path": t.health_path,
+        "inflight": _thin(t.in_flight_t, t.in_flight_n),
+        "requests": [[round(lane.end_s, 4), round(lane.start_s, 4), lane.request, lane.conversation, lane.turn,
+                      lane.outcome, lane.detail] for lane in lanes],
+        "health": _thin(t.health_t, t.health_latency_s, t.health_ok),
+        "kv": _thin(t.kv_t, usage), "waiting": _thin(t.waiting_t, t.waiting),
+        "marks": {"first failure": t.first_failure_s, "first fatal log line": t.first_fatal_s},
+    }
+
+
+_SCRIPT = r"""
+(function () {
+  const d = JSON.parse(document.getElementById("timeline-data").textContent);
+  const colours = {ok: "#2e7d32", rejected: "#f9a825", throttled: "#f9a825", cancelled: "#9e9e9e"};
+  const colour = o => colours[o] || "#c62828";
+  const width = () => Math.min(1100, document.getElementById("timeline-charts").clientWidth || 1100);
+  const charts = [];
+  let syncing = false;
+  const zoomAll = u => {
+    if (syncing) return;
+    syncing = true;
+    const x = u.scales.x;
+    charts.forEach(c => { if (c !== u) c.setScale("x", {min: x.min, max: x.max}); });
+    syncing = false;
+  };
+  const marks = u => {
+    const ctx = u.ctx;
+    Object.entries(d.marks).forEach(([name, at]) => {
+      if (at === null) return;
+      const x = u.valToPos(at, "x", true);
+      ctx.save(); ctx.strokeStyle = name === "first failure" ? "#c62828" : "#000";
+      ctx.setLineDash([5, 4]); ctx.beginPath(); ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke(); ctx.restore();
+    });
+  };
+  // Every y axis as wide, and room on the right where a panel has no second one: the panels' time axes line up.
+  const opts = (title, series, axes, height) => ({
+    title, width: width(), height, series: [{}, ...series],
+    axes: [{}, ...axes.map(a => Object.assign({size: 60}, a))], padding: [8, axes.length > 1 ? 8 : 98, 0, 0],
+    scales: {x: {time: false, range: (u, min, max) => [min, max]}},
+    cursor: {sync: {key: "timeline"}, drag: {x: true, y: false}},
+    hooks: {setScale: [(u, key) => { if (key === "x") zoomAll(u); }], draw: [marks]},
+  });
+  const place = (o, data) => {
+    const u = new uPlot(o, data, document.getElementById("timeline-charts"));
+    charts.push(u);
+    u.setScale("x", {min: 0, max: d.duration});  // the whole run, not only where this panel has data
+    return u;
+  };
+  const outcomes = [...new Set(d.requests.map(r => r[5]))].sort();
+  const top = Math.max(1, ...d.inflight[1]) * 1.1;
+  const ticks = outcomes.map(o => {
+    const rs = d.requests.filter(r => r[5] === o);
+    return [rs.map(r => r[0]), rs.map(() => top)];
+  });
+  const load = uPlot.join([d.inflight, ...ticks]);
+  const tickSeries = outcomes.map(o => ({label: o, stroke: colour(o), fill: colour(o), paths: () => null,
+                                         points: {show: true, size: 7, stroke: colour(o), fill: colour(o)}}));
+  const title = d.label + ": requests in flight and when each ended (drag to zoom, double-click to zoom out)";
+  const first = place(opts(title,
+    [{label: "in flight", stroke: "#1565c0", width: 1.5, paths: uPlot.paths.stepped({align: 1})}, ...tickSeries],
+    [{label: "requests"}], 260), load);
+  const hover = document.getElementById("timeline-hover");
+  const ends = d.requests.map(r => r[0]);
+  first.over.addEventListener("mousemove", e => {
+    const at = first.posToVal(e.offsetX, "x");
+    let lo = 0, hi = ends.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (ends[mid] < at) lo = mid + 1; else hi = mid; }
+    const near = [lo - 1, lo].filter(i => i >= 0 && i < ends.length)
+      .sort((a, b) => Math.abs(ends[a] - at) - Math.abs(ends[b] - at))[0];
+    if (near === undefined || Math.abs(first.valToPos(ends[near], "x") - e.offsetX) > 6) return;
+    const r = d.requests[near];
+    hover.textContent = "request " + r[2] + " (conversation " + r[3] + ", turn " + r[4] + "): " + r[5] +
+      "; sent " + r[1].toFixed(3) + " s, ended " + r[0].toFixed(3) + " s" + (r[6] ? "; " + r[6] : "");
+  });
+  const [polled, took, ok] = d.health;
+  const unhealthy = u => {  // red from each poll that was not 200 until the next poll
+    const ctx = u.ctx;
+    ctx.save(); ctx.fillStyle = "rgba(198, 40, 40, 0.25)";
+    ok.forEach((good, i) => {
+      if (good) return;
+      const a = u.valToPos(polled[i], "x", true), b = u.valToPos(polled[i + 1] ?? d.duration, "x", true);
+      ctx.fillRect(a, u.bbox.top, Math.max(b - a, 2), u.bbox.height);
+    });
+    ctx.restore();
+  };
+  const healthOpts = opts(d.health_path + ": how long each poll took (red where it was not 200)",
+    [{label: "answered in (s)", stroke: "#212121", points: {show: true, size: 3}}], [{label: "s"}], 160);
+  healthOpts.hooks.draw.push(unhealthy);
+  place(healthOpts, [polled, took]);
+  place(Object.assign(opts("the engine's KV usage and requests waiting",
+    [{label: "KV usage %", stroke: "#6a1b9a", scale: "%", paths: uPlot.paths.stepped({align: 1})},
+     {label: "waiting", stroke: "#ef6c00", scale: "n", paths: uPlot.paths.stepped({align: 1})}],
+    [{label: "KV %", scale: "%"}, {label: "waiting", scale: "n", side: 1}], 180)),
+    uPlot.join([d.kv, d.waiting]));
+  window.loadreproCharts = charts;
+})();
+"""
+
+
+def interactive_timeline(t: Timeline) -> str:
+    """The section's HTML: the charts' place, the series as JSON, the vendored library and the drawing script."""
+    data = json.dumps(_series(t), separators=(",", ":")).replace("</", "<\\/")  # no early end of its script tag
+    return (f"<style>{_vendored('uPlot.min.css')}</style><div id=timeline-charts></div>"
+            "<p id=timeline-hover class=hover>Point at a request's tick to see it here.</p>"
+            f"<script type=application/json id=timeline-data>{data}</script>"
+            f"<script>{_vendored('uPlot.iife.min.js')}</script><script>{_SCRIPT}</script>")

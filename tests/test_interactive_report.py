@@ -1,0 +1,55 @@
+"""report.html's timeline drawn by the browser: in headless Chromium the page draws its three panels with no console
+error, pointing at a request's tick says which request it was and how it ended, and a zoom of one panel zooms all;
+the page loads nothing from the network (the chart library is inside it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from tests.browser import CHROMIUM, opened
+from tests.helpers import cli
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt install chromium)")
+
+
+async def _look(url: str) -> dict:
+    async with opened(url) as page:
+        seen = {"charts": await page.evaluate("window.loadreproCharts.length"),
+                "canvases": await page.evaluate("document.querySelectorAll('#timeline-charts canvas').length")}
+        # zoomed into the first failing request's end (a drag does this), each panel alike; then its tick pointed at
+        pointed = await page.evaluate("""(() => {
+            const d = JSON.parse(document.getElementById('timeline-data').textContent);
+            const r = d.requests.find(r => r[5] !== 'ok');
+            window.loadreproCharts[0].setScale('x', {min: r[0] - 0.005, max: r[0] + 0.005});
+            return [r[2], r[0]];
+        })()""")
+        seen["pointed"], end = pointed
+        seen["zoomed"] = await page.evaluate("window.loadreproCharts.map(u => [u.scales.x.min, u.scales.x.max])")
+        await page.evaluate("window.scrollTo(0, 0)")
+        where = await page.evaluate(f"""(() => {{
+            const u = window.loadreproCharts[0], box = u.over.getBoundingClientRect();
+            return [box.left + u.valToPos({end}, 'x'), box.top + u.valToPos(u.data[2].find(v => v != null), 'y')];
+        }})()""")
+        await page.point_at(where[0], where[1])
+        seen["hover"] = await page.evaluate("document.getElementById('timeline-hover').textContent")
+        seen["end"] = end
+        seen["errors"] = list(page.errors)
+    return seen
+
+
+def test_the_timeline_draws_in_the_browser_and_says_which_request_a_tick_is(tmp_path, pictures):
+    done = cli("run", "--profile", "draft-pool", "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 1, done.stderr  # the stock draft pool dies: failing ticks to point at
+    page = (tmp_path / "report.html").read_text()
+    assert not re.search(r"""(src|href)=["']?https?://""", page)  # nothing fetched: it opens offline
+    seen = asyncio.run(_look((tmp_path / "report.html").as_uri()))
+    assert seen["errors"] == [] and seen["charts"] == 3 and seen["canvases"] >= 3, seen
+    report = json.loads((tmp_path / "report.json").read_text())
+    failed = {r["id"]: r for r in report["request_table"] if r["outcome"] != "ok"}
+    hovered = seen["hover"]
+    assert hovered.startswith(f"request {seen['pointed']} (") and failed[seen["pointed"]]["outcome"] in hovered, seen
+    assert all(scale == [seen["end"] - 0.005, seen["end"] + 0.005] for scale in seen["zoomed"]), seen["zoomed"]
