@@ -32,7 +32,7 @@ async def _look(url: str) -> dict:
         await page.evaluate("window.scrollTo(0, 0)")
         where = await page.evaluate(f"""(() => {{
             const u = window.loadreproCharts[0], box = u.over.getBoundingClientRect();
-            return [box.left + u.valToPos({end}, 'x'), box.top + u.valToPos(u.data[2].find(v => v != null), 'y')];
+            return [box.left + u.valToPos({end}, 'x'), box.top + 6];  // on its tick, along the top
         }})()""")
         await page.point_at(where[0], where[1])
         seen["hover"] = await page.evaluate("document.getElementById('timeline-hover').textContent")
