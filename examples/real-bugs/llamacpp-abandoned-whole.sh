@@ -6,13 +6,5 @@
 # (scripts/engines/llamacpp.sh). Exits as `loadrepro ab` does: 0 when the fix is confirmed.
 #   examples/real-bugs/llamacpp-abandoned-whole.sh [OUT]
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-STOCK="${STOCK:-0.3.6}"
-PATCHED="${PATCHED:-0.3.7}"
-OUT="${1:-llamacpp-abandoned-whole}"
-LOADREPRO="${LOADREPRO:-loadrepro}"
-MODEL="$("$ROOT/scripts/engines/gguf.sh" 26m)"
-for version in "$STOCK" "$PATCHED"; do "$ROOT/scripts/engines/llamacpp.sh" "$version" >/dev/null; done
-serve() { echo "env LLAMACPP_VERSION=$1 $ROOT/scripts/engines/serve-llamacpp.sh $MODEL {host} {port} -np 1 -c 4096"; }
-exec $LOADREPRO ab --profile llamacpp-abandoned-whole --stock-cmd "$(serve "$STOCK")" \
-  --patched-cmd "$(serve "$PATCHED")" --out "$OUT"
+exec "$(dirname "$0")/llamacpp-ab.sh" llamacpp-abandoned-whole \
+  "${STOCK:-0.3.6}" "${PATCHED:-0.3.7}" "${1:-llamacpp-abandoned-whole}" -np 1 -c 4096

@@ -2,17 +2,9 @@
 # A real llama.cpp bug, A/B'd: a stream cancelled by its client while it waits behind the only busy slot is still
 # run later, for nobody, holding the slot (ggml-org/llama.cpp#11285). STOCK is the last llama-cpp-python release
 # whose llama.cpp has it, PATCHED the first whose llama.cpp drops such a request; both are built from their source
-# packages into the engine cache on first use (scripts/engines/llamacpp.sh). Exits as `loadrepro ab` does: 0 when
+# packages on first use. Exits as `loadrepro ab` does: 0 when
 # the fix is confirmed (stock fails with zombie_requests, patched passes).
 #   examples/real-bugs/llamacpp-cancelled-queued.sh [OUT]
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-STOCK="${STOCK:-0.3.16}"
-PATCHED="${PATCHED:-0.3.17}"
-OUT="${1:-llamacpp-cancelled-queued}"
-LOADREPRO="${LOADREPRO:-loadrepro}"
-MODEL="$("$ROOT/scripts/engines/gguf.sh" 26m)"
-for version in "$STOCK" "$PATCHED"; do "$ROOT/scripts/engines/llamacpp.sh" "$version" >/dev/null; done
-serve() { echo "env LLAMACPP_VERSION=$1 $ROOT/scripts/engines/serve-llamacpp.sh $MODEL {host} {port} -np 1 -c 4096"; }
-exec $LOADREPRO ab --profile llamacpp-cancelled-queued --stock-cmd "$(serve "$STOCK")" \
-  --patched-cmd "$(serve "$PATCHED")" --out "$OUT"
+exec "$(dirname "$0")/llamacpp-ab.sh" llamacpp-cancelled-queued \
+  "${STOCK:-0.3.16}" "${PATCHED:-0.3.17}" "${1:-llamacpp-cancelled-queued}" -np 1 -c 4096

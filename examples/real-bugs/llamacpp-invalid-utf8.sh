@@ -6,13 +6,5 @@
 # (stock fails with bad_input_crash and engine_death, patched passes).
 #   examples/real-bugs/llamacpp-invalid-utf8.sh [OUT]
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-STOCK="${STOCK:-0.3.7}"
-PATCHED="${PATCHED:-0.3.8}"
-OUT="${1:-llamacpp-invalid-utf8}"
-LOADREPRO="${LOADREPRO:-loadrepro}"
-MODEL="$("$ROOT/scripts/engines/gguf.sh" 26m)"
-for version in "$STOCK" "$PATCHED"; do "$ROOT/scripts/engines/llamacpp.sh" "$version" >/dev/null; done
-serve() { echo "env LLAMACPP_VERSION=$1 $ROOT/scripts/engines/serve-llamacpp.sh $MODEL {host} {port} -np 2 -c 2048"; }
-exec $LOADREPRO ab --profile llamacpp-invalid-utf8 --stock-cmd "$(serve "$STOCK")" \
-  --patched-cmd "$(serve "$PATCHED")" --out "$OUT"
+exec "$(dirname "$0")/llamacpp-ab.sh" llamacpp-invalid-utf8 \
+  "${STOCK:-0.3.7}" "${PATCHED:-0.3.8}" "${1:-llamacpp-invalid-utf8}" -np 2 -c 2048

@@ -8,7 +8,7 @@ still in flight.
 
 from __future__ import annotations
 
-from loadrepro.records.jsonl import JsonlWriter, read_jsonl
+from loadrepro.records.jsonl import JsonlWriter, RunFiles, read_jsonl, read_run_files
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.result import RunResult
 from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
@@ -60,4 +60,5 @@ __all__ = [
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
     "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally",
     "Verification", "Watched",
-    "WindowTally", "quiet", "replica_name", "read_jsonl", "sample_from_json", "wrong_answers"]
+    "RunFiles", "WindowTally", "quiet", "replica_name", "read_jsonl", "read_run_files", "sample_from_json",
+    "wrong_answers"]

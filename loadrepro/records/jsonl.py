@@ -8,12 +8,24 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from loadrepro.records.vocabulary import KIND_OF, RequestRecord
+from loadrepro.records.memory import MemorySample
+from loadrepro.records.vocabulary import (
+    KIND_OF,
+    CanarySample,
+    HealthSample,
+    LogMatch,
+    MetricsSample,
+    Note,
+    NoteSource,
+    RequestRecord,
+    sample_from_json,
+)
 
 
 class JsonlWriter:
@@ -77,3 +89,32 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+@dataclass(frozen=True, slots=True)
+class RunFiles:
+    """What a run directory's requests.jsonl and samples.jsonl hold, by kind (every complete line)."""
+
+    records: tuple[RequestRecord, ...]
+    health: tuple[HealthSample, ...]
+    metrics: tuple[MetricsSample, ...]
+    matches: tuple[LogMatch, ...]
+    notes: tuple[Note, ...]  # the load's start (source RUN) included
+    canaries: tuple[CanarySample, ...]
+    memory: tuple[MemorySample, ...]
+
+    @property
+    def start_ns(self) -> int | None:
+        """When the load started (its RUN note), None when it never did."""
+        return next((n.t_ns for n in self.notes if n.source == NoteSource.RUN), None)
+
+
+def read_run_files(run_dir: Path) -> RunFiles:
+    records = tuple(RequestRecord.from_json(d) for d in read_jsonl(run_dir / "requests.jsonl"))
+    samples = [sample_from_json(d) for d in read_jsonl(run_dir / "samples.jsonl")]
+
+    def kind(of: type[Any]) -> tuple[Any, ...]:
+        return tuple(s for s in samples if isinstance(s, of))
+
+    return RunFiles(records, kind(HealthSample), kind(MetricsSample), kind(LogMatch), kind(Note),
+                    kind(CanarySample), kind(MemorySample))

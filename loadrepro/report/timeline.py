@@ -23,15 +23,12 @@ from loadrepro.records import (
     LogMatch,
     MemorySample,
     MetricsSample,
-    Note,
-    NoteSource,
     RequestRecord,
     RunResult,
     Tally,
     Verification,
     Watched,
-    read_jsonl,
-    sample_from_json,
+    read_run_files,
     wrong_answers,
 )
 from loadrepro.records.counts import PerSecond
@@ -230,20 +227,14 @@ def for_report(timeline: Timeline, report: RunReport) -> Timeline:
 
 def timeline_from_run_dir(run_dir: Path, report: RunReport) -> Timeline | None:
     """Rebuild a timeline from the files a run left (and its report); None when they are missing."""
-    requests, samples = run_dir / "requests.jsonl", run_dir / "samples.jsonl"
-    if not requests.exists() or not samples.exists():
+    if not (run_dir / "requests.jsonl").exists() or not (run_dir / "samples.jsonl").exists():
         return None
-    records = [RequestRecord.from_json(d) for d in read_jsonl(requests)]
-    parsed = [sample_from_json(d) for d in read_jsonl(samples)]
-    health = [x for x in parsed if isinstance(x, HealthSample)]
-    metrics = [x for x in parsed if isinstance(x, MetricsSample)]
-    matches = [x for x in parsed if isinstance(x, LogMatch)]
-    canaries = [x for x in parsed if isinstance(x, CanarySample)]
-    memory = [x for x in parsed if isinstance(x, MemorySample)]
-    start = next((x.t_ns for x in parsed if isinstance(x, Note) and x.source == NoteSource.RUN), None)
+    files = read_run_files(run_dir)
+    start = files.start_ns
     if start is None:
         return None
-    end = start + int(report.duration_s * 1e9)
-    timeline = build_timeline(report.label, start, end, records, health, metrics, matches, canaries, memory=memory)
+    end, records = start + int(report.duration_s * 1e9), list(files.records)
+    timeline = build_timeline(report.label, start, end, records, list(files.health), list(files.metrics),
+                              list(files.matches), list(files.canaries), memory=list(files.memory))
     wrong = {w.request for w in report.outputs.worst} if report.outputs else set()
     return for_report(dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(records, wrong, start)), report)

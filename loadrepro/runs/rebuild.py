@@ -11,21 +11,7 @@ import orjson
 
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.records import (
-    CanarySample,
-    HealthSample,
-    LogMatch,
-    MemorySample,
-    MetricsSample,
-    Note,
-    NoteSource,
-    RequestRecord,
-    RunResult,
-    StopReason,
-    Verification,
-    read_jsonl,
-    sample_from_json,
-)
+from loadrepro.records import NoteSource, RunResult, StopReason, Verification, read_run_files
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runs.reporting import Reporter
@@ -66,22 +52,15 @@ def _ended_as(run_dir: Path) -> StopReason:
 
 
 def _result(run_dir: Path, facts: RunFacts, seed: int, reason: StopReason) -> RunResult:
-    records = tuple(RequestRecord.from_json(d) for d in read_jsonl(run_dir / "requests.jsonl"))
-    samples = [sample_from_json(d) for d in read_jsonl(run_dir / "samples.jsonl")]
-    notes = [s for s in samples if isinstance(s, Note)]
-    start = next((n.t_ns for n in notes if n.source == NoteSource.RUN), None)
-    times = [r.end_ns for r in records] + [s.t_ns for s in samples]
-    if start is None or not times:
+    files = read_run_files(run_dir)
+    times = [r.end_ns for r in files.records] + [h.t_ns for h in files.health] + [m.t_ns for m in files.metrics]
+    if files.start_ns is None or not times:
         raise UsageError(f"{run_dir}: its load never started (no record, or no start in samples.jsonl)")
-    health = tuple(s for s in samples if isinstance(s, HealthSample))
     killed = reason is StopReason.KILLED
     return RunResult(
         label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd, seed=seed,
-        started_at=facts.started_at, start_ns=start, end_ns=max(times), records=records,
-        health=health, post_health=health[-1] if health and not killed else None,
-        metrics=tuple(s for s in samples if isinstance(s, MetricsSample)),
-        log_matches=tuple(s for s in samples if isinstance(s, LogMatch)), log_context=(),
-        notes=tuple(n for n in notes if n.source != NoteSource.RUN), stop_reason=reason,
-        interrupted=killed or reason is StopReason.INTERRUPTED,
-        canaries=tuple(s for s in samples if isinstance(s, CanarySample)),
-        memory=tuple(s for s in samples if isinstance(s, MemorySample)))
+        started_at=facts.started_at, start_ns=files.start_ns, end_ns=max(times), records=files.records,
+        health=files.health, post_health=files.health[-1] if files.health and not killed else None,
+        metrics=files.metrics, log_matches=files.matches, log_context=(),
+        notes=tuple(n for n in files.notes if n.source != NoteSource.RUN), stop_reason=reason,
+        interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory)
