@@ -89,9 +89,9 @@ def test_slots_that_answer_do_not_fire_it_nor_a_dead_frontend(tmp_path):
 
 
 def test_auto_polls_slots_where_the_target_serves_llamacpps_and_nothing_elsewhere(tmp_path):
-    """The default (`introspection_path = "auto"`): a target whose GET /slots lists its slots is polled there, and
-    the run's profile.toml says so; one without it is not polled at all."""
-    auto = [flag for flag in WATCH if flag != "watch.introspection_path='/slots'"][1:]  # its "--set" dropped too
+    """`introspection_path = "auto"`: a target whose GET /slots lists its slots is polled there, and the run's
+    profile.toml says so; one without it is not polled at all."""
+    auto = [flag.replace("'/slots'", "'auto'") for flag in WATCH]
     with serving(_engine(wedge_after=3)) as url:
         cli("run", "--profile", "healthy", "--base-url", url, *small(), *auto, "--out", str(tmp_path / "slots"),
             "--quiet")
@@ -99,5 +99,6 @@ def test_auto_polls_slots_where_the_target_serves_llamacpps_and_nothing_elsewher
     assert rule(served, "introspection_unresponsive")["fired"]
     assert tomllib.loads((tmp_path / "slots" / "profile.toml").read_text())["watch"]["introspection_path"] == "/slots"
     with StubServer("ok", tokens=4).running() as stub:
-        cli("run", "--profile", "healthy", "--base-url", stub.url, *small(), "--out", str(tmp_path / "bare"), "--quiet")
+        cli("run", "--profile", "healthy", "--base-url", stub.url, *small(), *auto, "--out", str(tmp_path / "bare"),
+            "--quiet")
     assert tomllib.loads((tmp_path / "bare" / "profile.toml").read_text())["watch"]["introspection_path"] == ""

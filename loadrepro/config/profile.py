@@ -95,9 +95,10 @@ class WatchSpec(Section):
     liveness_period_s: float = Field(
         10.0, gt=0, description="How often the orchestrator probes (Kubernetes' periodSeconds, 10 by default).")
     introspection_path: str = Field(
-        "auto", description="An introspection endpoint to poll beside /health on a connection of its own (llama.cpp: "
+        "", description="An introspection endpoint to poll beside /health on a connection of its own (llama.cpp: "
         "/slots): one that stops answering while /health answers 200 is a wedged scheduler (rule "
-        "introspection_unresponsive); auto: /slots where the target serves llama.cpp's, else none; empty: not polled.")
+        "introspection_unresponsive); auto: /slots where the target serves llama.cpp's, else none; empty: not polled "
+        "(the default: polling /slots stalled a one-slot llama.cpp 0.3.17 under load).")
     introspection_timeout_s: float = Field(
         5.0, gt=0, description="How long a poll of introspection_path waits for an answer before it is given up.")
     memory_interval_s: float = Field(
