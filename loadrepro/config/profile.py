@@ -318,9 +318,9 @@ class TargetSpec(Section):
         "How requests are spread over the replicas: round_robin (each request to the next replica) or session "
         "(every turn of a conversation, or of a trace's session, on one replica: its prefix stays cached there)."))
     reset_cache: bool = Field(False, description=(
-        "Empty the target's prefix cache before the load (vLLM's /reset_prefix_cache, SGLang's /flush_cache, "
-        "llama.cpp's slots erased), so that a run meets no cache an earlier one warmed; a target that offers no "
-        "reset is a usage error."))
+        "Empty the prefix cache of the target and of every replica beside it before the load (vLLM's "
+        "/reset_prefix_cache, SGLang's /flush_cache, llama.cpp's slots erased), so that a run meets no cache an "
+        "earlier one warmed; a target or replica that offers no reset is a usage error."))
 
 
 class ChaosSpec(Section):

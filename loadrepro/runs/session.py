@@ -18,7 +18,7 @@ from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
 from loadrepro.judge.signatures import profile_catalog
 from loadrepro.load.arrivals import request_slots
-from loadrepro.load.cache_reset import NONE_OFFERED, reset_cache
+from loadrepro.load.cache_reset import reset_all
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.gateway import find_gateway, health_path_for
 from loadrepro.load.limits import discover, from_profile, longest_sequence
@@ -131,11 +131,9 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say, options.plans, options.engine_cmd)
             notes += [gateway_note] if gateway_note is not None else []
+            replicas = (*profile.target.replicas, *(e.url for e in target.started[1:]))
             if profile.target.reset_cache:  # after the counting, which may have warmed it, and before the load
-                how = await reset_cache(http)
-                if how is None:
-                    raise UsageError(NONE_OFFERED)
-                notes.append(f"prefix cache: emptied before the load ({how}; [target] reset_cache)")
+                notes.append(await reset_all(http, replicas, api_key))
         write_workload(plan.workload, run_dir / "workload.jsonl.gz")
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=request_slots(profile.load, plan.workload),
@@ -144,7 +142,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=profile_catalog(profile),
             compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
-            replicas=(*profile.target.replicas, *(e.url for e in target.started[1:])), routing=profile.target.routing)
+            replicas=replicas, routing=profile.target.routing)
         first = target.started[0] if target.started else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=target.command,
                                engine_exit=first.exit_code if first else None,
