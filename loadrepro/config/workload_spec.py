@@ -60,6 +60,13 @@ class WorkloadSpec(Section):
     trace_tool_messages: Literal["tool", "user"] = Field(
         "tool", description="Agent traces (weka): a tool result after a reply that stopped for a tool is sent as a "
         "`tool` message answering the assistant's tool call (tool), or as plain user text (user).")
+    trajectory_start: tuple[float, float] = Field(
+        (0.0, 0.0), description="Agent traces and agent sessions: a mid-trajectory start. Each tree (an agent and "
+        "its subagents) starts at a point drawn from the seed uniformly between these two fractions of its recorded "
+        "span (its times; else its requests' order). Its requests before the point are not sent, except the last "
+        "one of each session that goes on past it: that one is a warm-up, sent with its whole history and "
+        "max_tokens 1 before the load and not judged. The tree's later requests keep their gaps, from the tree's "
+        "start. [0, 0]: every tree from its beginning.")
     agents: AgentSpec = Field(AgentSpec(), description="kind = 'agents': the agents, their tools and subagents.")
     seed: int = Field(7, description="Seeds every random choice: the same seed, the same workload.")
     conversations: int = Field(12, ge=1, description="Conversations in the plan (a soak repeats the plan).")
@@ -121,6 +128,11 @@ class WorkloadSpec(Section):
             raise ValueError("groups cannot exceed conversations")
         if self.group_prefix_tokens >= self.prefix_tokens:
             raise ValueError("group_prefix_tokens must be smaller than prefix_tokens")
+        low, high = self.trajectory_start
+        if not 0 <= low <= high <= 1:
+            raise ValueError("trajectory_start: two fractions of a tree's span, 0 <= first <= second <= 1")
+        if high and self.kind == "conversations":
+            raise ValueError("trajectory_start: for agent traces and agent sessions (kind = 'trace' or 'agents')")
         if isinstance(self.structured_format, list) and not self.structured_format:
             raise ValueError("structured_format: name at least one format")
         try:

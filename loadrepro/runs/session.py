@@ -28,6 +28,7 @@ from loadrepro.load.run_target import RunTarget, StartedReplica
 from loadrepro.load.runner import Runner
 from loadrepro.load.target import check_reachable, discover_model
 from loadrepro.load.transport import Transport
+from loadrepro.load.warmup import warm_up
 from loadrepro.load.watch.introspection import introspection_for
 from loadrepro.records import RunResult, Verification
 from loadrepro.report.timeline import timeline_of
@@ -156,6 +157,10 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         async with Client(config) as client:
             workload = plan.workload if profile.workload.cache_bust == "none" else \
                 busted(plan.workload, f"{run_dir.resolve()}:{time.time_ns()}")
+            if workload.warmups:  # before the load, in the start (a signal stops it as it stops the planning)
+                warmed = await warm_up(client, workload.warmups, profile.load.concurrency, stopped, run_dir)
+                say(warmed.note())
+                notes.append(warmed.note())
             runner = Runner(profile, workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
 

@@ -244,16 +244,31 @@ async def read_stream(target: Target, headers: dict[str, Any], reader: asyncio.S
     return ("ok", "no [DONE]") if finish else ("truncated", "the stream ended before a finish reason")
 
 
-def read_requests() -> list[dict[str, Any]]:
+def read_requests(kind: str = "request") -> list[dict[str, Any]]:
     """The requests that carry their body (a long trace's run writes the first ones' only: the rest are
-    rebuilt from its profile and trace by `loadrepro run --profile profile.toml`)."""
+    rebuilt from its profile and trace by `loadrepro run --profile profile.toml`); kind "warmup": the warm-ups."""
     with gzip.open(HERE / "workload.jsonl.gz", "rt") as lines:
-        rows = [r for r in map(json.loads, lines) if r.get("type") == "request"]
+        rows = [r for r in map(json.loads, lines) if r.get("type") == kind]
     requests = [r for r in rows if "body" in r]
     if len(requests) < len(rows):
         print(f"{len(requests)} of the workload's {len(rows)} requests carry their body and are replayed; the rest "
               "are rebuilt from the trace by `loadrepro run --profile profile.toml`")
     return requests
+
+
+async def warm_up(target: Target, path: str, model: str, fatal: list[re.Pattern[str]], concurrency: int) -> None:
+    """A mid-trajectory start's warm-ups, before the requests: each session's history, one token asked; their
+    outcomes are printed, not judged."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(warmup: dict[str, Any]) -> str:
+        async with gate:
+            return (await send(target, path, {**warmup["body"], "model": model}, fatal))[0]
+
+    warmups = read_requests("warmup")
+    if warmups:
+        outcomes = await asyncio.gather(*(one(w) for w in warmups))
+        print(f"warm-ups sent first (not judged): {', '.join(f'{o} {outcomes.count(o)}' for o in set(outcomes))}")
 
 
 async def replay(args: argparse.Namespace) -> int:
@@ -269,6 +284,7 @@ async def replay(args: argparse.Namespace) -> int:
         model = json.loads(data)["data"][0]["id"]
     before, _ = await target.get(config.get("health_path", "/health"))
     print(f"/health before: {before}; {len(requests)} requests, model {model}, concurrency {args.concurrency}")
+    await warm_up(target, path, model, fatal, args.concurrency)
     conversations: dict[int, list[dict[str, Any]]] = {}
     for r in requests:
         conversations.setdefault(r["conversation"], []).append(r)

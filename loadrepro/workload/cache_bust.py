@@ -39,4 +39,7 @@ def busted(workload: Workload, salt: str) -> Workload:
         step = _Marked(marker(salt, c.root))
         return dataclasses.replace(c, turns=tuple(t.then(step) for t in c.turns))
 
-    return dataclasses.replace(workload, conversations=tuple(marked(c) for c in workload.conversations))
+    roots = {c.index: c.root for c in workload.conversations}  # a warm-up carries its tree's marker too
+    return dataclasses.replace(workload, conversations=tuple(marked(c) for c in workload.conversations),
+                               warmups=tuple(w.then(_Marked(marker(salt, roots[w.conversation])))
+                                             for w in workload.warmups))

@@ -38,7 +38,7 @@ def bodies_written(workload: Workload) -> int:
 
 def write_workload(workload: Workload, path: Path) -> Path:
     """One JSON line describing the workload, then one per request in conversation and turn order, with its body
-    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many)."""
+    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many), then one per warm-up, with its body."""
     # Level 1: written before the load starts, so its CPU is part of every run; level 5 made a 2,000-request file
     # 15% smaller (5.2 against 6.1 MB) for more than twice the time.
     # Buffered: a compressor call per line cost three times as long for a trace's bodiless lines.
@@ -61,4 +61,7 @@ def write_workload(workload: Workload, path: Path) -> Path:
             if i < written:
                 line["body"] = wire_body(workload.api, r.payload(), None)
             out.write(orjson.dumps(line) + b"\n")
+        for w in workload.warmups:  # trajectory_start: sent before the requests, not judged
+            out.write(orjson.dumps({"type": "warmup", "conversation": w.conversation,
+                                    "body": wire_body(workload.api, w.payload(), None)}) + b"\n")
     return path

@@ -78,6 +78,8 @@ class Workload:
     calibration_source: str
     conversations: tuple[Conversation, ...]
     origin: str = ""  # where its requests came from, in a sentence (a trace: its file, format and window)
+    # trajectory_start: requests sent before the load and not judged, each turn 0 of the conversation it warms
+    warmups: tuple[PlannedRequest, ...] = ()
 
     @property
     def requests(self) -> list[PlannedRequest]:

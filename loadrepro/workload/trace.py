@@ -33,6 +33,7 @@ from loadrepro.workload.model import Conversation, Deferred, PlannedRequest, Wor
 from loadrepro.workload.trace_bodies import Bodies, TraceBody, messages_tokens
 from loadrepro.workload.trace_formats import detect, format_block_tokens, message_prefixes, read_rows
 from loadrepro.workload.trace_rows import Skipped, TraceRow, gzipped
+from loadrepro.workload.trajectory import mid_trajectory
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +51,16 @@ class Trace:
     common: tuple[int, ...]
     detected: str = ""  # why "auto" chose the format ("" when the profile named it)
     description: str = ""  # what made it, when no file did (agent sessions from the seed)
+    # trajectory_start: the warm-ups sent before the load (workload/trajectory.py), their prefixes as `common`
+    # has them, and the rows before the trees' points not sent at all
+    warmups: tuple[TraceRow, ...] = ()
+    warm_common: tuple[int, ...] = ()
+    left_out: int = 0
 
     def describe(self) -> str:
         """One line: the file, its format, what is replayed and what was left out."""
         if self.description:
-            return self.description
+            return self.description + self.started()
         sessions = len({r.session for r in self.rows if r.session is not None})
         singles = sum(r.session is None for r in self.rows)
         how = f"detected: {self.detected}" if self.detected else "as the profile says"
@@ -63,7 +69,13 @@ class Trace:
         early = sum(r.timestamp_s is not None and r.timestamp_s < self.origin_s for r in self.rows)
         if early:
             line += f"; {early} stamped before the first row (not in time order), sent at the start"
-        return line + (f"; left out: {self.skipped.describe()}" if self.skipped.total else "")
+        return line + (f"; left out: {self.skipped.describe()}" if self.skipped.total else "") + self.started()
+
+    def started(self) -> str:
+        if not self.warmups and not self.left_out:
+            return ""
+        return (f"; mid-trajectory start: {len(self.warmups)} warm-up requests sent before the load (not judged), "
+                f"{self.left_out} earlier requests not sent")
 
 
 _LEAST_BLOCK = 16  # a scaled block keeps room for its own lead text, so blocks stay distinct
@@ -138,20 +150,31 @@ def read_trace(spec: WorkloadSpec) -> Trace:
     if not rows:
         window = " in the window asked for" if spec.trace_start_s or spec.trace_duration_s else ""
         raise TraceError(f"trace {spec.trace} has no requests{window}")
-    seen = SeenPrefixes()
-    common = tuple(seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
-                   for row in rows)
-    return Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, common, detected)
+    return _started(Trace(trace_format, spec.trace, rows, block_tokens(spec, trace_format), skipped, origin, (),
+                          detected), spec)
 
 
 def agent_trace(spec: WorkloadSpec) -> Trace:
     """Agent sessions from the seed (kind = "agents") as the rows of an agent trace, in the profile's window."""
     rows = tuple(_scaled(row, spec.trace_length_percent) for row in _window(agent_rows(spec.agents, spec.seed), spec,
                                                                               0.0))
+    return _started(Trace("weka", "", rows, _scaled_block(spec, spec.agents.block_tokens), Skipped(), 0.0, (),
+                          description=describe_agents(spec.agents, spec.seed, rows)), spec)
+
+
+def _started(trace: Trace, spec: WorkloadSpec) -> Trace:
+    """The trace from the trees' points of trajectory_start, and what a perfect prefix cache serves each row: the
+    warm-ups go first, so the turn after one finds its history."""
+    started = mid_trajectory(trace.rows, *spec.trajectory_start, spec.seed)
     seen = SeenPrefixes()
-    common = tuple(seen.blocks(row.hash_ids) for row in rows)
-    return Trace("weka", "", rows, _scaled_block(spec, spec.agents.block_tokens), Skipped(), 0.0, common,
-                 description=describe_agents(spec.agents, spec.seed, rows))
+
+    def common(rows: tuple[TraceRow, ...]) -> tuple[int, ...]:
+        return tuple(seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
+                     for row in rows)
+
+    warm_common = common(started.warmups)
+    return dataclasses.replace(trace, rows=started.rows, common=common(started.rows), warmups=started.warmups,
+                               warm_common=warm_common, left_out=started.left_out)
 
 
 class SeenPrefixes:
@@ -318,6 +341,8 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
         if row.joins or row.tree is not None:  # agent traces' only: a million-row trace holds none
             row_of[(index, len(turns))] = j
     conversations = tuple(_joined(i, turns, trace.rows, row_of, sessions) for i, turns in enumerate(order))
+    warmups = tuple(_warmup(builder, len(trace.rows) + i, row, common, sessions[row.session or ""][0].conversation)
+                    for i, (row, common) in enumerate(zip(trace.warmups, trace.warm_common)))
     c = assembler.calibration
     origin = trace.describe()
     if spec.trace_history == "live" or builder.live:
@@ -325,5 +350,13 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
                    + (f", {builder.recorded} as recorded (their messages do not extend the turn before and one "
                       "answer)" if builder.recorded else "")
                    + ("" if builder.chat else " (none: a completions prompt is sent as recorded)"))
-    return Workload(spec.kind, api, spec.seed, FAKER_VERSION, c.source, conversations, origin)
+    return Workload(spec.kind, api, spec.seed, FAKER_VERSION, c.source, conversations, origin, warmups=warmups)
+
+
+def _warmup(builder: _Builder, j: int, row: TraceRow, common: int, conversation: int) -> PlannedRequest:
+    """A warm-up as turn 0 of the conversation whose history it sends (numbered after the replayed rows: its own
+    seeds)."""
+    expected, shared = builder.text_row(row, common) if row.messages is not None else builder.token_row(row, common)
+    return PlannedRequest(conversation, 0, builder.body(j, row, row.output_length), row.output_length, expected,
+                          shared, None, 0.0, None, streams(builder.spec.stream, builder.spec.seed, (j,)))
 
