@@ -228,3 +228,28 @@ def test_a_subagents_times_are_read_from_its_spawn_only_when_its_first_falls_bef
         if r.tree is not None:
             times.setdefault(r.session.rsplit(":", 1)[-1], r.timestamp_s)  # each subagent's first request
     assert times["a"] == pytest.approx(0.3) and times["b"] == pytest.approx(0.8) and times["c"] == pytest.approx(1.2)
+
+
+def test_the_run_report_tells_reuse_within_a_tree_from_reuse_across_trees(tmp_path):
+    """The report's prefix reuse, over the completed requests, split as trace inspect splits the trace's."""
+    import json as json_
+
+    from tests.helpers import cli
+
+    def run(scope: str) -> tuple[dict, dict]:
+        trace = write_lines(tmp_path / f"{scope}.jsonl", [weka_trace("one", scope), weka_trace("two", scope)])
+        inspected = json_.loads(cli("trace", "inspect", str(trace), "--json").stdout)
+        with TraceServer(answer_s=0.0).running() as url:
+            done = cli("run", "--profile", "trace-example", "--base-url", url, "--set", f"workload.trace='{trace}'",
+                       "--set", "workload.trace_format='auto'", "--set", f"workload.trace_block_tokens={BLOCK}",
+                       "--out", str(tmp_path / scope), "--quiet")
+        assert done.returncode == 0, done.stdout + done.stderr
+        report = json_.loads((tmp_path / scope / "report.json").read_text())
+        assert report["requests"]["by_outcome"] == {"ok": 14}
+        return inspected, report["workload"]["prefix_reuse"]
+
+    for scope in ("local", "global"):
+        inspected, reuse = run(scope)
+        assert (reuse["possible_tokens"], reuse["own_tokens"]) == \
+            (inspected["cacheable_tokens"], inspected["cacheable_own_tokens"]), (scope, inspected, reuse)
+    assert reuse["possible_tokens"] - reuse["own_tokens"] >= 4 * BLOCK  # global ids: the second tree finds the first's

@@ -327,7 +327,7 @@ class Client:
             answer=a.answer.done() if a.answer is not None and outcome is Outcome.OK and self.config.compare_tokens
             else None, streamed=planned.stream if streamed is None else streamed,
             replica=a.replica, draft_tokens=count_of(a.timings.get("draft_n")),
-            draft_accepted=count_of(a.timings.get("draft_n_accepted")))
+            draft_accepted=count_of(a.timings.get("draft_n_accepted")), own_prefix_tokens=planned.own_prefix_tokens)
 
 
 

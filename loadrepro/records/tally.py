@@ -192,6 +192,7 @@ class Tally:
     # cached tokens its usage reported (None: none reported) -- report.json workload.prefix_reuse.
     reuse_possible: int = 0
     reuse_cached: int | None = None
+    reuse_own: int | None = None  # agent traces: of reuse_possible, what each request's own tree sent before
     prompt_errors: PromptErrors = dataclasses.field(default_factory=PromptErrors)
     recent_ends: RecentEnds = dataclasses.field(default_factory=RecentEnds)
     per_second: PerSecond = dataclasses.field(default_factory=PerSecond)
@@ -283,6 +284,8 @@ class Tally:
         self.output_tokens += r.completion_tokens if r.completion_tokens is not None else len(r.chunk_ns)
         if r.outcome is Outcome.OK:
             self.reuse_possible += r.shared_prefix_tokens
+            if r.own_prefix_tokens is not None:
+                self.reuse_own = (self.reuse_own or 0) + r.own_prefix_tokens
             if r.cached_tokens is not None:
                 self.reuse_cached = (self.reuse_cached or 0) + r.cached_tokens
         if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:

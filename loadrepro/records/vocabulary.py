@@ -135,6 +135,7 @@ class RequestRecord:
     replica: int = 0  # the replica it went to: 0 the target, i the ith of [target] replicas
     draft_tokens: int | None = None  # speculative decoding: tokens drafted for it (llama.cpp's timings.draft_n)
     draft_accepted: int | None = None  # of those, accepted (timings.draft_n_accepted)
+    own_prefix_tokens: int | None = None  # agent traces: the planned request's, of its shared_prefix_tokens
 
     # The latencies of one request, defined here only: the report, the windows, the tally and the timeline read them.
     @property

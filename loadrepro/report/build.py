@@ -238,7 +238,7 @@ def _pool_peaks(result: RunResult) -> dict[str, float]:
 def _prefix_reuse(totals: Tally) -> PrefixReuse:
     possible, cached = totals.reuse_possible, totals.reuse_cached
     ratio = round(cached / possible, 4) if cached is not None and possible else None
-    return PrefixReuse(possible_tokens=possible, cached_tokens=cached, ratio=ratio)
+    return PrefixReuse(possible_tokens=possible, cached_tokens=cached, ratio=ratio, own_tokens=totals.reuse_own)
 
 
 def _pressure(result: RunResult, measured: Measurements) -> Pressure:

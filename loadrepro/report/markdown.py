@@ -218,7 +218,9 @@ def prefix_reuse_line(r: RunReport) -> str:
     if reuse is None or not reuse.possible_tokens:
         return ""
     could = (f"A perfect prefix cache could have served {reuse.possible_tokens:,} prompt tokens of the completed "
-             "requests")
+             "requests" + ("" if reuse.own_tokens is None else
+                           f" ({reuse.own_tokens:,} their own tree had sent before, "
+                           f"{reuse.possible_tokens - reuse.own_tokens:,} only other trees)"))
     if reuse.cached_tokens is None:
         return could + "; the target reports no cached tokens."
     share = f" ({reuse.ratio:.0%})" if reuse.ratio is not None else ""

@@ -61,6 +61,10 @@ class PrefixReuse(Model):
         description="The cached prompt tokens those same requests' usage reported; null: the target reports none.")
     ratio: float | None = Field(
         description="cached_tokens / possible_tokens; null when the target reports none or nothing could be served.")
+    own_tokens: int | None = Field(
+        None, description="Agent workloads: of possible_tokens, those each request's own tree (its agent and "
+        "subagents) had sent before; the rest only other trees had (a router keeping a tree on one replica serves "
+        "these, not the rest). Null: a workload of no trees.")
 
 
 class WorkloadInfo(Model):

@@ -41,6 +41,9 @@ class PlannedRequest:
     live_tail: tuple[dict[str, Any], ...] | None = None
     stream: bool = True  # its body asks for a stream; False: the whole answer at once ([workload] stream)
     joins: tuple[int, ...] = ()  # agent traces: the conversations (subagents) that must have ended before it is sent
+    # agent traces: of shared_prefix_tokens, those its own tree (an agent and its subagents) sent before; the rest
+    # only other trees had (None: not counted, a workload of no trees)
+    own_prefix_tokens: int | None = None
 
     def payload(self) -> Body:
         """The request body (a deferred one made now: keep it no longer than the request)."""

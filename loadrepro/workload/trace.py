@@ -56,6 +56,8 @@ class Trace:
     warmups: tuple[TraceRow, ...] = ()
     warm_common: tuple[int, ...] = ()
     left_out: int = 0
+    # agent traces (weka, dag): per row, the part of `common` its own tree had sent before (empty: not counted)
+    own_common: tuple[int, ...] = ()
 
     def describe(self) -> str:
         """One line: the file, its format, what is replayed and what was left out."""
@@ -167,14 +169,26 @@ def _started(trace: Trace, spec: WorkloadSpec) -> Trace:
     warm-ups go first, so the turn after one finds its history."""
     started = mid_trajectory(trace.rows, *spec.trajectory_start, spec.seed)
     seen = SeenPrefixes()
+    trees: dict[str, SeenPrefixes] | None = {} if trace.format in ("weka", "dag") else None
 
     def common(rows: tuple[TraceRow, ...]) -> tuple[int, ...]:
-        return tuple(seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
+        return tuple(_seen(seen, row) for row in rows)
+
+    def own(rows: tuple[TraceRow, ...]) -> tuple[int, ...]:
+        if trees is None:
+            return ()
+        return tuple(0 if (t := row.tree or row.session) is None else _seen(trees.setdefault(t, SeenPrefixes()), row)
                      for row in rows)
 
     warm_common = common(started.warmups)
+    own(started.warmups)
     return dataclasses.replace(trace, rows=started.rows, common=common(started.rows), warmups=started.warmups,
-                               warm_common=warm_common, left_out=started.left_out)
+                               warm_common=warm_common, left_out=started.left_out, own_common=own(started.rows))
+
+
+def _seen(seen: SeenPrefixes, row: TraceRow) -> int:
+    """How much of the row an earlier row in `seen` started with (and the row now in it)."""
+    return seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
 
 
 class SeenPrefixes:
@@ -230,6 +244,10 @@ class _Builder:
             sent = max(sent, len(row.hash_ids) * self.block)
             overhead += (len(row.layout) - 1) * ((c.chat_per_message if self.chat else 0) - c.join_tokens)
         return sent + int(round(overhead)), min(common * self.block, sent)
+
+    def shared(self, row: TraceRow, common: int) -> tuple[int, int]:
+        """Its expected prompt tokens, and those of them in the first `common` blocks or messages."""
+        return self.text_row(row, common) if row.messages is not None else self.token_row(row, common)
 
     def text_row(self, row: TraceRow, common: int) -> tuple[int, int]:
         assert row.messages is not None
@@ -320,8 +338,7 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
     order: list[list[PlannedRequest]] = []  # each conversation's turns, by first appearance
     row_of: dict[tuple[int, int], int] = {}  # the rows that join or are a subagent's, by conversation and turn
     for j, (row, common) in enumerate(zip(trace.rows, trace.common)):
-        expected, shared_tokens = builder.text_row(row, common) if row.messages is not None else \
-            builder.token_row(row, common)
+        expected, shared_tokens = builder.shared(row, common)
         max_tokens = builder.output_length(row)
         turns = sessions.get(row.session) if row.session is not None else None
         if turns is None:
@@ -337,7 +354,9 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
             last_row[row.session] = row
         turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
                                     shared_tokens, arrival, _cap(row.delay_s / speed, spec.trace_idle_cap_s), tail,
-                                    streams(spec.stream, spec.seed, (j,))))
+                                    streams(spec.stream, spec.seed, (j,)),
+                                    own_prefix_tokens=builder.shared(row, trace.own_common[j])[1]
+                                    if trace.own_common else None))
         if row.joins or row.tree is not None:  # agent traces' only: a million-row trace holds none
             row_of[(index, len(turns))] = j
     conversations = tuple(_joined(i, turns, trace.rows, row_of, sessions) for i, turns in enumerate(order))
@@ -356,7 +375,7 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
 def _warmup(builder: _Builder, j: int, row: TraceRow, common: int, conversation: int) -> PlannedRequest:
     """A warm-up as turn 0 of the conversation whose history it sends (numbered after the replayed rows: its own
     seeds)."""
-    expected, shared = builder.text_row(row, common) if row.messages is not None else builder.token_row(row, common)
+    expected, shared = builder.shared(row, common)
     return PlannedRequest(conversation, 0, builder.body(j, row, row.output_length), row.output_length, expected,
                           shared, None, 0.0, None, streams(builder.spec.stream, builder.spec.seed, (j,)))
 
