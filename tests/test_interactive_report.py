@@ -1,6 +1,7 @@
-"""report.html's timeline drawn by the browser: in headless Chromium the page draws its three panels with no console
-error, pointing at a request's tick says which request it was and how it ended, and a zoom of one panel zooms all;
-the page loads nothing from the network (the chart library is inside it)."""
+"""report.html's timeline drawn by the browser: in headless Chromium the page draws its four panels with no console
+error, pointing at a request's tick, or at its bar in the conversation lanes, says which request it was and how it
+ended (and for an agent's, its tree), and a zoom of one panel zooms all; the page loads nothing from the network (the
+chart library is inside it)."""
 
 from __future__ import annotations
 
@@ -47,9 +48,38 @@ def test_the_timeline_draws_in_the_browser_and_says_which_request_a_tick_is(tmp_
     page = (tmp_path / "report.html").read_text()
     assert not re.search(r"""(src|href)=["']?https?://""", page)  # nothing fetched: it opens offline
     seen = asyncio.run(_look((tmp_path / "report.html").as_uri()))
-    assert seen["errors"] == [] and seen["charts"] == 3 and seen["canvases"] >= 3, seen
+    assert seen["errors"] == [] and seen["charts"] == 4 and seen["canvases"] >= 4, seen
     report = json.loads((tmp_path / "report.json").read_text())
     failed = {r["id"]: r for r in report["request_table"] if r["outcome"] != "ok"}
     hovered = seen["hover"]
     assert hovered.startswith(f"request {seen['pointed']} (") and failed[seen["pointed"]]["outcome"] in hovered, seen
     assert all(scale == [seen["end"] - 0.005, seen["end"] + 0.005] for scale in seen["zoomed"]), seen["zoomed"]
+
+
+async def _lane(url: str) -> dict:
+    """Point at the middle of the bar of a subagent's request in the lanes panel."""
+    async with opened(url) as page:
+        where = await page.evaluate("""(() => {
+            const d = JSON.parse(document.getElementById('timeline-data').textContent);
+            const u = window.loadreproCharts[3], sub = d.trees[0][1];
+            const r = d.requests.find(r => r[3] === sub);
+            u.over.scrollIntoView();
+            const box = u.over.getBoundingClientRect();
+            return [box.left + u.valToPos((r[0] + r[1]) / 2, 'x'), box.top + u.valToPos(u.laneOf(sub), 'y'), r[2],
+                    d.trees.length];
+        })()""")
+        await page.point_at(where[0], where[1])
+        return {"hover": await page.evaluate("document.getElementById('timeline-hover').textContent"),
+                "request": where[2], "trees": where[3], "errors": list(page.errors)}
+
+
+def test_the_lanes_draw_each_agent_tree_and_name_a_subagents_request(tmp_path, pictures):
+    from tests.helpers import SMALL
+
+    done = cli("run", "--profile", "agents-draft-pool", *(f for s in SMALL for f in ("--set", s)),
+               "--set", "sim.policy='patched'", "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = asyncio.run(_lane((tmp_path / "report.html").as_uri()))
+    trees = json.loads((tmp_path / "report.json").read_text())["agents"]["trees"]
+    assert seen["errors"] == [] and seen["trees"] == trees > 1, seen
+    assert seen["hover"].startswith(f"request {seen['request']} (") and f"agent tree 1 of {trees}" in seen["hover"]

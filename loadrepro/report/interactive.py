@@ -38,6 +38,7 @@ def _series(t: Timeline) -> dict[str, object]:
         "health": _thin(t.health_t, t.health_latency_s, t.health_ok),
         "kv": _thin(t.kv_t, usage), "waiting": _thin(t.waiting_t, t.waiting),
         "marks": {"first failure": t.first_failure_s, "first fatal log line": t.first_fatal_s},
+        "trees": [list(tree) for tree in t.trees],
     }
 
 
@@ -141,7 +142,63 @@ _SCRIPT = r"""
      {label: "waiting", stroke: "#ef6c00", scale: "n", paths: uPlot.paths.stepped({align: 1})}],
     [{label: "KV %", scale: "%"}, {label: "waiting", scale: "n", side: 1}], 180)),
     uPlot.join([d.kv, d.waiting]));
+  lanes();
   window.loadreproCharts = charts;
+
+  // Conversation lanes: each request a bar from sent to end on its conversation's row, the first conversation at
+  // the top; an agent's subagents on the rows below it, each agent tree on a band of its own.
+  function lanes() {
+    const rowOf = new Map(), treeOf = new Map(), bands = [];
+    d.trees.forEach((tree, k) => {
+      const top = rowOf.size;
+      tree.forEach(c => { if (!rowOf.has(c)) { rowOf.set(c, rowOf.size); treeOf.set(c, k); } });
+      bands.push([top, rowOf.size]);
+    });
+    [...new Set(d.requests.map(r => r[3]))].sort((a, b) => a - b)
+      .forEach(c => { if (!rowOf.has(c)) rowOf.set(c, rowOf.size); });
+    const rows = rowOf.size;
+    if (!rows) return;
+    const byRow = Array.from({length: rows}, () => []);
+    d.requests.forEach(r => byRow[rowOf.get(r[3])].push(r));
+    const y = row => rows - 1 - row;  // the first row at the top
+    const bars = u => {
+      const ctx = u.ctx, {min, max} = u.scales.x, {left, top, width, height} = u.bbox;
+      const h = Math.max(1, Math.min(8 * devicePixelRatio, height / rows * 0.7));
+      ctx.save();
+      ctx.fillStyle = "rgba(21, 101, 192, 0.07)";
+      bands.forEach(([a, b], k) => {
+        if (k % 2) return;
+        const y0 = u.valToPos(y(a) + 0.5, "y", true), y1 = u.valToPos(y(b - 1) - 0.5, "y", true);
+        ctx.fillRect(left, y0, width, y1 - y0);
+      });
+      byRow.forEach((requests, row) => {
+        const at = u.valToPos(y(row), "y", true) - h / 2;
+        requests.forEach(r => {
+          if (r[0] < min || r[1] > max) return;
+          const x0 = u.valToPos(r[1], "x", true), x1 = u.valToPos(r[0], "x", true);
+          ctx.fillStyle = colour(r[5]);
+          ctx.fillRect(x0, at, Math.max(x1 - x0, devicePixelRatio), h);
+        });
+      });
+      ctx.restore();
+    };
+    const title = "each request from sent to end, a row per conversation" +
+      (bands.length ? " (an agent's subagents below it; a band per agent tree)" : "");
+    const laneOpts = opts(title, [{label: "conversation", show: false}],
+      [{label: "conversation", values: () => []}], Math.min(420, Math.max(120, rows * 10 + 40)));
+    laneOpts.scales.y = {range: () => [-0.5, rows - 0.5]};
+    laneOpts.hooks.draw.push(bars);
+    const u = place(laneOpts, [[0, d.duration], [0, 0]]);
+    u.laneOf = c => y(rowOf.get(c));  // where a conversation's row is on the y scale (for a test to point at)
+    u.over.addEventListener("mousemove", e => {
+      const at = u.posToVal(e.offsetX, "x"), row = rows - 1 - Math.round(u.posToVal(e.offsetY, "y"));
+      const r = (byRow[row] || []).find(r => r[1] <= at && at <= r[0]);
+      if (!r) return;
+      const tree = treeOf.has(r[3]) ? "; agent tree " + (treeOf.get(r[3]) + 1) + " of " + bands.length : "";
+      hover.textContent = "request " + r[2] + " (conversation " + r[3] + ", turn " + r[4] + tree + "): " + r[5] +
+        "; sent " + r[1].toFixed(3) + " s, ended " + r[0].toFixed(3) + " s" + (r[6] ? "; " + r[6] : "");
+    });
+  }
 })();
 """
 

@@ -34,6 +34,7 @@ from loadrepro.records import (
 from loadrepro.records.counts import PerSecond
 from loadrepro.schema.long_run_sections import WindowRow
 from loadrepro.schema.run_report import RunReport
+from loadrepro.workload.summary import TreeShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class Timeline:
     replicas: int = 1  # how many replicas the load was spread over ([target] replicas; 1: the target alone)
     memory_t: np.ndarray = dataclasses.field(default_factory=lambda: np.array([]))  # the started engine's readings
     memory_mib: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))  # resident, anon, swap
+    trees: tuple[tuple[int, ...], ...] = ()  # agent trees: each one's conversations, its agent's first
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +198,10 @@ def _first_wrong_s(records: list[RequestRecord], wrong: set[int], start_ns: int)
     return (min(ends) - start_ns) / 1e9 if ends else None
 
 
-def timeline_of(result: RunResult, answers: Verification | None = None) -> Timeline:
-    """The run's timeline, marking when the first answer [verify] found wrong (`answers`) ended."""
+def timeline_of(result: RunResult, answers: Verification | None = None,
+                trees: tuple[TreeShape, ...] = ()) -> Timeline:
+    """The run's timeline, marking when the first answer [verify] found wrong (`answers`) ended, with its workload's
+    agent trees."""
     health = list(result.health) + ([result.post_health] if result.post_health else [])
     dropped = result.tally is not None and result.tally.dropped > 0
     timeline = build_timeline(result.label, result.start_ns, result.end_ns, list(result.records), health,
@@ -206,7 +210,8 @@ def timeline_of(result: RunResult, answers: Verification | None = None) -> Timel
     wrong = {c.request for c in wrong_answers(answers.checks)} if answers else set()
     endpoints = tuple(_endpoint(w, result.start_ns) for w in (*result.watched, *result.replicas))
     return dataclasses.replace(timeline, first_wrong_s=_first_wrong_s(list(result.records), wrong, result.start_ns),
-                               endpoints=endpoints, replicas=1 + len(result.replicas))
+                               endpoints=endpoints, replicas=1 + len(result.replicas),
+                               trees=tuple(t.conversations for t in trees))
 
 
 def _endpoint(w: Watched, start_ns: int) -> EndpointSeries:

@@ -35,9 +35,10 @@ def rebuild(run_dir: Path, pictures: bool = False) -> tuple[RunReport, list[Path
     notes = [f"rebuilt from {run_dir.name}: {on_disk:,} records and the samples on disk"
              + ("; the run's process ended before its report (killed): the report is incomplete"
                 if result.stop_reason is StopReason.KILLED else "")]
-    reporter = Reporter(profile, summary_from_json(facts.workload), facts.command, notes, run_dir)
+    summary = summary_from_json(facts.workload)
+    reporter = Reporter(profile, summary, facts.command, notes, run_dir)
     report = reporter.final(result, Verification())
-    written = write_reports(report, run_dir, timeline_of(result) if pictures else None)
+    written = write_reports(report, run_dir, timeline_of(result, trees=summary.trees) if pictures else None)
     return report, written
 
 

@@ -197,7 +197,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
     report = report.model_copy(update={"timing": timing(result, options.began_ns)})
     if options.on_verdict is not None:
         options.on_verdict(report)
-    pictures = timeline_of(result, answers) if options.pictures else None
+    pictures = timeline_of(result, answers, summary.trees) if options.pictures else None
     written = write_reports(report, run_dir, pictures)
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
