@@ -171,24 +171,21 @@ def _started(trace: Trace, spec: WorkloadSpec) -> Trace:
     seen = SeenPrefixes()
     trees: dict[str, SeenPrefixes] | None = {} if trace.format in ("weka", "dag") else None
 
-    def common(rows: tuple[TraceRow, ...]) -> tuple[int, ...]:
-        return tuple(_seen(seen, row) for row in rows)
+    def common(rows: tuple[TraceRow, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Per row, what any earlier row started with, and (agent traces) what an earlier row of its own tree did."""
+        shared, own = [], []
+        for row in rows:
+            prefixes = SeenPrefixes.of(row)
+            shared.append(seen.shared(prefixes))
+            if trees is not None:
+                tree = row.tree or row.session
+                own.append(0 if tree is None else trees.setdefault(tree, SeenPrefixes()).shared(prefixes))
+        return tuple(shared), tuple(own)
 
-    def own(rows: tuple[TraceRow, ...]) -> tuple[int, ...]:
-        if trees is None:
-            return ()
-        return tuple(0 if (t := row.tree or row.session) is None else _seen(trees.setdefault(t, SeenPrefixes()), row)
-                     for row in rows)
-
-    warm_common = common(started.warmups)
-    own(started.warmups)
-    return dataclasses.replace(trace, rows=started.rows, common=common(started.rows), warmups=started.warmups,
-                               warm_common=warm_common, left_out=started.left_out, own_common=own(started.rows))
-
-
-def _seen(seen: SeenPrefixes, row: TraceRow) -> int:
-    """How much of the row an earlier row in `seen` started with (and the row now in it)."""
-    return seen.messages(row.messages) if row.messages is not None else seen.blocks(row.hash_ids)
+    warm_common, _ = common(started.warmups)
+    replayed, own = common(started.rows)
+    return dataclasses.replace(trace, rows=started.rows, common=replayed, warmups=started.warmups,
+                               warm_common=warm_common, left_out=started.left_out, own_common=own)
 
 
 class SeenPrefixes:
@@ -202,7 +199,13 @@ class SeenPrefixes:
     def __init__(self) -> None:
         self._seen: set[int | bytes] = set()
 
-    def _shared(self, prefixes: list[int] | list[bytes]) -> int:
+    @staticmethod
+    def of(row: TraceRow) -> list[int] | list[bytes]:
+        """A row's prefixes as the sets hold them: made once for a row looked up in more than one set."""
+        return message_prefixes(row.messages) if row.messages is not None else _block_prefixes(row.hash_ids)
+
+    def shared(self, prefixes: list[int] | list[bytes]) -> int:
+        """How many of a row's leading prefixes (`of`) an earlier row had; the row's are then held too."""
         # Every prefix of every row is kept, so those seen are a leading run: found by bisection, and only the rest
         # added (an agent's request holds its whole history: tens of blocks, most of them seen).
         low, high = 0, len(prefixes)
@@ -215,15 +218,11 @@ class SeenPrefixes:
         self._seen.update(itertools.islice(prefixes, low, None))
         return low
 
-    def blocks(self, hash_ids: tuple[int, ...]) -> int:
-        """How many leading hash ids an earlier row also started with: the blocks a perfect cache serves."""
-        prefixes = list(itertools.accumulate(hash_ids, lambda running, h: hash((running, h)), initial=0))
-        del prefixes[0]
-        return self._shared(prefixes)
 
-    def messages(self, messages: tuple[dict[str, Any], ...]) -> int:
-        """How many leading messages an earlier request also started with."""
-        return self._shared(message_prefixes(messages))
+def _block_prefixes(hash_ids: tuple[int, ...]) -> list[int]:
+    prefixes = list(itertools.accumulate(hash_ids, lambda running, h: hash((running, h)), initial=0))
+    del prefixes[0]
+    return prefixes
 
 
 class _Builder:

@@ -91,12 +91,13 @@ async def _lengths(row: TraceRow, seen: SeenPrefixes, own: SeenPrefixes | None, 
                    counter: TokenCounter) -> tuple[int, int, int, int]:
     """(input, output, cacheable, of which its own tree's) tokens of one row; `own`: what its tree (or session) sent
     before (None: a request of its own)."""
+    prefixes = SeenPrefixes.of(row)
+    shared, mine = seen.shared(prefixes), own.shared(prefixes) if own is not None else 0
     if row.messages is None:
-        shared, mine = seen.blocks(row.hash_ids), own.blocks(row.hash_ids) if own is not None else 0
         return (row.input_length, row.output_length, min(shared * block, row.input_length),
                 min(mine * block, row.input_length))
     messages = [dict(m) for m in row.messages]
-    common, mine = seen.messages(row.messages), own.messages(row.messages) if own is not None else 0
+    common = shared
     prompt = row.input_length or await counter.count_chat(messages)
     cacheable = min(await counter.count_chat(messages[:common]), prompt) if common else 0
     own_tokens = cacheable if mine >= common else min(await counter.count_chat(messages[:mine]), prompt) if mine else 0
