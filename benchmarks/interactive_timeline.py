@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadrepro.report.html import html_page  # noqa: E402
-from loadrepro.report.interactive import interactive_timeline  # noqa: E402
+from loadrepro.report.interactive import latency_section, page_scripts, timeline_section  # noqa: E402
 from loadrepro.report.timeline import Lane, Timeline  # noqa: E402
 from tests.browser import CHROMIUM, opened  # noqa: E402
 
@@ -53,7 +53,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100_000)
     args = parser.parse_args()
     started = time.perf_counter()
-    page = html_page("timeline", interactive_timeline(soak_timeline(args.requests)))
+    timeline = soak_timeline(args.requests)
+    page = html_page("timeline", timeline_section(timeline) + latency_section([timeline]) + page_scripts())
     print(f"page built in {time.perf_counter() - started:.2f} s: {len(page) / 1e6:.1f} MB")
     if CHROMIUM is None:
         print("chromium is not installed (apt install chromium): the drawing is not timed")

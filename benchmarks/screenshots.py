@@ -28,7 +28,7 @@ def loadrepro(*args: str) -> subprocess.CompletedProcess:
 def soak(out: Path, duration_s: float, *extra: str) -> None:
     done = loadrepro("run", "--profile", "soak", "--out", str(out), "--set", f"load.duration_s={duration_s}",
                      "--set", f"verdict.window_s={duration_s / 4:g}", "--set", "workload.conversations=6",
-                     "--set", "watch.canary_interval_s=1", *extra)
+                     "--set", "watch.canary_interval_s=1", "--png", *extra)
     if done.returncode not in (0, 1):
         sys.exit(f"the soak failed to run: {done.stderr[-2000:]}")
 

@@ -95,7 +95,7 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
         workers=args.workers if args.workers is not None else 2 if args.ray else 1, ray=args.ray,
         on_verdict=on_verdict, trials=args.trials, vary_seed=args.vary_seed,
         alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics,
-        replicas=args.replicas)
+        replicas=args.replicas, png=args.png)
 
 
 def _with_replicas(profile: Profile, given: list[str], url: str | None, ab: bool, isolated: bool) -> Profile:
@@ -122,7 +122,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
                api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
                verify: bool = False, trials: int = 1, vary_seed: bool = False,
-        serve_metrics: int | None = None, replicas: int = 1) -> RunReport:
+        serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> RunReport:
     """`run` for callers already on an event loop.
 
     >>> import asyncio, tempfile, loadrepro
@@ -141,7 +141,7 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
         tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
         api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
         verify: bool = False, trials: int = 1, vary_seed: bool = False,
-        serve_metrics: int | None = None, replicas: int = 1) -> RunReport:
+        serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> RunReport:
     """Send a profile's workload to a target and judge it; the run directory (`out`, else one under reports/) holds
     report.json, report.md, junit.xml and the records. The target is `base_url`, or an engine loadrepro starts
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
@@ -168,7 +168,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
        workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
        api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
        verify: bool = False, trials: int = 1, vary_seed: bool = False, alpha: float = 0.05,
-       serve_metrics: int | None = None, replicas: int = 1) -> Comparison:
+       serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> Comparison:
     """The same seeded workload on a stock and a patched engine (each a URL or a command; with neither, the
     simulated engine's two policies), compared. `comparison.fix_confirmed` is True only when the fix holds. With
     `trials` N, each side runs up to N times, alternately, until decided: a fix is confirmed only when patched
@@ -194,7 +194,7 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
           label: str | None = None, workers: int | None = None, ray: str | None = None,
           tokenizer: str | Path | None = None, size_to_overrun: float | None = None, api_key_env: str = API_KEY_ENV,
           engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S, verify: bool = False, trials: int = 1,
-          vary_seed: bool = False, serve_metrics: int | None = None, replicas: int = 1,
+          vary_seed: bool = False, serve_metrics: int | None = None, replicas: int = 1, png: bool = False,
           say: Say | None = None) -> SweepReport:
     """`loadrepro sweep`: one full run per load level (`over` concurrency or rate; `values` "1,2,4", or a geometric
     ladder `ladder_from` to `ladder_to` by `factor`), then a bisection to the breaking point; with `stock_cmd` and

@@ -30,7 +30,7 @@ def _shared_stub_server():
 
 @pytest.fixture
 def pictures(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runs of this test draw their pictures (timeline.png, latency.png, report.html, compare.html)."""
+    """The runs of this test draw their pictures (report.html, compare.html; the PNGs with --png)."""
     monkeypatch.setenv(PICTURES_ENV, "1")
 
 

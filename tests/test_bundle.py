@@ -28,7 +28,9 @@ def test_the_quickstart_bundle_replays_in_a_bare_python(tmp_path, api):
     with zipfile.ZipFile(zip_path) as bundle:
         names = {n.split("/", 1)[1] for n in bundle.namelist()}
         assert {"README.md", "report.md", "report.json", "profile.toml", "requests.jsonl", "workload.jsonl.gz",
-                "replay.py", "replay.json", "engine-log-excerpt.txt"} <= names
+                "replay.py", "replay.json", "engine-log-excerpt.txt", "timeline.png", "latency.png"} <= names
+        picture = next(n for n in bundle.namelist() if n.endswith("/timeline.png"))
+        assert bundle.read(picture).startswith(b"\x89PNG")  # drawn for the bundle: the run drew none
         for name in bundle.namelist():
             assert KEY.encode() not in bundle.read(name)
         bundle.extractall(tmp_path / "unpacked")

@@ -172,7 +172,7 @@ def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its
     began = time.perf_counter()
 
     def told(report) -> None:
-        seen.append((report.verdict, (tmp_path / "timeline.png").exists(), report.timing,
+        seen.append((report.verdict, (tmp_path / "report.html").exists(), report.timing,
                      time.perf_counter() - began))
 
     options = RunOptions(load_profile("quickstart", ["sim.policy='patched'"]), None, None, "patched", tmp_path,
@@ -184,7 +184,7 @@ def test_the_verdict_comes_before_the_pictures_with_what_the_run_cost_beside_its
     # measured from the call to the verdict, with the requests between them.
     assert timing.to_first_request_s > 0 and timing.last_answer_to_verdict_s > 0
     assert timing.to_first_request_s + timing.last_answer_to_verdict_s < elapsed_s
-    assert session.report.timing == timing and (tmp_path / "timeline.png").exists()
+    assert session.report.timing == timing and (tmp_path / "report.html").exists()
     done = loadrepro("run", "--profile", "quickstart", "--set", "sim.policy=patched", "--out", str(tmp_path / "cli"),
                      "--quiet")
     lines = done.stdout.splitlines()
@@ -212,10 +212,10 @@ def test_whole_answers_and_streams_in_one_run_of_the_simulated_engine(tmp_path):
 
 def test_pictures_turned_off_leave_every_other_file_as_it_is(tmp_path):
     """LOADREPRO_PICTURES=0: no PNG and no HTML page; report.json, report.md (without its picture links) and
-    junit.xml are written; with it unset, the pictures are there too."""
+    junit.xml are written; with it unset, the pictures are there too (the PNGs with --png)."""
     args = ("run", "--profile", "healthy", *small("workload.turns=1"))
     off = loadrepro(*args, "--out", str(tmp_path / "off"), env={PICTURES_ENV: "0"})
-    on = loadrepro(*args, "--out", str(tmp_path / "on"), env={PICTURES_ENV: "1"})
+    on = loadrepro(*args, "--png", "--out", str(tmp_path / "on"), env={PICTURES_ENV: "1"})
     assert off.returncode == on.returncode == 0, off.stderr + on.stderr
     assert sorted(p.name for p in (tmp_path / "off").glob("*.png")) == []
     assert not (tmp_path / "off" / "report.html").exists()

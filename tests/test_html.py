@@ -1,4 +1,5 @@
-"""report.html and the PNG pictures of a real stock run: parseable, offline, and marking the right moments."""
+"""report.html and the PNG pictures of a real stock run (--png): parseable, offline, and marking the right moments;
+without --png, a run draws no PNG and imports no matplotlib, and report.md links report.html."""
 
 import json
 import re
@@ -25,7 +26,7 @@ class Collect(HTMLParser):
 @pytest.fixture(scope="module")
 def stock_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("html") / "run"
-    done = cli("run", "--profile", "quickstart", "--out", str(out), "--quiet", env={PICTURES_ENV: "1"})
+    done = cli("run", "--profile", "quickstart", "--out", str(out), "--quiet", "--png", env={PICTURES_ENV: "1"})
     assert done.returncode == 1, done.stderr
     return out
 
@@ -72,3 +73,18 @@ def test_pngs_are_valid_images_referenced_from_the_markdown(stock_run):
         assert f"]({name})" in (stock_run / "report.md").read_text()
     report = json.loads((stock_run / "report.json").read_text())
     assert report["verdict"] == "fail"
+
+
+def test_a_run_draws_no_png_unless_asked_and_its_markdown_links_the_page(tmp_path):
+    import subprocess
+    import sys
+
+    script = ("import sys, loadrepro; loadrepro.run('quickstart', out=sys.argv[1]); "
+              "print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, PICTURES_ENV: "1"})
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
+    assert (tmp_path / "report.html").exists() and not list(tmp_path.glob("*.png"))
+    html = (tmp_path / "report.html").read_text()
+    assert "<img" not in html and "data-loadrepro-chart=timeline:timeline" in html
+    assert "](report.html)" in (tmp_path / "report.md").read_text()

@@ -75,11 +75,44 @@ async def _lane(url: str) -> dict:
 
 def test_the_lanes_draw_each_agent_tree_and_name_a_subagents_request(tmp_path, pictures):
     from tests.helpers import SMALL
+    from tests.trace_server import TraceServer
 
-    done = cli("run", "--profile", "agents-draft-pool", *(f for s in SMALL for f in ("--set", s)),
-               "--set", "sim.policy='patched'", "--out", str(tmp_path), "--quiet")
+    with TraceServer(answer_s=0.05).running() as url:
+        done = cli("run", "--profile", "agents-draft-pool", *(f for s in SMALL for f in ("--set", s)),
+                   "--base-url", url, "--out", str(tmp_path), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     seen = asyncio.run(_lane((tmp_path / "report.html").as_uri()))
     trees = json.loads((tmp_path / "report.json").read_text())["agents"]["trees"]
     assert seen["errors"] == [] and seen["trees"] == trees > 1, seen
     assert seen["hover"].startswith(f"request {seen['request']} (") and f"agent tree 1 of {trees}" in seen["hover"]
+
+
+async def _charts(url: str, zoom: bool) -> dict:
+    async with opened(url) as page:
+        seen = {"time": await page.evaluate("window.loadreproCharts.length"),
+                "sweep": await page.evaluate("(window.loadreproSweep || []).length"),
+                "latency": await page.evaluate("(window.loadreproLatency || []).length")}
+        if zoom:
+            await page.evaluate("window.loadreproCharts[0].setScale('x', {min: 0.05, max: 0.1})")
+            seen["zoomed"] = await page.evaluate("window.loadreproCharts.map(u => [u.scales.x.min, u.scales.x.max])")
+        seen["errors"] = list(page.errors)
+    return seen
+
+
+def test_compare_html_draws_both_runs_on_one_zoom_and_their_latency(tmp_path, pictures):
+    done = cli("ab", "--profile", "quickstart", "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (tmp_path / "compare.html").read_text()
+    assert page.count("data-loadrepro-chart=timeline:") == 2 and "<img" not in page
+    seen = asyncio.run(_charts((tmp_path / "compare.html").as_uri(), zoom=True))
+    assert seen["errors"] == [] and seen["time"] >= 8 and seen["latency"] == 2, seen
+    assert all(scale == [0.05, 0.1] for scale in seen["zoomed"]), seen["zoomed"]  # the other run's panels too
+
+
+@pytest.mark.slow
+def test_sweep_html_draws_its_curves_with_the_failed_levels(tmp_path, pictures):
+    done = cli("sweep", "--profile", "quickstart", "--values", "1,12", "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr  # the stock engine fails: its levels are crossed
+    seen = asyncio.run(_charts((tmp_path / "sweep.html").as_uri(), zoom=False))
+    assert seen["errors"] == [] and seen["sweep"] == 4 and seen["time"] == 0, seen
+    assert not (tmp_path / "sweep.png").exists()

@@ -62,6 +62,7 @@ def test_a_run_that_ended_is_rebuilt_as_it_was_and_a_stranger_directory_refused(
                "--quiet", env={"LOADREPRO_SIM_IN_PROCESS": "1"})
     assert done.returncode == 0, done.stderr
     before = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert (tmp_path / "run" / "report.html").exists() and not (tmp_path / "run" / "timeline.png").exists()
     again = cli("report", str(tmp_path / "run"), "--png")
     after = json.loads((tmp_path / "run" / "report.json").read_text())
     assert again.returncode == 0 and after["verdict"] == before["verdict"] == "pass", again.stdout

@@ -41,10 +41,11 @@ routing = "{routing}"
 
 
 def run(tmp_path, tokenizer_dir, servers: list[StubServer], routing: str = "round_robin", conversations: int = 40,
-        turns: int = 1):
+        turns: int = 1, png: bool = False):
     path = tmp_path / "replicas.toml"
     path.write_text(PROFILE.format(routing=routing, conversations=conversations, turns=turns))
-    return loadrepro.run(path, base_url=[s.url for s in servers], tokenizer=tokenizer_dir, out=tmp_path / "run")
+    return loadrepro.run(path, base_url=[s.url for s in servers], tokenizer=tokenizer_dir, out=tmp_path / "run",
+                         png=png)
 
 
 def records(tmp_path) -> list[dict]:
@@ -87,7 +88,7 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
                                                                                                  pictures):
     a, b = StubServer(tokens=8, token_delay_s=0.01), StubServer(tokens=8, token_delay_s=0.01, die_after=5)
     with a.running(), b.running():
-        report = run(tmp_path, tokenizer_dir, [a, b], conversations=60)
+        report = run(tmp_path, tokenizer_dir, [a, b], conversations=60, png=True)
     found = rule(report, "replica_death")
     assert not report.passed and found.fired and found.severity == "fail", report.reasons
     assert found.detail.startswith(f"replica-1 ({b.url}) died at "), found.detail

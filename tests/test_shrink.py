@@ -126,7 +126,7 @@ def test_page_index_shrinks_to_one_request_at_the_length_the_arithmetic_gives(tm
     needed = int(row.strip(" |").split(" | ")[-1].replace(",", ""))  # prompt + max_tokens
     assert 2177 <= needed <= 2177 * 1.1, needed
     assert "page-index table 68 entries" in shrink_md and (out / "bundle.zip").stat().st_size > 0
-    assert (out / "run" / "timeline.png").exists() and not (out / "trials").exists()
+    assert (out / "run" / "report.html").exists() and not (out / "trials").exists()
     patched = cli("run", "--profile", str(out / "profile.toml"),
                               "--set", "sim.policy='patched'", "--out", str(tmp_path / "patched"), "--quiet")
     assert patched.returncode == 0, patched.stdout + patched.stderr

@@ -32,7 +32,7 @@ def soak(url: str, out: Path, *extra: str, duration_s: float = 6.0) -> subproces
 
 def test_an_engine_whose_ttft_grows_fails_the_degradation_rule_naming_the_windows(tmp_path, pictures):
     with StubServer("ok", tokens=2, ttft_growth_per_s=0.1).running() as stub:
-        done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5")
+        done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5", "--png")
     assert done.returncode == 1, done.stdout + done.stderr
     rules = fired(report(tmp_path))
     assert "TTFT p95 grew from" in rules["degradation"], rules

@@ -74,8 +74,9 @@ def test_a_server_breaking_beyond_five_in_flight_is_found_to_break_at_six(tmp_pa
     assert report["slo_capacity"] == 5  # the most load that met the SLO, below the breaking point
     assert "run breaks at 6 requests in flight" in report["conclusion"]
     assert any("the same target" in note for note in report["notes"])
-    for name in ("sweep.md", "sweep.html", "sweep.png"):
+    for name in ("sweep.md", "sweep.html"):
         assert (tmp_path / "sweep" / name).stat().st_size > 0
+    assert "data-loadrepro-chart=sweep:sweep" in (tmp_path / "sweep" / "sweep.html").read_text()
     md = (tmp_path / "sweep" / "sweep.md").read_text()
     assert "| 6 (bisected) | fail |" in md and "breaking point: first failed at 6 requests in flight" in md
     level = json.loads((tmp_path / "sweep" / "level-6" / "report.json").read_text())

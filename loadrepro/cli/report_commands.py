@@ -231,7 +231,7 @@ def trace_anonymize(
 
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (requests.jsonl, samples.jsonl, run.json).")],
-    png: Annotated[bool, typer.Option("--png", help="Draw the pictures too (timeline, latency, lanes).")] = False,
+    png: Annotated[bool, typer.Option("--png", help="Draw the pictures as PNG files too (timeline, latency).")] = False,
 ) -> None:
     """Rebuild a run's reports from its directory: a run killed before its report (SIGKILL) gets one, marked
     incomplete, with every record that reached the disk."""

@@ -81,6 +81,9 @@ class LoadArguments(Arguments):
     # The command line's alone: a program chose its target deliberately and shows no progress display.
     target_is_isolated: bool = Field(False, description="Confirm a non-loopback target is an isolated test engine.")
     quiet: bool = Field(False, description="No progress display (for CI).")
+    png: bool = Field(False, description=(
+        "Draw the pictures as PNG files too (timeline.png, latency.png; a sweep's sweep.png), for report.md and "
+        "bug trackers that show images; report.html draws its charts in the browser either way."))
 
 
 class RunArguments(LoadArguments):

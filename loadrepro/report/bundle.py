@@ -23,7 +23,8 @@ from loadrepro.report.json import read_report
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_TOKENS_WRITTEN
 
-COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl")
+COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl", "report.html")
+PICTURES = ("timeline.png", "latency.png")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
 _IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
 
@@ -108,6 +109,7 @@ def _readme(report: RunReport, name: str) -> str:
               f"{DEFERRED_BODIES_WRITTEN:,} requests' bodies, at most {DEFERRED_PROMPT_TOKENS_WRITTEN:,} prompt "
               "tokens of them; `profile.toml` and the trace rebuild the rest)",
               "- `requests.jsonl`: what each request did",
+              "- `timeline.png`, `latency.png`: the run's pictures; `report.html`: its charts, to zoom into",
               "- `answers.json`: the wrong answers, when the run found any",
               "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",
               "- `replay.py`, `replay.json`: the standalone replay (`check_answers.py`: its --check-answers)", ""]
@@ -144,7 +146,23 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
         for program in ("replay.py", "check_answers.py"):
             code = resources.files("loadrepro.standalone").joinpath(program).read_text(encoding="utf-8")
             bundle.writestr(f"{name}/{program}", code)
+        for picture, png in _pictures(run_dir, report).items():
+            bundle.writestr(f"{name}/{picture}", png, compress_type=zipfile.ZIP_STORED)
         workload = run_dir / "workload.jsonl.gz"
         if workload.exists():
             bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)
     return out
+
+
+def _pictures(run_dir: Path, report: RunReport) -> dict[str, bytes]:
+    """The run's PNGs for bug trackers that show images: those it drew (--png), else drawn now from its files."""
+    if all((run_dir / name).exists() for name in PICTURES):
+        return {name: (run_dir / name).read_bytes() for name in PICTURES}
+    from loadrepro.report import plots  # matplotlib: only when a bundle draws them
+    from loadrepro.report.timeline import timeline_from_run_dir
+
+    timeline = timeline_from_run_dir(run_dir, report)
+    if timeline is None:
+        return {}
+    return {"timeline.png": plots.png(plots.timeline_figure([timeline])),
+            "latency.png": plots.png(plots.latency_figure(timeline))}

@@ -4,6 +4,8 @@ no external URL)."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 from loadrepro.compare.comparison import Comparison
@@ -31,7 +33,8 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}td,th{border:1px so
 text-align:left;vertical-align:top}th{background:#f5f5f5}td.n{text-align:right}
 pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:.7em;overflow-x:auto;font-size:.85em}
 figure{margin:1em 0}figcaption{color:#555;font-size:.9em}figure img{max-width:100%;height:auto}
-code{background:#f3f3f3;padding:0 .2em}.hover{font-family:monospace;font-size:.85em;color:#333;min-height:1.4em}
+code{background:#f3f3f3;padding:0 .2em}
+[data-loadrepro-chart^=sweep],[data-loadrepro-chart^=latency]{display:flex;flex-wrap:wrap;gap:16px}.hover{font-family:monospace;font-size:.85em;color:#333;min-height:1.4em}
 """
 
 
@@ -76,9 +79,8 @@ def html_page(title: str, body: str) -> str:
 LATENCY_CAPTION = "Distributions over the requests sent and kept in memory (each title says how many)."
 
 
-def _sections(r: RunReport, lanes: str, latency: str) -> str:
-    parts = [f"<h2>Conversations</h2>{_figure(lanes, 'Each turn of each conversation, coloured by outcome.')}",
-             f"<h2>Latency</h2>{_figure(latency, LATENCY_CAPTION)}",
+def _sections(r: RunReport, latency: str) -> str:
+    parts = [f"<h2>Latency</h2>{latency}",
              "<h2>Outcomes</h2>" + html_table(["outcome", "requests"],
                                               [[k, v] for k, v in r.requests.by_outcome.items()]),
              "<h2>Numbers</h2>" + html_table(["ms", "p50", "p95", "p99", "max", "over"],
@@ -134,17 +136,41 @@ def timeline_caption(health_path: str = "/health") -> str:
             "first fatal engine log line.")
 
 
-def render_html(report: RunReport, timeline: str, lanes: str, latency: str, interactive: str = "") -> str:
-    """`interactive`: the timeline drawn by the browser (report/interactive.py), above the picture of it."""
-    figure = _figure(timeline, timeline_caption(report.health.path), _timeline_data(report))
-    body = _head(report) + f"<h2>Timeline</h2>{interactive}{figure}\n" + _sections(report, lanes, latency)
+@dataclass(frozen=True, slots=True)
+class Pngs:
+    """The pictures of a run drawn as PNG (`--png`), each an <img> of the same bytes as its file."""
+
+    timeline: str
+    lanes: str
+    latency: str
+
+
+def render_html(report: RunReport, charts: Charts, pngs: Pngs | None = None) -> str:
+    """The charts drawn by the browser (report/interactive.py); with `pngs`, the pictures below them."""
+    timeline = charts.timeline
+    latency = charts.latency
+    if pngs is not None:
+        timeline += _figure(pngs.timeline, timeline_caption(report.health.path), _timeline_data(report))
+        timeline += _figure(pngs.lanes, "Each turn of each conversation, coloured by outcome.")
+        latency += _figure(pngs.latency, LATENCY_CAPTION)
+    body = _head(report) + f"<h2>Timeline</h2>{timeline}\n" + _sections(report, latency) + charts.scripts
     return html_page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
 
-def render_comparison_html(comparison: Comparison, timeline: str) -> str:
+@dataclass(frozen=True, slots=True)
+class Charts:
+    """A page's charts drawn by the browser: its sections' HTML and, once, the scripts that draw them."""
+
+    timeline: str
+    latency: str
+    scripts: str
+
+
+def render_comparison_html(comparison: Comparison, sides: Sequence[str], latency: str, scripts: str) -> str:
+    """Each side's timeline (all zoomed together: one time axis) and both sides' latency by percentile."""
     table = html_table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
-            f"<h2>Timelines</h2>"
-            f"{_figure(timeline, timeline_caption('the health path') + ' Both runs share the time axis.')}")
+            "<h2>Timelines</h2><p>A drag across any panel zooms both runs' panels to that stretch.</p>"
+            + "".join(sides) + f"<h2>Latency</h2>{latency}" + scripts)
     return html_page(f"loadrepro compare: {comparison.conclusion}", body)

@@ -350,16 +350,24 @@ def _rules(r: RunReport) -> list[str]:
 
 def _pictures(r: RunReport) -> list[str]:
     return ["## Timeline", "", "![requests in flight, outcomes, /health and KV usage over time](timeline.png)", "",
-            "![latency distributions](latency.png)", ""]
+            "![latency distributions](latency.png)", "", _PAGE, ""]
 
 
-def render_markdown(report: RunReport, images: bool = False) -> str:
-    """With `images`, refers to timeline.png and latency.png written beside it."""
+_PAGE = "The timeline to zoom into, each request named on hover: [report.html](report.html)."
+
+
+def _page(r: RunReport) -> list[str]:
+    return ["## Timeline", "", _PAGE, ""]
+
+
+def render_markdown(report: RunReport, images: bool = False, page: bool = False) -> str:
+    """With `images`, refers to timeline.png and latency.png written beside it; with `page` (and no images), links
+    report.html."""
     sections = [_header, trials_section, _target, _workload, _outcomes, _endpoints, _answers, chaos_section,
                 _health, _first_failure, _diagnosis, _signatures, _numbers, _memory, _speculative, _structured,
                 _agents, slo_section, windows_section, capacity_section, _rules]
-    if images:
-        sections.insert(4, _pictures)
+    if images or page:
+        sections.insert(4, _pictures if images else _page)
     return "\n".join(line for section in sections for line in section(report)).rstrip() + "\n"
 
 

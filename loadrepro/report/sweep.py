@@ -1,6 +1,6 @@
 """A sweep's files: sweep.json (SweepReport), sweep.md (each level's figures, where each engine broke) and
-sweep.html (the same with the curves: output tokens/s, TTFT and ITL against load, goodput, the breaking point
-marked), with sweep.png beside them."""
+sweep.html (the same with the curves drawn by the browser: output tokens/s, TTFT and ITL against load, goodput, the
+failed levels marked), with sweep.png beside them when asked (--png)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 
 from loadrepro.report.html import html_page, html_table, img
+from loadrepro.report.interactive import page_scripts, sweep_section
 from loadrepro.report.write import write_text
 from loadrepro.schema.sweep_report import SweepCurve, SweepLevel, SweepReport
 
@@ -53,25 +54,30 @@ def render_sweep(r: SweepReport) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_sweep_html(r: SweepReport, picture: str) -> str:
+def render_sweep_html(r: SweepReport, picture: str = "") -> str:
+    """The curves drawn by the browser (with `picture`, the PNG of them below)."""
     body = [f"<h1>loadrepro sweep: {escape(r.profile)} over {escape(r.over)}</h1><p>{escape(r.conclusion)}</p>",
-            f"<figure>{picture}<figcaption>Each level's run: output tokens/s, TTFT p50/p95, ITL p50 and goodput "
-            "against the load; a cross marks a level where the engine failed (a rule other than slo), the dashed "
-            "line each engine's first failure.</figcaption></figure>"]
+            f"<figure>{sweep_section(r.curves(), r.over)}{picture}<figcaption>Each level's run: output tokens/s, "
+            "TTFT p50 and p95, ITL p50 and goodput against the load; a cross marks a level where the engine failed "
+            "(a rule other than slo).</figcaption></figure>"]
     for c in r.curves():
         body.append(f"<h2>{escape(c.label)}</h2><ul>" + "".join(f"<li>{escape(f)}</li>" for f in _facts(r, c))
                     + "</ul>" + html_table(list(HEADINGS), [list(_row(lv)) for lv in c.levels]))
     if r.notes:
         body.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in r.notes) + "</ul>")
-    body.append(f"<p>Reproduce: <code>{escape(r.command)}</code></p>")
+    body.append(f"<p>Reproduce: <code>{escape(r.command)}</code></p>" + page_scripts())
     return html_page(f"loadrepro sweep: {r.profile}", "\n".join(body))
 
 
-def write_sweep(r: SweepReport, out: Path) -> list[Path]:
-    """sweep.json, sweep.md, sweep.png and sweep.html in `out`."""
-    from loadrepro.report import plots  # matplotlib, for the one picture
+def write_sweep(r: SweepReport, out: Path, png: bool = False) -> list[Path]:
+    """sweep.json, sweep.md and sweep.html in `out`; with `png`, sweep.png too."""
+    written = [write_text(out / "sweep.json", r.model_dump_json(indent=2, by_alias=True) + "\n"),
+               write_text(out / "sweep.md", render_sweep(r))]
+    picture = ""
+    if png:
+        from loadrepro.report import plots  # matplotlib, for the one picture
 
-    png = plots.png(plots.sweep_figure(r.curves(), r.over))
-    return [write_text(out / "sweep.json", r.model_dump_json(indent=2, by_alias=True) + "\n"),
-            write_text(out / "sweep.md", render_sweep(r)), write_text(out / "sweep.png", png),
-            write_text(out / "sweep.html", render_sweep_html(r, img(png, "sweep")))]
+        drawn = plots.png(plots.sweep_figure(r.curves(), r.over))
+        written.append(write_text(out / "sweep.png", drawn))
+        picture = img(drawn, "sweep")
+    return [*written, write_text(out / "sweep.html", render_sweep_html(r, picture))]

@@ -10,8 +10,8 @@ from loadrepro.compare.gate import Gate
 from loadrepro.config.defaults import pictures_wanted
 from loadrepro.records.redact import scrub
 from loadrepro.report.comparison_markdown import render_comparison, render_gate
-from loadrepro.report.html import img, render_comparison_html, render_html
-from loadrepro.report.interactive import interactive_timeline
+from loadrepro.report.html import Charts, Pngs, img, render_comparison_html, render_html
+from loadrepro.report.interactive import latency_section, page_scripts, timeline_section
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
@@ -21,13 +21,15 @@ from loadrepro.schema.run_report import RunReport
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 
 
-def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = None) -> list[Path]:
-    """The run's files; with its timeline, its pictures too, unless PICTURES_ENV turns them off."""
+def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = None, png: bool = False) -> list[Path]:
+    """The run's files; with its timeline, report.html (its charts drawn by the browser) unless PICTURES_ENV turns
+    pictures off, and with `png` the pictures as PNG files too (for report.md and bug trackers that show images)."""
     timeline = timeline if pictures_wanted() else None
     written = [write_text(run_dir / "report.json", render_json(report))]
     if timeline is not None:
-        written += _pictures(report, run_dir, timeline)
-    written.append(write_text(run_dir / "report.md", render_markdown(report, images=timeline is not None)))
+        written += _pages(report, run_dir, timeline, png)
+    written.append(write_text(run_dir / "report.md", render_markdown(
+        report, images=timeline is not None and png, page=timeline is not None)))
     written.append(write_text(run_dir / "junit.xml", render_junit(report)))
     return written
 
@@ -42,17 +44,21 @@ def write_text(path: Path, content: str | bytes) -> Path:
     return path
 
 
-def _pictures(report: RunReport, run_dir: Path, timeline: Timeline) -> list[Path]:
-    from loadrepro.report import plots  # matplotlib: imported by the runs that draw (a shrink's trials do not)
-
+def _pages(report: RunReport, run_dir: Path, timeline: Timeline, png: bool) -> list[Path]:
     timeline = for_report(timeline, report)
-    # Each picture drawn once: the PNG file for report.md is the picture inside report.html.
-    pngs = {"timeline": plots.png(plots.timeline_figure([timeline])), "lanes": plots.png(plots.lanes_figure(timeline)),
-            "latency": plots.png(plots.latency_figure(timeline))}
-    written = [write_text(run_dir / TIMELINE_PNG, pngs["timeline"]), write_text(run_dir / LATENCY_PNG, pngs["latency"])]
-    written.append(write_text(run_dir / "report.html", render_html(
-        report, img(pngs["timeline"], "timeline"), img(pngs["lanes"], "conversations"),
-        img(pngs["latency"], "latency"), interactive_timeline(timeline))))
+    charts = Charts(timeline_section(timeline), latency_section([timeline]), page_scripts())
+    written, pngs = [], None
+    if png:
+        from loadrepro.report import plots  # matplotlib: imported only when PNGs are asked for (0.8 s a run)
+
+        # Each picture drawn once: the PNG file for report.md is the picture inside report.html.
+        drawn = {"timeline": plots.png(plots.timeline_figure([timeline])),
+                 "lanes": plots.png(plots.lanes_figure(timeline)), "latency": plots.png(plots.latency_figure(timeline))}
+        written += [write_text(run_dir / TIMELINE_PNG, drawn["timeline"]),
+                    write_text(run_dir / LATENCY_PNG, drawn["latency"])]
+        pngs = Pngs(img(drawn["timeline"], "timeline"), img(drawn["lanes"], "conversations"),
+                    img(drawn["latency"], "latency"))
+    written.append(write_text(run_dir / "report.html", render_html(report, charts, pngs)))
     return written
 
 
@@ -71,10 +77,7 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     write_text(js, comparison.model_dump_json(indent=2) + "\n")
     written = [md, js]
     if timelines and pictures_wanted():
-        from loadrepro.report import plots
-
-        page = render_comparison_html(comparison, img(plots.png(plots.timeline_figure(timelines)), "timelines"))
-        html_path = out / "compare.html"
-        write_text(html_path, page)
-        written.append(html_path)
+        sides = [timeline_section(t, f"side{i}") for i, t in enumerate(timelines)]
+        page = render_comparison_html(comparison, sides, latency_section(timelines), page_scripts())
+        written.append(write_text(out / "compare.html", page))
     return written

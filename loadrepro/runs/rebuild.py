@@ -20,8 +20,9 @@ from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.summary import summary_from_json
 
 
-def rebuild(run_dir: Path, pictures: bool = False) -> tuple[RunReport, list[Path]]:
-    """Judge what the run's files hold and write its reports again (with its PNGs when `pictures`). A report.json
+def rebuild(run_dir: Path, png: bool = False) -> tuple[RunReport, list[Path]]:
+    """Judge what the run's files hold and write its reports again, report.html included (with its PNGs when
+    `png`). A report.json
     that says the run ended is rebuilt as it was; one missing, or a checkpoint's, gives a report of a run that was
     killed (stop reason `killed`)."""
     missing = [name for name in (FACTS, "profile.toml", "requests.jsonl", "samples.jsonl")
@@ -38,7 +39,7 @@ def rebuild(run_dir: Path, pictures: bool = False) -> tuple[RunReport, list[Path
     summary = summary_from_json(facts.workload)
     reporter = Reporter(profile, summary, facts.command, notes, run_dir)
     report = reporter.final(result, Verification())
-    written = write_reports(report, run_dir, timeline_of(result, trees=summary.trees) if pictures else None)
+    written = write_reports(report, run_dir, timeline_of(result, trees=summary.trees), png=png)
     return report, written
 
 

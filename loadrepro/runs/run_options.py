@@ -29,7 +29,8 @@ class RunOptions:
     engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
-    pictures: bool = True  # timeline/latency plots and report.html (a shrink's trials go without: they are many)
+    pictures: bool = True  # report.html's charts (a shrink's trials go without: they are many)
+    png: bool = False  # and the pictures as PNG files too
     workers: int = 1  # processes sending the load (load/backend/processes.py)
     ray: str | None = None  # "local" or a Ray cluster's address: workers are Ray actors (load/backend/ray_actors.py)
     on_verdict: Callable[[RunReport], None] | None = None  # told the verdict before the pictures are drawn

@@ -198,7 +198,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
     if options.on_verdict is not None:
         options.on_verdict(report)
     pictures = timeline_of(result, answers, summary.trees) if options.pictures else None
-    written = write_reports(report, run_dir, pictures)
+    written = write_reports(report, run_dir, pictures, options.png)
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written, answers)

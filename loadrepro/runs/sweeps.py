@@ -243,4 +243,4 @@ async def run_sweep(options: RunOptions, over: str, levels: list[float], stop_at
                          notes=notes + [f"{c.label}: not monotone: a level above its first failure passed (a flaky "
                                         "failure? --trials N per level)" for c in (stock, swept)
                                         if c is not None and not c.monotone])
-    return SweepSession(root, report, write_sweep(report, root))
+    return SweepSession(root, report, write_sweep(report, root, options.png))

@@ -1,0 +1,223 @@
+// The charts of loadrepro's pages, drawn by the browser with uPlot from the series each page embeds as JSON
+// (report/interactive.py writes them). Every time panel of a page shares one zoom: a drag across one zooms all of
+// them, a run's and, on compare.html, the other run's; a double click zooms back out.
+(function () {
+  const colours = {ok: "#2e7d32", rejected: "#f9a825", throttled: "#f9a825", cancelled: "#9e9e9e"};
+  const colour = o => colours[o] || "#c62828";
+  const charts = window.loadreproCharts = [];  // the time panels, all synced
+  let syncing = false;
+  const zoomAll = u => {
+    if (syncing) return;
+    syncing = true;
+    const x = u.scales.x;
+    charts.forEach(c => { if (c !== u) c.setScale("x", {min: x.min, max: x.max}); });
+    syncing = false;
+  };
+  const clipped = u => {  // paint inside the plot only: a poll after the run's end is beyond its axis
+    const {left, top, width, height} = u.bbox;
+    u.ctx.save(); u.ctx.beginPath(); u.ctx.rect(left, top, width, height); u.ctx.clip();
+  };
+  const widthOf = el => Math.min(1100, el.clientWidth || 1100);
+  const read = id => JSON.parse(document.getElementById(id).textContent);
+  const said = (r, extra) => "request " + r[2] + " (conversation " + r[3] + ", turn " + r[4] + (extra || "") +
+    "): " + r[5] + "; sent " + r[1].toFixed(3) + " s, ended " + r[0].toFixed(3) + " s" + (r[6] ? "; " + r[6] : "");
+
+  function timeline(key) {
+    const d = read(key + "-data"), box = document.getElementById(key + "-charts");
+    const hover = document.getElementById(key + "-hover");
+    const shade = u => {  // each fault on purpose, shaded until it recovered; the first failure, the fatal line
+      const ctx = u.ctx, {top, height} = u.bbox;
+      clipped(u);
+      d.faults.forEach(([a, b]) => {
+        const x0 = u.valToPos(a, "x", true), x1 = u.valToPos(b, "x", true);
+        ctx.fillStyle = "rgba(239, 108, 0, 0.15)";
+        ctx.fillRect(x0, top, Math.max(x1 - x0, 2), height);
+      });
+      Object.entries(d.marks).forEach(([name, at]) => {
+        if (at === null) return;
+        const x = u.valToPos(at, "x", true);
+        ctx.strokeStyle = name === "first failure" ? "#c62828" : "#000";
+        ctx.setLineDash([5, 4]); ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
+      });
+      ctx.restore();
+    };
+    // Every y axis as wide, and room on the right where a panel has no second one: the panels' time axes line up.
+    const opts = (title, series, axes, height) => ({
+      title, width: widthOf(box), height, series: [{}, ...series],
+      axes: [{}, ...axes.map(a => Object.assign({size: 60}, a))], padding: [8, axes.length > 1 ? 8 : 98, 0, 0],
+      // the whole run at first (not only where a panel has data), then what a zoom asks for
+      scales: {x: {time: false, range: (u, min, max) => u.status === 1 ? [min, max] : [0, d.duration]}},
+      cursor: {sync: {key: "timeline"}, drag: {x: true, y: false}},
+      hooks: {setScale: [(u, k) => { if (k === "x") zoomAll(u); }], draw: [shade]},
+    });
+    const place = (o, data) => {
+      const u = new uPlot(o, data, box);
+      charts.push(u);
+      return u;
+    };
+    // Each request's end as a tick along the top, drawn straight on the canvas (a series of 100,000 points, joined
+    // to the in-flight times, cost the browser seconds), only those in the stretch shown.
+    const ends = d.requests.map(r => r[0]);
+    const byOutcome = {};
+    d.requests.forEach(r => (byOutcome[r[5]] = byOutcome[r[5]] || []).push(r[0]));
+    const tickMarks = u => {  // one mark a pixel column and outcome: a soak's 100,000 ends in a few hundred
+      const ctx = u.ctx, {min, max} = u.scales.x, px = devicePixelRatio, {left, top, width} = u.bbox;
+      Object.entries(byOutcome).forEach(([o, times]) => {
+        const marked = new Uint8Array(Math.ceil(width) + 1);
+        for (const t of times) {
+          if (t >= min && t <= max) marked[Math.round((t - min) / (max - min) * width)] = 1;
+        }
+        ctx.fillStyle = colour(o);
+        marked.forEach((on, x) => { if (on) ctx.fillRect(left + x - px, top, 2 * px, 12 * px); });
+      });
+    };
+    const legend = document.getElementById(key + "-ticks");
+    Object.entries(byOutcome).sort().forEach(([o, times]) => {
+      const item = document.createElement("span");
+      item.style.color = colour(o);
+      item.textContent = "\u258c " + o + " (" + times.length + ")  ";
+      legend.appendChild(item);
+    });
+    const title = d.label + ": requests in flight and when each ended (drag to zoom, double-click to zoom out)";
+    const loadOpts = opts(title, [{label: "in flight", stroke: "#1565c0", width: 1.5,
+                                   paths: uPlot.paths.stepped({align: 1})}], [{label: "requests"}], 260);
+    loadOpts.scales.y = {range: (u, min, max) => [0, Math.max(1, max) * 1.15]};  // room for the ticks above
+    loadOpts.hooks.draw.push(tickMarks);
+    const first = place(loadOpts, d.inflight);
+    first.over.addEventListener("mousemove", e => {
+      const at = first.posToVal(e.offsetX, "x");
+      let lo = 0, hi = ends.length;
+      while (lo < hi) { const mid = (lo + hi) >> 1; if (ends[mid] < at) lo = mid + 1; else hi = mid; }
+      const near = [lo - 1, lo].filter(i => i >= 0 && i < ends.length)
+        .sort((a, b) => Math.abs(ends[a] - at) - Math.abs(ends[b] - at))[0];
+      if (near === undefined || Math.abs(first.valToPos(ends[near], "x") - e.offsetX) > 6) return;
+      hover.textContent = said(d.requests[near]);
+    });
+    const [polled, took, ok] = d.health;
+    const unhealthy = u => {  // red from each poll that was not 200 until the next poll
+      const ctx = u.ctx;
+      clipped(u); ctx.fillStyle = "rgba(198, 40, 40, 0.25)";
+      ok.forEach((good, i) => {
+        if (good) return;
+        const a = u.valToPos(polled[i], "x", true), b = u.valToPos(polled[i + 1] ?? d.duration, "x", true);
+        ctx.fillRect(a, u.bbox.top, Math.max(b - a, 2), u.bbox.height);
+      });
+      ctx.restore();
+    };
+    const healthOpts = opts(d.health_path + ": how long each poll took (red where it was not 200)",
+      [{label: "answered in (s)", stroke: "#212121", points: {show: true, size: 3}}], [{label: "s"}], 160);
+    healthOpts.hooks.draw.push(unhealthy);
+    place(healthOpts, [polled, took]);
+    place(opts("the engine's KV usage and requests waiting",
+      [{label: "KV usage %", stroke: "#6a1b9a", scale: "%", paths: uPlot.paths.stepped({align: 1})},
+       {label: "waiting", stroke: "#ef6c00", scale: "n", paths: uPlot.paths.stepped({align: 1})}],
+      [{label: "KV %", scale: "%"}, {label: "waiting", scale: "n", side: 1}], 180),
+      uPlot.join([d.kv, d.waiting]));
+    if (d.memory[0].length) {
+      place(opts("the engine's memory (MiB)",
+        [{label: "resident", stroke: "#00695c"}, {label: "anonymous", stroke: "#5d4037"},
+         {label: "swap", stroke: "#c62828"}], [{label: "MiB"}], 160), d.memory);
+    }
+    lanes(d, hover, opts, place);
+  }
+
+  // Conversation lanes: each request a bar from sent to end on its conversation's row, the first conversation at
+  // the top; an agent's subagents on the rows below it, each agent tree on a band of its own.
+  function lanes(d, hover, opts, place) {
+    const rowOf = new Map(), treeOf = new Map(), bands = [];
+    d.trees.forEach((tree, k) => {
+      const top = rowOf.size;
+      tree.forEach(c => { if (!rowOf.has(c)) { rowOf.set(c, rowOf.size); treeOf.set(c, k); } });
+      bands.push([top, rowOf.size]);
+    });
+    [...new Set(d.requests.map(r => r[3]))].sort((a, b) => a - b)
+      .forEach(c => { if (!rowOf.has(c)) rowOf.set(c, rowOf.size); });
+    const rows = rowOf.size;
+    if (!rows) return;
+    const byRow = Array.from({length: rows}, () => []);
+    d.requests.forEach(r => byRow[rowOf.get(r[3])].push(r));
+    const y = row => rows - 1 - row;  // the first row at the top
+    const bars = u => {
+      const ctx = u.ctx, {min, max} = u.scales.x, {left, width, height} = u.bbox;
+      const h = Math.max(1, Math.min(8 * devicePixelRatio, height / rows * 0.7));
+      clipped(u);
+      ctx.fillStyle = "rgba(21, 101, 192, 0.07)";
+      bands.forEach(([a, b], k) => {
+        if (k % 2) return;
+        const y0 = u.valToPos(y(a) + 0.5, "y", true), y1 = u.valToPos(y(b - 1) - 0.5, "y", true);
+        ctx.fillRect(left, y0, width, y1 - y0);
+      });
+      byRow.forEach((requests, row) => {
+        const at = u.valToPos(y(row), "y", true) - h / 2;
+        requests.forEach(r => {
+          if (r[0] < min || r[1] > max) return;
+          const x0 = u.valToPos(r[1], "x", true), x1 = u.valToPos(r[0], "x", true);
+          ctx.fillStyle = colour(r[5]);
+          ctx.fillRect(x0, at, Math.max(x1 - x0, devicePixelRatio), h);
+        });
+      });
+      ctx.restore();
+    };
+    const title = "each request from sent to end, a row per conversation" +
+      (bands.length ? " (an agent's subagents below it; a band per agent tree)" : "");
+    const laneOpts = opts(title, [{label: "conversation", show: false}],
+      [{label: "conversation", values: () => []}], Math.min(420, Math.max(120, rows * 10 + 40)));
+    laneOpts.scales.y = {range: () => [-0.5, rows - 0.5]};
+    laneOpts.hooks.draw.push(bars);
+    const u = place(laneOpts, [[0, d.duration], [0, 0]]);
+    u.laneOf = c => y(rowOf.get(c));  // where a conversation's row is on the y scale (for a test to point at)
+    u.over.addEventListener("mousemove", e => {
+      const at = u.posToVal(e.offsetX, "x"), row = rows - 1 - Math.round(u.posToVal(e.offsetY, "y"));
+      const r = (byRow[row] || []).find(r => r[1] <= at && at <= r[0]);
+      if (!r) return;
+      hover.textContent = said(r, treeOf.has(r[3]) ? "; agent tree " + (treeOf.get(r[3]) + 1) + " of " +
+                                                     bands.length : "");
+    });
+  }
+
+  // Latency by percentile: each percentile's TTFT and end-to-end time (ms, a log scale), a line a run.
+  function latency(key) {
+    const d = read(key + "-latency-data"), box = document.getElementById(key + "-latency");
+    const palette = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a"];
+    ["ttft", "e2e"].forEach((name, k) => {
+      const series = d.runs.map((run, i) => ({label: run.label, stroke: palette[i % palette.length], width: 1.5}));
+      const title = (name === "ttft" ? "time to first token" : "end to end") + " (ms) by percentile";
+      const u = new uPlot({title, width: Math.min(540, widthOf(box)), height: 240, series: [{label: "percentile"},
+        ...series], scales: {x: {time: false}, y: {distr: 3}}, axes: [{label: "percentile"}, {label: "ms", size: 60}]},
+        [d.percentiles, ...d.runs.map(run => run[name])], box);
+      (window.loadreproLatency = window.loadreproLatency || []).push(u);
+    });
+  }
+
+  // A sweep's curves against the load: each engine a line; a cross where it failed.
+  function sweep(key) {
+    const d = read(key + "-data"), box = document.getElementById(key + "-charts");
+    const palette = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a"];
+    d.figures.forEach(([name, title]) => {
+      const series = d.curves.map((c, i) => ({label: c.label, stroke: palette[i % palette.length], width: 1.5,
+                                              spanGaps: true, points: {show: true, size: 5}}));
+      const failed = u => {
+        const ctx = u.ctx;
+        ctx.save(); ctx.lineWidth = 2;
+        d.curves.forEach((c, i) => c.failed.forEach((bad, j) => {
+          if (!bad || c[name][j] === null) return;
+          const x = u.valToPos(c.x[j], "x", true), y = u.valToPos(c[name][j], "y", true), s = 6;
+          ctx.strokeStyle = palette[i % palette.length];
+          ctx.beginPath(); ctx.moveTo(x - s, y - s); ctx.lineTo(x + s, y + s); ctx.moveTo(x + s, y - s);
+          ctx.lineTo(x - s, y + s); ctx.stroke();
+        }));
+        ctx.restore();
+      };
+      const u = new uPlot({title, width: Math.min(540, widthOf(box)), height: 240, series: [{label: d.over},
+        ...series], scales: {x: {time: false, distr: 3, log: 2}}, axes: [{label: d.over}, {size: 60}],
+        hooks: {draw: [failed]}},
+        uPlot.join(d.curves.map(c => [c.x, c[name]])), box);
+      (window.loadreproSweep = window.loadreproSweep || []).push(u);
+    });
+  }
+
+  document.querySelectorAll("[data-loadrepro-chart]").forEach(el => {
+    const [kind, key] = el.dataset.loadreproChart.split(":");
+    ({timeline, latency, sweep})[kind](key);
+  });
+})();
