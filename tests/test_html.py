@@ -10,6 +10,7 @@ from PIL import Image
 
 from loadrepro.config.defaults import PICTURES_ENV
 from loadrepro.records import read_jsonl
+from loadrepro.report.interactive import page_scripts
 from tests.helpers import cli
 
 
@@ -45,6 +46,8 @@ def test_report_html_parses_and_is_self_contained(stock_run):
             assert attrs["src"].startswith("data:image/png;base64,"), attrs
     assert "@import" not in html and "url(http" not in html
     assert "FAIL" in html and "Draft KV cache context resize failed" in html
+    # the scripts as they ship: the page's text is scrubbed of secrets, loadrepro's own code is not rewritten
+    assert page_scripts() in html
 
 
 def test_timeline_marks_the_health_transition_and_first_failure_at_the_right_time(stock_run):

@@ -116,3 +116,39 @@ def test_sweep_html_draws_its_curves_with_the_failed_levels(tmp_path, pictures):
     seen = asyncio.run(_charts((tmp_path / "sweep.html").as_uri(), zoom=False))
     assert seen["errors"] == [] and seen["sweep"] == 4 and seen["time"] == 0, seen
     assert not (tmp_path / "sweep.png").exists()
+
+
+def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp_path):
+    """A timeline with windows and a watched replica (built here, as a soak over replicas would leave it): two more
+    panels, drawn with no error."""
+    import numpy as np
+
+    from loadrepro.report.html import html_page
+    from loadrepro.report.interactive import page_scripts, timeline_section
+    from loadrepro.report.timeline import EndpointSeries, Lane, Timeline
+    from loadrepro.schema.long_run_sections import WindowRow
+
+    at, empty = np.linspace(0, 4, 9), np.array([])
+    window = {"requests": 10, "outcomes": {"ok": 9, "stream_error": 1}, "failed": 1, "ttft_p50_ms": 5.0,
+              "ttft_p95_ms": 9.0, "ttft_p95_bounds_ms": None, "itl_p50_ms": 1.0, "itl_p95_ms": 2.0,
+              "kv_usage_max": None, "kv_usage_quiet": None, "waiting_max": None, "preemptions": None}
+    timeline = Timeline(
+        label="soak", duration_s=4.0, in_flight_t=at, in_flight_n=np.ones(9), ends={}, end_counts={}, health_t=at,
+        health_ok=np.ones(9, dtype=int), health_status=("200",) * 9, health_latency_s=np.full(9, 0.01),
+        canary_t=empty, canary_ttft_s=empty, kv_t=empty, kv_usage=empty, waiting_t=empty, waiting=empty,
+        running_t=empty, running=empty, lanes=(Lane(0, 1, 0.5, 1.0, "ok", 0, 1),), ttft_ms=np.array([5.0]),
+        e2e_ms=np.array([9.0]), first_failure_s=None, first_fatal_s=None, first_fatal_text="",
+        windows=tuple(WindowRow(index=i + 1, start_s=2.0 * i, end_s=2.0 * (i + 1), **window) for i in range(2)),
+        endpoints=(EndpointSeries("replica-1", at, np.array([1, 1, 1, 1, 0, 0, 0, 0, 0]), empty, empty, empty,
+                                  empty),))
+    page = tmp_path / "timeline.html"
+    page.write_text(html_page("timeline", timeline_section(timeline) + page_scripts()))
+
+    async def look() -> dict:
+        async with opened(page.as_uri()) as tab:
+            titles = await tab.evaluate("window.loadreproCharts.map(u => u.root.querySelector('.u-title').textContent)")
+            return {"titles": titles, "errors": list(tab.errors)}
+
+    seen = asyncio.run(look())
+    assert seen["errors"] == [] and len(seen["titles"]) == 6, seen
+    assert seen["titles"][3].startswith("window by window") and seen["titles"][4].startswith("watched endpoints")

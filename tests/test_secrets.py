@@ -42,7 +42,7 @@ def contents(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.timeout(600)
-def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path):
+def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path, pictures):
     engine = shlex.join([f"HF_TOKEN={PLANTED['command']}", sys.executable, "-m", "loadrepro", "sim", "--scenario",
                          "draft-pool", "--port", "{port}"])
     outputs = [loadrepro("run", "--engine-cmd", engine, "--out", str(tmp_path / "stock"), "--quiet")]
@@ -57,6 +57,8 @@ def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path):
     assert all(done.returncode in (0, 1) for done in outputs), [d.stderr[-500:] for d in outputs]
     files = contents(tmp_path)
     assert any(name.endswith("stock/report.json") for name in files) and any(".zip:" in name for name in files)
+    assert any(name.endswith("stock/report.html") for name in files) and any(name.endswith("compare.html")
+                                                                            for name in files)
     for what, secret in PLANTED.items():
         leaks = [name for name, data in files.items() if secret.encode() in data]
         leaks += [f"output of command {i}" for i, done in enumerate(outputs) if secret in done.stdout + done.stderr]

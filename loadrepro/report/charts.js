@@ -118,7 +118,40 @@
         [{label: "resident", stroke: "#00695c"}, {label: "anonymous", stroke: "#5d4037"},
          {label: "swap", stroke: "#c62828"}], [{label: "MiB"}], 160), d.memory);
     }
+    if (d.windows.length) {  // a long run: each window's TTFT and failures, as steps over its stretch
+      const at = d.windows.flatMap(w => [w[0], w[1]]);
+      const each = k => d.windows.flatMap(w => [w[k], w[k]]);
+      place(opts("window by window: TTFT p50 and p95 (ms), failed %",
+        [{label: "TTFT p50", stroke: "#1565c0", scale: "ms"}, {label: "TTFT p95", stroke: "#6a1b9a", scale: "ms"},
+         {label: "failed %", stroke: "#c62828", scale: "%"}],
+        [{label: "ms", scale: "ms"}, {label: "failed %", scale: "%", side: 1}], 180), [at, each(2), each(3), each(4)]);
+    }
+    if (d.endpoints.length) endpoints(d, opts, place);
     lanes(d, hover, opts, place);
+  }
+
+  // The watched endpoints and replicas: a row each, green where its /health answered 200, red where not.
+  function endpoints(d, opts, place) {
+    const rows = d.endpoints.length;
+    const draw = u => {
+      const ctx = u.ctx, h = Math.max(2, u.bbox.height / rows * 0.6);
+      clipped(u);
+      d.endpoints.forEach(([name, polled, ok], row) => {
+        const y = u.valToPos(rows - 1 - row, "y", true) - h / 2;
+        polled.forEach((t, i) => {
+          const a = u.valToPos(t, "x", true), b = u.valToPos(polled[i + 1] ?? d.duration, "x", true);
+          ctx.fillStyle = ok[i] ? "#2e7d32" : "#c62828";
+          ctx.fillRect(a, y, Math.max(b - a, 1), h);
+        });
+        ctx.fillStyle = "#212121"; ctx.fillText(name, u.bbox.left + 4, y - 2);
+      });
+      u.ctx.restore();
+    };
+    const o = opts("watched endpoints and replicas: /health (green 200, red otherwise)",
+      [{label: "endpoint", show: false}], [{label: "endpoint", values: () => []}], 40 + rows * 30);
+    o.scales.y = {range: () => [-0.5, rows - 0.5]};
+    o.hooks.draw.push(draw);
+    place(o, [[0, d.duration], [0, 0]]);
   }
 
   // Conversation lanes: each request a bar from sent to end on its conversation's row, the first conversation at

@@ -10,6 +10,7 @@ from html import escape
 
 from loadrepro.compare.comparison import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
+from loadrepro.report.interactive import SCRIPTS
 from loadrepro.report.long_run_markdown import CHAOS_HEADINGS, chaos_rows, slo_lines
 from loadrepro.report.markdown import (
     ANSWER_HEADINGS,
@@ -153,24 +154,23 @@ def render_html(report: RunReport, charts: Charts, pngs: Pngs | None = None) -> 
         timeline += _figure(pngs.timeline, timeline_caption(report.health.path), _timeline_data(report))
         timeline += _figure(pngs.lanes, "Each turn of each conversation, coloured by outcome.")
         latency += _figure(pngs.latency, LATENCY_CAPTION)
-    body = _head(report) + f"<h2>Timeline</h2>{timeline}\n" + _sections(report, latency) + charts.scripts
+    body = _head(report) + f"<h2>Timeline</h2>{timeline}\n" + _sections(report, latency) + SCRIPTS
     return html_page(f"loadrepro {report.verdict}: {report.profile['name']} ({report.label})", body)
 
 
 @dataclass(frozen=True, slots=True)
 class Charts:
-    """A page's charts drawn by the browser: its sections' HTML and, once, the scripts that draw them."""
+    """A page's charts drawn by the browser: its sections' HTML (the scripts that draw them go in at SCRIPTS)."""
 
     timeline: str
     latency: str
-    scripts: str
 
 
-def render_comparison_html(comparison: Comparison, sides: Sequence[str], latency: str, scripts: str) -> str:
+def render_comparison_html(comparison: Comparison, sides: Sequence[str], latency: str) -> str:
     """Each side's timeline (all zoomed together: one time axis) and both sides' latency by percentile."""
     table = html_table(["Test", comparison.stock_label, comparison.patched_label, "change"],
                    [[r.test, r.stock, r.patched, r.change] for r in comparison.rows])
     body = (f"<h1>loadrepro compare: {escape(comparison.conclusion)}</h1><p>{escape(comparison.detail)}</p>{table}"
             "<h2>Timelines</h2><p>A drag across any panel zooms both runs' panels to that stretch.</p>"
-            + "".join(sides) + f"<h2>Latency</h2>{latency}" + scripts)
+            + "".join(sides) + f"<h2>Latency</h2>{latency}" + SCRIPTS)
     return html_page(f"loadrepro compare: {comparison.conclusion}", body)

@@ -13,6 +13,7 @@ from importlib import resources
 
 import numpy as np
 
+from loadrepro.records.redact import scrub
 from loadrepro.report.timeline import Timeline
 from loadrepro.schema.sweep_report import SweepCurve
 
@@ -55,6 +56,11 @@ def _series(t: Timeline) -> dict[str, object]:
         "faults": [[round(a, 3), round(b, 3), action] for a, b, action in t.chaos],
         "marks": {"first failure": t.first_failure_s, "first fatal log line": t.first_fatal_s},
         "trees": [list(tree) for tree in t.trees],
+        # a long run's windows: start, end, TTFT p50 and p95 (ms), failed %; the reference window's index
+        "windows": [[w.start_s, w.end_s, w.ttft_p50_ms, w.ttft_p95_ms,
+                     round(100 * w.failed / w.requests, 2) if w.requests else None] for w in t.windows],
+        # the watched endpoints and replicas: name, and each /health poll's time and whether it was 200
+        "endpoints": [[e.name, *_thin(e.health_t, e.health_ok)] for e in t.endpoints],
     }
 
 
@@ -99,6 +105,15 @@ def sweep_section(curves: Sequence[SweepCurve], over: str, key: str = "sweep") -
     unit = "requests in flight" if over == "concurrency" else "arrivals per second"
     return (f"<div id={key}-charts data-loadrepro-chart=sweep:{key}></div>"
             + _data(f"{key}-data", {"over": unit, "curves": drawn, "figures": figures}))
+
+
+SCRIPTS = "<!--loadrepro:scripts-->"  # where a page's scripts go: put in after the page's text was scrubbed
+
+
+def with_scripts(page: str) -> bytes:
+    """The page scrubbed of secrets (records/redact.py), then its scripts put in at SCRIPTS: loadrepro's own code
+    and the vendored library hold no secret, and scrubbing rewrote them (`first token" : "end` reads as one)."""
+    return scrub(page).replace(SCRIPTS, page_scripts(), 1).encode("utf-8")
 
 
 def page_scripts() -> str:

@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 
 from loadrepro.report.html import html_page, html_table, img
-from loadrepro.report.interactive import page_scripts, sweep_section
+from loadrepro.report.interactive import SCRIPTS, sweep_section, with_scripts
 from loadrepro.report.write import write_text
 from loadrepro.schema.sweep_report import SweepCurve, SweepLevel, SweepReport
 
@@ -65,7 +65,7 @@ def render_sweep_html(r: SweepReport, picture: str = "") -> str:
                     + "</ul>" + html_table(list(HEADINGS), [list(_row(lv)) for lv in c.levels]))
     if r.notes:
         body.append("<ul>" + "".join(f"<li>{escape(n)}</li>" for n in r.notes) + "</ul>")
-    body.append(f"<p>Reproduce: <code>{escape(r.command)}</code></p>" + page_scripts())
+    body.append(f"<p>Reproduce: <code>{escape(r.command)}</code></p>" + SCRIPTS)
     return html_page(f"loadrepro sweep: {r.profile}", "\n".join(body))
 
 
@@ -80,4 +80,4 @@ def write_sweep(r: SweepReport, out: Path, png: bool = False) -> list[Path]:
         drawn = plots.png(plots.sweep_figure(r.curves(), r.over))
         written.append(write_text(out / "sweep.png", drawn))
         picture = img(drawn, "sweep")
-    return [*written, write_text(out / "sweep.html", render_sweep_html(r, picture))]
+    return [*written, write_text(out / "sweep.html", with_scripts(render_sweep_html(r, picture)))]

@@ -11,7 +11,7 @@ from loadrepro.config.defaults import pictures_wanted
 from loadrepro.records.redact import scrub
 from loadrepro.report.comparison_markdown import render_comparison, render_gate
 from loadrepro.report.html import Charts, Pngs, img, render_comparison_html, render_html
-from loadrepro.report.interactive import latency_section, page_scripts, timeline_section
+from loadrepro.report.interactive import latency_section, timeline_section, with_scripts
 from loadrepro.report.json import render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
@@ -46,7 +46,7 @@ def write_text(path: Path, content: str | bytes) -> Path:
 
 def _pages(report: RunReport, run_dir: Path, timeline: Timeline, png: bool) -> list[Path]:
     timeline = for_report(timeline, report)
-    charts = Charts(timeline_section(timeline), latency_section([timeline]), page_scripts())
+    charts = Charts(timeline_section(timeline), latency_section([timeline]))
     written, pngs = [], None
     if png:
         from loadrepro.report import plots  # matplotlib: imported only when PNGs are asked for (0.8 s a run)
@@ -58,7 +58,7 @@ def _pages(report: RunReport, run_dir: Path, timeline: Timeline, png: bool) -> l
                     write_text(run_dir / LATENCY_PNG, drawn["latency"])]
         pngs = Pngs(img(drawn["timeline"], "timeline"), img(drawn["lanes"], "conversations"),
                     img(drawn["latency"], "latency"))
-    written.append(write_text(run_dir / "report.html", render_html(report, charts, pngs)))
+    written.append(write_text(run_dir / "report.html", with_scripts(render_html(report, charts, pngs))))
     return written
 
 
@@ -78,6 +78,6 @@ def write_comparison(comparison: Comparison, out: Path, timelines: list[Timeline
     written = [md, js]
     if timelines and pictures_wanted():
         sides = [timeline_section(t, f"side{i}") for i, t in enumerate(timelines)]
-        page = render_comparison_html(comparison, sides, latency_section(timelines), page_scripts())
-        written.append(write_text(out / "compare.html", page))
+        page = render_comparison_html(comparison, sides, latency_section(timelines))
+        written.append(write_text(out / "compare.html", with_scripts(page)))
     return written
