@@ -65,26 +65,27 @@ def test_a_target_with_no_reset_is_refused_before_any_load_request(tmp_path):
     assert events == []
 
 
-def test_every_replica_beside_the_target_is_reset_before_the_first_load_request(tmp_path):
+def _beside_a_replica(tmp_path, replica_has_slots: bool):
+    """A run over a llama.cpp-like target and replica: the command's end, each one's events, the replica's URL."""
     target_events: list[str] = []
     replica_events: list[str] = []
     with serving(_llamacpp_like(target_events, slots=True)) as a, \
-            serving(_llamacpp_like(replica_events, slots=True)) as b:
+            serving(_llamacpp_like(replica_events, slots=replica_has_slots)) as b:
         done = cli("run", "--profile", "healthy", "--base-url", a, "--base-url", b, *small(), *RESET,
                    "--out", str(tmp_path), "--quiet")
+    return done, target_events, replica_events, b
+
+
+def test_every_replica_beside_the_target_is_reset_before_the_first_load_request(tmp_path):
+    done, target_events, replica_events, replica = _beside_a_replica(tmp_path, replica_has_slots=True)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     for events in (target_events, replica_events):
         assert events[:2] == ["erase 0", "erase 1"] and events[2:] and set(events[2:]) == {"load"}, events
     (note,) = [n for n in _notes(tmp_path) if n.startswith("prefix cache: emptied")]
-    assert "on 1 replica beside the target" in note and b in note
+    assert "on 1 replica beside the target" in note and replica in note
 
 
 def test_a_replica_with_no_reset_is_refused_before_any_load_request(tmp_path):
-    target_events: list[str] = []
-    replica_events: list[str] = []
-    with serving(_llamacpp_like(target_events, slots=True)) as a, \
-            serving(_llamacpp_like(replica_events, slots=False)) as b:
-        done = cli("run", "--profile", "healthy", "--base-url", a, "--base-url", b, *small(), *RESET,
-                   "--out", str(tmp_path), "--quiet")
-    assert done.returncode == 2 and f"the replica at {b}" in done.stderr, done.stderr
+    done, target_events, replica_events, replica = _beside_a_replica(tmp_path, replica_has_slots=False)
+    assert done.returncode == 2 and f"the replica at {replica}" in done.stderr, done.stderr
     assert "load" not in target_events and replica_events == []
