@@ -119,8 +119,8 @@ def test_sweep_html_draws_its_curves_with_the_failed_levels(tmp_path, pictures):
 
 
 def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp_path):
-    """A timeline with windows and a watched replica (built here, as a soak over replicas would leave it): two more
-    panels, drawn with no error."""
+    """A timeline with windows and a replica beside the target (built here, as a soak over replicas would leave it):
+    two more panels, drawn with no error, the replicas' with a row for the target and one for the replica."""
     import numpy as np
 
     from loadrepro.report.html import html_page
@@ -140,15 +140,17 @@ def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp
         e2e_ms=np.array([9.0]), first_failure_s=None, first_fatal_s=None, first_fatal_text="",
         windows=tuple(WindowRow(index=i + 1, start_s=2.0 * i, end_s=2.0 * (i + 1), **window) for i in range(2)),
         endpoints=(EndpointSeries("replica-1", at, np.array([1, 1, 1, 1, 0, 0, 0, 0, 0]), empty, empty, empty,
-                                  empty),))
+                                  empty),), replicas=2)
     page = tmp_path / "timeline.html"
     page.write_text(html_page("timeline", timeline_section(timeline) + page_scripts()))
 
     async def look() -> dict:
         async with opened(page.as_uri()) as tab:
             titles = await tab.evaluate("window.loadreproCharts.map(u => u.root.querySelector('.u-title').textContent)")
-            return {"titles": titles, "errors": list(tab.errors)}
+            rows = await tab.evaluate("window.loadreproCharts[4].rows")
+            return {"titles": titles, "rows": rows, "errors": list(tab.errors)}
 
     seen = asyncio.run(look())
     assert seen["errors"] == [] and len(seen["titles"]) == 6, seen
-    assert seen["titles"][3].startswith("window by window") and seen["titles"][4].startswith("watched endpoints")
+    assert seen["titles"][3].startswith("window by window") and seen["titles"][4].startswith("replicas and watched")
+    assert seen["rows"] == ["target", "replica-1"]  # the target's own row first: the load went to both

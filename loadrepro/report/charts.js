@@ -126,32 +126,43 @@
          {label: "failed %", stroke: "#c62828", scale: "%"}],
         [{label: "ms", scale: "ms"}, {label: "failed %", scale: "%", side: 1}], 180), [at, each(2), each(3), each(4)]);
     }
-    if (d.endpoints.length) endpoints(d, opts, place);
+    if (d.endpoints.length || d.replicas > 1) endpoints(d, opts, place);
     lanes(d, hover, opts, place);
   }
 
-  // The watched endpoints and replicas: a row each, green where its /health answered 200, red where not.
+  // The replicas (the target first) and watched endpoints: a row each, a strip green where its /health answered 200
+  // and red where not, and above it a replica's requests as they ended, coloured by outcome.
   function endpoints(d, opts, place) {
-    const rows = d.endpoints.length;
+    const shown = (d.replicas > 1 ? [["target", d.health[0], d.health[2]]] : []).concat(d.endpoints);
+    const replicaOf = name => name === "target" ? 0 : /^replica-(\d+)$/.test(name) ? Number(name.slice(8)) : null;
+    const ends = new Map();
+    d.requests.forEach(r => { if (!ends.has(r[7])) ends.set(r[7], []); ends.get(r[7]).push(r); });
+    const rows = shown.length;
     const draw = u => {
-      const ctx = u.ctx, h = Math.max(2, u.bbox.height / rows * 0.6);
+      const ctx = u.ctx, h = Math.max(3, u.bbox.height / rows * 0.6), strip = h / 3;
       clipped(u);
-      d.endpoints.forEach(([name, polled, ok], row) => {
+      shown.forEach(([name, polled, ok], row) => {
         const y = u.valToPos(rows - 1 - row, "y", true) - h / 2;
         polled.forEach((t, i) => {
           const a = u.valToPos(t, "x", true), b = u.valToPos(polled[i + 1] ?? d.duration, "x", true);
           ctx.fillStyle = ok[i] ? "#2e7d32" : "#c62828";
-          ctx.fillRect(a, y, Math.max(b - a, 1), h);
+          ctx.fillRect(a, y + h - strip, Math.max(b - a, 1), strip);
         });
-        ctx.fillStyle = "#212121"; ctx.fillText(name, u.bbox.left + 4, y - 2);
+        (ends.get(replicaOf(name)) || []).forEach(r => {
+          ctx.fillStyle = colour(r[5]);
+          ctx.fillRect(u.valToPos(r[0], "x", true) - devicePixelRatio, y, 2 * devicePixelRatio, h - strip - 1);
+        });
+        ctx.fillStyle = "#212121"; ctx.font = 11 * devicePixelRatio + "px sans-serif";
+        ctx.textAlign = "left";
+        ctx.fillText(name, u.bbox.left + 4, y + 11 * devicePixelRatio);
       });
       u.ctx.restore();
     };
-    const o = opts("watched endpoints and replicas: /health (green 200, red otherwise)",
-      [{label: "endpoint", show: false}], [{label: "endpoint", values: () => []}], 40 + rows * 30);
+    const o = opts("replicas and watched endpoints: requests as they ended, over /health (green 200, red not)",
+      [{label: "endpoint", show: false}], [{label: "endpoint", values: () => []}], 60 + rows * 48);
     o.scales.y = {range: () => [-0.5, rows - 0.5]};
     o.hooks.draw.push(draw);
-    place(o, [[0, d.duration], [0, 0]]);
+    place(o, [[0, d.duration], [0, 0]]).rows = shown.map(s => s[0]);  // its rows' names (for a test to read)
   }
 
   // Conversation lanes: each request a bar from sent to end on its conversation's row, the first conversation at
