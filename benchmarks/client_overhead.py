@@ -20,6 +20,10 @@ Printed per client:
 - with the sleeping stub (200 ms TTFT, 10 ms ITL), TTFT error against what the stub itself produced: mean and
   p50 over all requests, then the first wave (the first C requests sent) and the rest separately.
 
+Each loadrepro runs once untimed first (16 requests), with bytecode writing allowed, so that its modules are
+measured as an installed package runs them: from their cached bytecode, not compiled from source at each start
+(PYTHONDONTWRITEBYTECODE=1 in the environment made a quarter of a second of every start compilation).
+
 The zero-delay stub runs twice: offering vLLM's /tokenize, and offering none (loadrepro then calibrates with
 probe requests). The sleeping stub offers /tokenize. Each pair runs --rounds times, alternating, and the last line
 of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy). With
@@ -100,7 +104,8 @@ class CpuSampler(threading.Thread):
 def run_client(name: str, command: list[str], url: str, n: int) -> tuple[Outcome, str]:
     httpx.get(f"{url}/stats")  # reset the stub's counters
     launched = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     sampler = CpuSampler(process.pid)
     sampler.start()
     reader = threading.Thread(target=lambda: setattr(process, "out", process.stdout.read()), daemon=True)
@@ -170,15 +175,23 @@ def show(o: Outcome, n: int, concurrency: int, sleeping: bool) -> None:
 def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool, name: str = "loadrepro") -> None:
     ratios = {"whole run": [ours.whole_cpu_s / base.whole_cpu_s for base, ours in pairs],
               "load window": [ours.window_cpu_s / base.window_cpu_s for base, ours in pairs]}
-    line = ", ".join(f"{k} {statistics.median(v):.2f}x" for k, v in ratios.items())
-    line += f", first request {statistics.median(ours.first_request_s for _, ours in pairs):.2f} s after the command"
+    line = ", ".join(f"{k} {spread(v, 'x')}" for k, v in ratios.items())
+    line += f", first request {spread([ours.first_request_s for _, ours in pairs], ' s')} after the command"
     if sleeping:
         errors = [(ttft_errors(base, concurrency), ttft_errors(ours, concurrency)) for base, ours in pairs]
         for key in ("mean", "p50", "first wave"):
             base = statistics.median(b[key] for b, _ in errors)
             ours = statistics.median(o[key] for _, o in errors)
             line += f"; TTFT error {key} {ours:+.1f} against {base:+.1f} ms"
-    print(f"  median of {len(pairs)} rounds, {name} / bare: {line}")
+        # Each round's pair ran back to back: their ratio is steadier than a ratio of medians on a machine whose
+        # speed drifts between rounds.
+        line += f"; TTFT error mean / bare's, by round, {spread([o['mean'] / b['mean'] for b, o in errors], 'x')}"
+    print(f"  median of {len(pairs)} rounds (lowest-highest), {name} / bare: {line}")
+
+
+def spread(values: list[float], unit: str) -> str:
+    """The median of the rounds' values, and their range."""
+    return f"{statistics.median(values):.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
 
 
 def start_stub(ttft_ms: float, itl_ms: float, tokenize: bool) -> tuple[subprocess.Popen, str]:
@@ -208,6 +221,8 @@ def main() -> None:
         for ttft_ms, itl_ms, tokenize in stubs:
             process, url = start_stub(ttft_ms, itl_ms, tokenize)
             try:
+                for program in [args.loadrepro, *([args.before] if args.before else [])]:  # bytecode cached
+                    run_loadrepro(url, 16, 16, Path(work), shlex.split(program), name="warm-up")
                 print(f"\nstub: 128 tokens, TTFT {ttft_ms:.0f} ms, ITL {itl_ms:.0f} ms, "
                       f"{'/tokenize' if tokenize else 'no tokenize endpoint'}; {n} requests")
                 for concurrency in args.concurrency:

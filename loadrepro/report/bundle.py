@@ -20,11 +20,12 @@ from loadrepro.judge.signatures import CATALOG, SignatureClass
 from loadrepro.records import read_jsonl
 from loadrepro.records.redact import scrub
 from loadrepro.report.json import read_report
+from loadrepro.report.timeline import timeline_from_run_dir
+from loadrepro.report.write import PICTURES, png_files
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_TOKENS_WRITTEN
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl", "report.html")
-PICTURES = ("timeline.png", "latency.png")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
 _IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
 
@@ -158,11 +159,5 @@ def _pictures(run_dir: Path, report: RunReport) -> dict[str, bytes]:
     """The run's PNGs for bug trackers that show images: those it drew (--png), else drawn now from its files."""
     if all((run_dir / name).exists() for name in PICTURES):
         return {name: (run_dir / name).read_bytes() for name in PICTURES}
-    from loadrepro.report import plots  # matplotlib: only when a bundle draws them
-    from loadrepro.report.timeline import timeline_from_run_dir
-
     timeline = timeline_from_run_dir(run_dir, report)
-    if timeline is None:
-        return {}
-    return {"timeline.png": plots.png(plots.timeline_figure([timeline])),
-            "latency.png": plots.png(plots.latency_figure(timeline))}
+    return {} if timeline is None else png_files(timeline)

@@ -19,6 +19,7 @@ from loadrepro.report.timeline import Timeline, for_report
 from loadrepro.schema.run_report import RunReport
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
+PICTURES = (TIMELINE_PNG, LATENCY_PNG)  # a run's PNG files, for report.md, bundles and trackers that show images
 
 
 def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = None, png: bool = False) -> list[Path]:
@@ -52,14 +53,20 @@ def _pages(report: RunReport, run_dir: Path, timeline: Timeline, png: bool) -> l
         from loadrepro.report import plots  # matplotlib: imported only when PNGs are asked for (0.8 s a run)
 
         # Each picture drawn once: the PNG file for report.md is the picture inside report.html.
-        drawn = {"timeline": plots.png(plots.timeline_figure([timeline])),
-                 "lanes": plots.png(plots.lanes_figure(timeline)), "latency": plots.png(plots.latency_figure(timeline))}
-        written += [write_text(run_dir / TIMELINE_PNG, drawn["timeline"]),
-                    write_text(run_dir / LATENCY_PNG, drawn["latency"])]
-        pngs = Pngs(img(drawn["timeline"], "timeline"), img(drawn["lanes"], "conversations"),
-                    img(drawn["latency"], "latency"))
+        drawn = png_files(timeline)
+        written += [write_text(run_dir / name, picture) for name, picture in drawn.items()]
+        pngs = Pngs(img(drawn[TIMELINE_PNG], "timeline"), img(plots.png(plots.lanes_figure(timeline)), "conversations"),
+                    img(drawn[LATENCY_PNG], "latency"))
     written.append(write_text(run_dir / "report.html", with_scripts(render_html(report, charts, pngs))))
     return written
+
+
+def png_files(timeline: Timeline) -> dict[str, bytes]:
+    """A run's PNG files (PICTURES), drawn from its timeline."""
+    from loadrepro.report import plots  # matplotlib: imported only when PNGs are asked for
+
+    return {TIMELINE_PNG: plots.png(plots.timeline_figure([timeline])),
+            LATENCY_PNG: plots.png(plots.latency_figure(timeline))}
 
 
 def write_gate(result: Gate, out: Path, baseline: str, run: str) -> list[Path]:

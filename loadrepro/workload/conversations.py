@@ -114,7 +114,8 @@ def _sizes(spec: WorkloadSpec, api: str, calibration: Calibration,
     framing = _framing(api, c)
     lengths = prefix_lengths(spec.conversations, spec.prefix_tokens, spec.prefix_tokens_p95,
                              np.random.default_rng([spec.seed, _LENGTHS]))
-    fixed = framing.base + c.estimate(SYSTEM_PROMPT) + c.estimate(QUESTION) + c.join_tokens
+    system = framing.base + c.estimate(SYSTEM_PROMPT)
+    fixed = system + c.estimate(QUESTION) + c.join_tokens
     head_tokens = _group_tokens(spec) + c.join_tokens if spec.groups else 0.0
     sizes = []
     for i, prefix in enumerate(lengths.tolist()):
@@ -136,8 +137,7 @@ def _sizes(spec: WorkloadSpec, api: str, calibration: Calibration,
         # What an earlier request holds of turn 1: the system prompt (every conversation's, from the second on),
         # then its group's document (from the group's second conversation on).
         earlier_in_group = group is not None and i >= spec.groups
-        shared = [(framing.base + c.estimate(SYSTEM_PROMPT) + (head_tokens if earlier_in_group else 0.0)) if i
-                  else 0.0]
+        shared = [(system + (head_tokens if earlier_in_group else 0.0)) if i else 0.0]
         for turn in range(2, spec.turns + 1):
             shared.append(expected[-1])
             expected.append(expected[-1] + framing.per_turn + c.estimate(_reply(i, turn - 1)) + spec.turn_tokens)

@@ -26,7 +26,7 @@ _BUFFER = 1 << 20
 def bodies_written(workload: Workload) -> int:
     """How many of the workload's requests workload.jsonl.gz gives with their body (the first ones)."""
     requests = workload.requests
-    if not any(isinstance(r.body, Deferred) for r in requests[:1]):
+    if bodies_made(workload):
         return len(requests)
     tokens = 0
     for count, r in enumerate(requests[:DEFERRED_BODIES_WRITTEN]):
@@ -36,11 +36,28 @@ def bodies_written(workload: Workload) -> int:
     return min(len(requests), DEFERRED_BODIES_WRITTEN)
 
 
+def bodies_made(workload: Workload) -> bool:
+    """Whether every body is made already (a conversations workload's): writing the file is then mostly
+    compression, which zlib does without the GIL, so a run writes it while its load goes on. A trace's bodies are
+    made as they are written, Python holding the GIL: the load's clocks would wait on it, so a run writes those
+    before its load."""
+    first = next((c.turns[0] for c in workload.conversations if c.turns), None)
+    return not isinstance(first.body if first is not None else None, Deferred)
+
+
 def write_workload(workload: Workload, path: Path) -> Path:
     """One JSON line describing the workload, then one per request in conversation and turn order, with its body
-    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many), then one per warm-up, with its body."""
-    # Level 1: written before the load starts, so its CPU is part of every run; level 5 made a 2,000-request file
-    # 15% smaller (5.2 against 6.1 MB) for more than twice the time.
+    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many), then one per warm-up, with its body.
+    Written beside `path` and renamed to it when whole: a process killed while writing leaves no half file."""
+    partial = path.with_name(path.name + ".partial")
+    _write(workload, partial)
+    partial.replace(path)
+    return path
+
+
+def _write(workload: Workload, path: Path) -> None:
+    # Level 1: its CPU is part of every run; level 5 made a 2,000-request file 15% smaller (5.2 against 6.1 MB) for
+    # more than twice the time.
     # Buffered: a compressor call per line cost three times as long for a trace's bodiless lines.
     with gzip.open(path, "wb", compresslevel=1) as raw, io.BufferedWriter(raw, _BUFFER) as out:
         requests, written = workload.requests, bodies_written(workload)
@@ -64,4 +81,3 @@ def write_workload(workload: Workload, path: Path) -> Path:
         for w in workload.warmups:  # trajectory_start: sent before the requests, not judged
             out.write(orjson.dumps({"type": "warmup", "conversation": w.conversation,
                                     "body": wire_body(workload.api, w.payload(), None)}) + b"\n")
-    return path
