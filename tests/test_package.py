@@ -1,3 +1,5 @@
+import pytest
+
 import loadrepro
 
 
@@ -16,3 +18,27 @@ def test_the_command_line_and_the_api_import_no_statistics_library_until_a_compa
            "{'scipy', 'matplotlib'}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize("user_value", [None, "3"])
+def test_a_load_command_imports_numpy_on_one_blas_thread_and_leaves_the_environment_as_it_was(user_value):
+    """OpenBLAS starts a thread per core as numpy loads; the load commands load it with one (no thread added), and
+    the environment an engine would inherit is the user's: unset stays unset, a value set stays that value."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, sys\n"
+            "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+            "from loadrepro.cli.load_commands import _numpy_with_one_blas_thread\n"
+            "before, early = threads(), 'numpy' in sys.modules\n"
+            "_numpy_with_one_blas_thread()\n"
+            "print(early, 'numpy' in sys.modules, threads() - before, os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if user_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = user_value
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    early, loaded, added, left = done.stdout.split()
+    assert early == "False" and left == str(user_value)
+    if user_value is None:
+        assert loaded == "True" and added == "0"

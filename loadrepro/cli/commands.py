@@ -6,6 +6,7 @@ Exit codes: 0 pass, 1 the target failed, 2 usage or profile error, 3 loadrepro i
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import typer
@@ -44,6 +45,9 @@ def main() -> None:
 
     with INTERRUPTS.installed():
         code = _run_app()
+    # Every file is written and closed by now: what the command made is left out of the interpreter's last
+    # collection at exit, which walked a 2,000-request run's objects for 0.15-0.2 s of CPU.
+    gc.freeze()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -5,6 +5,7 @@ stacks."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +19,22 @@ from loadrepro.config.profile import SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs
     from loadrepro.schema.run_report import RunReport
+
+
+def _numpy_with_one_blas_thread() -> None:
+    """Import numpy with OpenBLAS held to one thread: at import it starts a spinning thread per core, 0.12 s of CPU
+    in every command that sends load, and loadrepro does no linear algebra. The environment is put back at once, so
+    the engines a command starts inherit the user's own; a thread count the user set is theirs to keep."""
+    if "numpy" in sys.modules or _BLAS_THREADS in os.environ:
+        return
+    os.environ[_BLAS_THREADS] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ[_BLAS_THREADS]
+
+
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
 @with_model_options(SimSpec, into="settings")
@@ -53,6 +70,8 @@ def run(
 ) -> None:
     """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
     import asyncio
+
+    _numpy_with_one_blas_thread()
     import shlex
 
     from loadrepro.api import run_options
@@ -95,6 +114,8 @@ def ab(given: dict[str, Any] | None = None) -> None:
     Each side is a URL or an engine command; with neither, both sides are the embedded simulated engine with its
     stock and patched admission policies."""
     import asyncio
+
+    _numpy_with_one_blas_thread()
     import shlex
 
     from loadrepro.api import ab_sides, run_options
@@ -125,6 +146,8 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     and the most load that met the SLO. Exit 0 when the engine (patched, with --stock-cmd/--patched-cmd) held at
     every level, 1 when it failed at one."""
     import asyncio
+
+    _numpy_with_one_blas_thread()
     import shlex
 
     from loadrepro.api import run_options
@@ -148,6 +171,8 @@ def shrink_command(given: dict[str, Any] | None = None) -> None:
     """Search for the smallest workload that still fails the same way (same fatal signature, else engine death,
     else first failure), on a fresh engine per trial; writes profile.toml, run/, bundle.zip and shrink.md."""
     import asyncio
+
+    _numpy_with_one_blas_thread()
 
     from loadrepro.api import shrink_options
     from loadrepro.shrink.command import shrink
