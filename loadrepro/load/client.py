@@ -40,7 +40,7 @@ from loadrepro.load.outcomes import (
     outcome_for_stream_error,
     retry_after,
 )
-from loadrepro.load.sse import SseEvents, SseLines
+from loadrepro.load.sse import SseStream
 from loadrepro.load.streams import CONTENT, END_MARKS, READERS, Attempt, ProtocolViolation, error_of, whole_answer
 from loadrepro.load.transport import Transport, off_origin, redirected
 from loadrepro.records import ANSWER_CHARS, Outcome, RequestRecord
@@ -222,17 +222,15 @@ class Client:
 
     async def _read_stream(self, response: aiohttp.ClientResponse, a: Attempt,
                            cancel_after_chunks: int | None) -> tuple[Outcome, str]:
-        events = SseEvents()
-        lines = SseLines()
+        events = SseStream()
         stop = False
         yielded = a.last_byte_ns or 0
         # Whole received chunks, split into lines here: aiohttp's own line reader rescans its buffer per line,
         # which goes quadratic when a fast engine fills it faster than it is read.
         async for chunk in response.content.iter_any():
             now = a.last_byte_ns = self._clock()
-            for line in lines.feed(chunk):
-                data = events.feed(line)
-                if data is not None and self._event(data, a, cancel_after_chunks):
+            for data in events.feed(chunk):
+                if self._event(data, a, cancel_after_chunks):
                     stop = True
                     break
             if stop:
@@ -243,10 +241,8 @@ class Client:
                 await asyncio.sleep(0)
                 yielded = self._clock()
         else:
-            for line in (*lines.flush(), b""):
-                data = events.feed(line)
-                if data is not None:
-                    self._event(data, a, cancel_after_chunks)
+            for data in events.flush():
+                self._event(data, a, cancel_after_chunks)
         if cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks and not a.done:
             return Outcome.CANCELLED, f"cancelled by loadrepro after {len(a.chunk_ns)} chunks"
         return self._stream_outcome(a)

@@ -28,6 +28,11 @@ class SseLines:
         rest, self._pending = self._pending.rstrip(b"\r"), b""
         return [rest] if rest else []
 
+    @property
+    def empty(self) -> bool:
+        """Nothing held back from the chunks fed so far."""
+        return not self._pending
+
 
 class SseEvents:
     """SSE framing over lines: `data:` fields joined by newlines, dispatched at a blank line (other fields and
@@ -51,3 +56,34 @@ class SseEvents:
 
     def flush(self) -> bytes | None:
         return self.feed(b"")
+
+    @property
+    def empty(self) -> bool:
+        """No `data:` field waiting for its blank line."""
+        return not self._data
+
+
+class SseStream:
+    """Bytes -> events (SseLines, then SseEvents), with a fast path for what engines send most: a chunk holding one
+    whole `data: ` event and its blank line, LF only, with nothing held from before. Its data is sliced out at once,
+    the same bytes the two steps give; splitting it into lines and lines into events was a third of the client's
+    cost per token."""
+
+    __slots__ = ("_events", "_lines")
+
+    def __init__(self) -> None:
+        self._lines = SseLines()
+        self._events = SseEvents()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if (chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") and chunk.count(b"\n") == 2
+                and b"\r" not in chunk and self._lines.empty and self._events.empty):
+            return [chunk[6:-2]]
+        return self._dispatched(self._lines.feed(chunk))
+
+    def flush(self) -> list[bytes]:
+        """The events a stream's end completes (a last event without its blank line)."""
+        return self._dispatched([*self._lines.flush(), b""])
+
+    def _dispatched(self, lines: list[bytes]) -> list[bytes]:
+        return [data for line in lines if (data := self._events.feed(line)) is not None]
