@@ -19,8 +19,16 @@ SECRETS = {
     "key sk-abcdefgh12345678 here": "sk-abcdefgh12345678",
     "ghp_abcdefghijklmnopqrstuvwxyz": "ghp_abcdefghijklmnopqrstuvwxyz",
     "xoxb-1234567890-abc": "xoxb-1234567890-abc",
+    # after thousands of names that are not secrets' (a page's scripts, a report's token counts)
+    "\n".join([f"var a{i}={i};" for i in range(3000)] + ['"max_tokens": 5,'] * 3000 + ["PASSWORD=hunter22222"]):
+        "hunter22222",
+    "\n".join(['"kv_bytes_per_token": null,'] * 3000 + ['"Token": "LateToken777"']): "LateToken777",
+    "X" * 2000 + "_TOKEN=LongNameValue1": "LongNameValue1",
+    "API-KEY = UpperKey1234": "UpperKey1234",
+    "secret\t:TabValue999": "TabValue999",
 }
 PLAIN = ['{"prompt_tokens": 120, "max_tokens": 64, "first_token_ms": 12.5, "detail": "x=1 y=2"}',
+         '"kv_bytes_per_token": null, a_password: x, tokens: 3, Ätoken: y',
          "no secret here: a = b, c@d, -- e, Bearerless", ""]
 
 
