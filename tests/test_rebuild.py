@@ -4,13 +4,16 @@ rebuilt with the verdict and the counts it had; a directory that is not a run's 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import zipfile
 
+from loadrepro.report.bundle import make_bundle
 from tests.helpers import cli, rule
 
 
@@ -55,6 +58,12 @@ def test_a_soak_killed_mid_load_is_rebuilt_with_every_record_on_disk(tmp_path):
     assert report["stop_reason"] == "killed" and report["requests"]["total"] == on_disk >= 30, report["requests"]
     assert rule(report, "interrupted")["fired"] and "killed" in rule(report, "interrupted")["detail"]
     assert (run_dir / "report.md").exists() and (run_dir / "junit.xml").exists()
+    # Its workload file was written before the load and not yet compressed: its bundle ships it gzipped, whole.
+    assert (run_dir / "workload.jsonl").exists() and not (run_dir / "workload.jsonl.gz").exists()
+    planned = (run_dir / "workload.jsonl").read_bytes()
+    with zipfile.ZipFile(make_bundle(run_dir, tmp_path / "bundle.zip")) as bundle:
+        shipped = next(n for n in bundle.namelist() if n.endswith("/workload.jsonl.gz"))
+        assert gzip.decompress(bundle.read(shipped)) == planned
 
 
 def test_a_run_that_ended_is_rebuilt_as_it_was_and_a_stranger_directory_refused(tmp_path, pictures):

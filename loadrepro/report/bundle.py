@@ -23,7 +23,13 @@ from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import PICTURES, png_files
 from loadrepro.schema.run_report import RunReport
-from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_TOKENS_WRITTEN
+from loadrepro.workload.export import (
+    DEFERRED_BODIES_WRITTEN,
+    DEFERRED_PROMPT_TOKENS_WRITTEN,
+    WORKLOAD_FILE,
+    open_workload,
+    workload_file,
+)
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl", "report.html")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
@@ -77,10 +83,10 @@ def _records(path: Path, wanted: dict[int, Any]) -> dict[int, dict[str, Any]]:
 
 
 def _workload_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "workload.jsonl.gz"
-    if not path.exists():
+    path = workload_file(run_dir)
+    if path is None:
         return []
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
+    with open_workload(path) as lines:
         return [row for row in map(json.loads, lines) if row.get("type") == "request"]
 
 
@@ -149,9 +155,12 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
             bundle.writestr(f"{name}/{program}", code)
         for picture, png in _pictures(run_dir, report).items():
             bundle.writestr(f"{name}/{picture}", png, compress_type=zipfile.ZIP_STORED)
-        workload = run_dir / "workload.jsonl.gz"
-        if workload.exists():
-            bundle.write(workload, f"{name}/workload.jsonl.gz", compress_type=zipfile.ZIP_STORED)
+        workload = workload_file(run_dir)
+        if workload is not None and workload.suffix == ".gz":
+            bundle.write(workload, f"{name}/{WORKLOAD_FILE}", compress_type=zipfile.ZIP_STORED)
+        elif workload is not None:  # a run killed before it compressed it: replay.py reads the gzipped file
+            bundle.writestr(f"{name}/{WORKLOAD_FILE}", gzip.compress(workload.read_bytes(), compresslevel=1),
+                            compress_type=zipfile.ZIP_STORED)
     return out
 
 

@@ -44,7 +44,7 @@ from loadrepro.runs.target import started_target
 from loadrepro.runs.verify import verified
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.cache_bust import busted
-from loadrepro.workload.export import bodies_made, write_workload
+from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, compress_workload, write_workload
 from loadrepro.workload.model import Workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize
@@ -136,7 +136,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             replicas = (*profile.target.replicas, *(e.url for e in target.started[1:]))
             if profile.target.reset_cache:  # after the counting, which may have warmed it, and before the load
                 notes.append(await reset_all(http, replicas, api_key))
-        writing = _workload_written(plan.workload, run_dir)
+        notes += _workload_written(plan.workload, run_dir / PLAIN_WORKLOAD_FILE)
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=request_slots(profile.load, plan.workload),
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
@@ -183,7 +183,6 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                     result = await runner.run(progress)
                 finally:
                     await checkpoints.stop()
-                    notes += await _noted(writing)
             answers = Verification()
             if profile.verify.outputs != "off":
                 answers = await verified(result, client, target.url, api_key, workload, profile, notes, say,
@@ -201,29 +200,27 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         options.on_verdict(report)
     pictures = timeline_of(result, answers, summary.trees) if options.pictures else None
     written = write_reports(report, run_dir, pictures, options.png)
+    _compressed(run_dir / PLAIN_WORKLOAD_FILE)
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written, answers)
 
 
-def _workload_written(workload: Workload, run_dir: Path) -> asyncio.Future[Path]:
-    """workload.jsonl.gz, written on a thread while the load goes on when its bodies are made already (it was
-    0.3 s before every 2,000-request run's first request), else before the load (export.bodies_made)."""
-    path = run_dir / "workload.jsonl.gz"
-    if bodies_made(workload):
-        return asyncio.ensure_future(asyncio.to_thread(write_workload, workload, path))
-    done: asyncio.Future[Path] = asyncio.get_running_loop().create_future()
-    done.set_result(write_workload(workload, path))
-    return done
-
-
-async def _noted(writing: asyncio.Future[Path]) -> list[str]:
-    """Nothing when workload.jsonl.gz was written; else a note of why not (the run and its report go on)."""
+def _workload_written(workload: Workload, path: Path) -> list[str]:
+    """workload.jsonl, before the load (compressed once the reports are out: _compressed); a failure to write it is
+    a note, and the run goes on."""
     try:
-        await writing
+        write_workload(workload, path)
     except OSError as exc:
         return [f"workload.jsonl.gz: not written ({exc}); a bundle of this run holds no request bodies"]
     return []
+
+
+def _compressed(plain: Path) -> None:
+    """workload.jsonl as workload.jsonl.gz; left as it is when that fails (a bundle reads either)."""
+    if plain.exists():
+        with contextlib.suppress(OSError):
+            compress_workload(plain)
 
 
 @contextlib.contextmanager

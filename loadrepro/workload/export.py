@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import shutil
 from pathlib import Path
+from typing import IO
 
 import orjson
 
@@ -13,6 +15,7 @@ from loadrepro.workload.apis import wire_body
 from loadrepro.workload.model import Deferred, Workload
 
 SCHEMA = "loadrepro.workload/1"
+WORKLOAD_FILE, PLAIN_WORKLOAD_FILE = "workload.jsonl.gz", "workload.jsonl"
 # Bodies made when sent (a trace's) are written for this many requests, the first in order, and the rest without
 # one: writing a 100,000-row trace's took 27 s and 250 MB before the first request (benchmarks/trace_scale.py).
 # The profile and the trace rebuild the rest byte for byte.
@@ -26,7 +29,7 @@ _BUFFER = 1 << 20
 def bodies_written(workload: Workload) -> int:
     """How many of the workload's requests workload.jsonl.gz gives with their body (the first ones)."""
     requests = workload.requests
-    if bodies_made(workload):
+    if not any(isinstance(r.body, Deferred) for r in requests[:1]):
         return len(requests)
     tokens = 0
     for count, r in enumerate(requests[:DEFERRED_BODIES_WRITTEN]):
@@ -36,30 +39,48 @@ def bodies_written(workload: Workload) -> int:
     return min(len(requests), DEFERRED_BODIES_WRITTEN)
 
 
-def bodies_made(workload: Workload) -> bool:
-    """Whether every body is made already (a conversations workload's): writing the file is then mostly
-    compression, which zlib does without the GIL, so a run writes it while its load goes on. A trace's bodies are
-    made as they are written, Python holding the GIL: the load's clocks would wait on it, so a run writes those
-    before its load."""
-    first = next((c.turns[0] for c in workload.conversations if c.turns), None)
-    return not isinstance(first.body if first is not None else None, Deferred)
-
-
 def write_workload(workload: Workload, path: Path) -> Path:
     """One JSON line describing the workload, then one per request in conversation and turn order, with its body
     (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many), then one per warm-up, with its body.
-    Written beside `path` and renamed to it when whole: a process killed while writing leaves no half file."""
+    Gzipped when `path` ends in .gz. Written beside `path` and renamed to it when whole: a process killed while
+    writing leaves no half file."""
     partial = path.with_name(path.name + ".partial")
-    _write(workload, partial)
+    with (gzip.open(partial, "wb", compresslevel=1) if path.suffix == ".gz" else partial.open("wb")) as raw:
+        _write(workload, raw)
     partial.replace(path)
     return path
 
 
-def _write(workload: Workload, path: Path) -> None:
-    # Level 1: its CPU is part of every run; level 5 made a 2,000-request file 15% smaller (5.2 against 6.1 MB) for
-    # more than twice the time.
+def compress_workload(plain: Path) -> Path:
+    """workload.jsonl gzipped beside it (workload.jsonl.gz), then removed: a run writes the plain file before its
+    load, at a tenth of the cost (compressing 2,000 requests' bodies was 0.3 s before the first request; on a
+    thread during the load, it held the GIL often enough to delay the streams' clocks), and compresses it once
+    its verdict is out. A kill in between leaves one whole file or the other."""
+    packed = plain.with_name(plain.name + ".gz")
+    partial = packed.with_name(packed.name + ".partial")
+    with plain.open("rb") as source, gzip.open(partial, "wb", compresslevel=1) as out:
+        shutil.copyfileobj(source, out, _BUFFER)
+    partial.replace(packed)
+    plain.unlink()
+    return packed
+
+
+def workload_file(run_dir: Path) -> Path | None:
+    """A run directory's workload file: workload.jsonl.gz, or workload.jsonl when the run was killed before it
+    compressed it; None when it has neither."""
+    return next((p for p in (run_dir / WORKLOAD_FILE, run_dir / PLAIN_WORKLOAD_FILE) if p.exists()), None)
+
+
+def open_workload(path: Path) -> IO[str]:
+    """Its lines as text, whichever of the two it is."""
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+
+
+def _write(workload: Workload, raw: gzip.GzipFile | io.BufferedWriter) -> None:
+    # Gzip level 1: its CPU is part of every run; level 5 made a 2,000-request file 15% smaller (5.2 against 6.1 MB)
+    # for more than twice the time.
     # Buffered: a compressor call per line cost three times as long for a trace's bodiless lines.
-    with gzip.open(path, "wb", compresslevel=1) as raw, io.BufferedWriter(raw, _BUFFER) as out:
+    with io.BufferedWriter(raw, _BUFFER) as out:
         requests, written = workload.requests, bodies_written(workload)
         header = {"type": "workload", "schema": SCHEMA, "kind": workload.kind, "api": workload.api,
                   "seed": workload.seed, "faker_version": workload.faker_version,
