@@ -1,3 +1,3 @@
-from loadrepro.cli.commands import main
+from loadrepro.cli.commands import entry
 
-main()
+entry()
