@@ -1,6 +1,6 @@
-import gzip
 import json
 
+from loadrepro.workload.export import WORKLOAD_FILE, open_workload
 from tests.helpers import cli as loadrepro
 
 
@@ -9,7 +9,7 @@ def test_dry_run_describes_and_writes_the_exact_payloads(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "requests   24 in 12 conversations" in result.stdout
     assert "faker" in result.stdout and "+0.00%" in result.stdout
-    with gzip.open(tmp_path / "run" / "workload.jsonl.gz", "rt") as lines:
+    with open_workload(tmp_path / "run" / WORKLOAD_FILE) as lines:
         rows = [json.loads(line) for line in lines]
     assert rows[0]["type"] == "workload" and rows[0]["seed"] == 7
     requests = rows[1:]
@@ -49,6 +49,6 @@ def test_a_dry_run_counts_as_the_run_does_with_the_same_fallback(tmp_path):
     for done in (dry, run):
         assert "token lengths are estimates in the simulated engine's tokens" in done.stderr, done.stderr
     assert dry.returncode == 0 and run.returncode == 0, dry.stderr + run.stderr
-    with gzip.open(tmp_path / "dry" / "workload.jsonl.gz", "rt") as dry_lines, \
-            gzip.open(tmp_path / "run" / "workload.jsonl.gz", "rt") as run_lines:
+    with open_workload(tmp_path / "dry" / WORKLOAD_FILE) as dry_lines, \
+            open_workload(tmp_path / "run" / WORKLOAD_FILE) as run_lines:
         assert dry_lines.read() == run_lines.read()  # the same payloads

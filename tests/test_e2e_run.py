@@ -41,7 +41,7 @@ def test_quickstart_on_patched_passes(tmp_path):
     data = report(tmp_path)
     assert data["verdict"] == "pass" and data["requests"]["by_outcome"] == {"ok": 24}
     assert data["health"]["post"] == 200 and data["cache"]["cached_tokens"] > 40000
-    assert (tmp_path / "workload.jsonl.gz").exists() and not list(tmp_path.glob("*.partial"))
+    assert (tmp_path / "workload.jsonl.zst").exists() and not list(tmp_path.glob("*.partial"))
     assert not (tmp_path / "workload.jsonl").exists()  # compressed once the reports were out
 
 
@@ -53,8 +53,8 @@ def test_a_workload_file_that_cannot_be_written_is_a_note_and_the_run_is_reporte
     assert done.returncode == 0, done.stderr
     data = report(tmp_path)
     assert data["verdict"] == "pass" and data["requests"]["by_outcome"]["ok"] == data["requests"]["total"]
-    assert [n for n in data["notes"] if n.startswith("workload.jsonl.gz: not written")]
-    assert not (tmp_path / "workload.jsonl.gz").exists() and not (tmp_path / "workload.jsonl").exists()
+    assert [n for n in data["notes"] if n.startswith("workload.jsonl.zst: not written")]
+    assert not (tmp_path / "workload.jsonl.zst").exists() and not (tmp_path / "workload.jsonl").exists()
 
 
 def test_ab_on_the_simulated_engine_confirms_the_fix(tmp_path):

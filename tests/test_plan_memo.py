@@ -4,13 +4,13 @@ seed is planned (and counted) again."""
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import pytest
 
 import loadrepro
 from loadrepro.load.planning import REUSED
+from loadrepro.workload.export import WORKLOAD_FILE, open_workload_bytes
 from tests.netservers import RawServer
 
 # The server has no tokenize endpoint: lengths are counted with salted probe requests, told by their salt.
@@ -32,7 +32,8 @@ def probes_by_trial(server: RawServer) -> list[int]:
 
 
 def workload_bytes(trial_dir) -> bytes:
-    return gzip.decompress((trial_dir / "workload.jsonl.gz").read_bytes())
+    with open_workload_bytes(trial_dir / WORKLOAD_FILE) as packed:
+        return packed.read()
 
 
 @pytest.mark.timeout(300)

@@ -59,7 +59,7 @@ def test_a_soak_killed_mid_load_is_rebuilt_with_every_record_on_disk(tmp_path):
     assert rule(report, "interrupted")["fired"] and "killed" in rule(report, "interrupted")["detail"]
     assert (run_dir / "report.md").exists() and (run_dir / "junit.xml").exists()
     # Its workload file was written before the load and not yet compressed: its bundle ships it gzipped, whole.
-    assert (run_dir / "workload.jsonl").exists() and not (run_dir / "workload.jsonl.gz").exists()
+    assert (run_dir / "workload.jsonl").exists() and not (run_dir / "workload.jsonl.zst").exists()
     planned = (run_dir / "workload.jsonl").read_bytes()
     with zipfile.ZipFile(make_bundle(run_dir, tmp_path / "bundle.zip")) as bundle:
         shipped = next(n for n in bundle.namelist() if n.endswith("/workload.jsonl.gz"))

@@ -3,7 +3,6 @@ a stop (Ctrl-C, engine death) reaches every worker and loses no record."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -18,6 +17,7 @@ import pytest
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
 from loadrepro.load.backend.processes import split
+from loadrepro.workload.export import WORKLOAD_FILE, open_workload
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
 from tests.helpers import cli, until
@@ -37,7 +37,7 @@ def requests_of(run_dir: Path) -> list[dict]:
 
 def payloads(run_dir: Path) -> dict[tuple[int, int], str]:
     """(conversation, turn) -> SHA-256 of the request body, from the workload file."""
-    with gzip.open(run_dir / "workload.jsonl.gz", "rt") as lines:
+    with open_workload(run_dir / WORKLOAD_FILE) as lines:
         rows = [json.loads(line) for line in lines][1:]
     return {(r["conversation"], r["turn"]): hashlib.sha256(json.dumps(r["body"], sort_keys=True).encode()).hexdigest()
             for r in rows}

@@ -10,7 +10,7 @@ from loadrepro.load.planning import plan_on_target
 from loadrepro.load.target import discover_model
 from loadrepro.load.transport import Transport
 from loadrepro.runs.progress import Say
-from loadrepro.workload.export import write_workload
+from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, compress_workload, write_workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import WorkloadSummary, summarize
 
@@ -35,5 +35,5 @@ async def dry_run(profile: Profile, base_url: str | None, model: str | None, out
     written = None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        written = write_workload(plan.workload, out / "workload.jsonl.gz")
+        written = compress_workload(write_workload(plan.workload, out / PLAIN_WORKLOAD_FILE))
     return DryRun(plan, summarize(plan), written)

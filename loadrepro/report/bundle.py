@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
+import time
 import zipfile
 from importlib import resources
 from pathlib import Path
@@ -24,10 +26,11 @@ from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import PICTURES, png_files
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import (
+    BUNDLED_WORKLOAD_FILE,
     DEFERRED_BODIES_WRITTEN,
     DEFERRED_PROMPT_TOKENS_WRITTEN,
-    WORKLOAD_FILE,
     open_workload,
+    open_workload_bytes,
     workload_file,
 )
 
@@ -156,12 +159,22 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
         for picture, png in _pictures(run_dir, report).items():
             bundle.writestr(f"{name}/{picture}", png, compress_type=zipfile.ZIP_STORED)
         workload = workload_file(run_dir)
-        if workload is not None and workload.suffix == ".gz":
-            bundle.write(workload, f"{name}/{WORKLOAD_FILE}", compress_type=zipfile.ZIP_STORED)
-        elif workload is not None:  # a run killed before it compressed it: replay.py reads the gzipped file
-            bundle.writestr(f"{name}/{WORKLOAD_FILE}", gzip.compress(workload.read_bytes(), compresslevel=1),
-                            compress_type=zipfile.ZIP_STORED)
+        if workload is not None:
+            _ship_gzipped(workload, bundle, f"{name}/{BUNDLED_WORKLOAD_FILE}")
     return out
+
+
+def _ship_gzipped(workload: Path, bundle: zipfile.ZipFile, name: str) -> None:
+    """The run's workload file, gzipped (replay.py reads it with the standard library): an older run's gzip as it
+    is, else its zstd or plain text gzipped as it streams in."""
+    if workload.suffix == ".gz":
+        bundle.write(workload, name, compress_type=zipfile.ZIP_STORED)
+        return
+    entry = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+    entry.compress_type = zipfile.ZIP_STORED
+    with open_workload_bytes(workload) as source, bundle.open(entry, "w", force_zip64=True) as stored, \
+            gzip.GzipFile(fileobj=stored, mode="wb", compresslevel=1) as out:
+        shutil.copyfileobj(source, out, 1 << 20)
 
 
 def _pictures(run_dir: Path, report: RunReport) -> dict[str, bytes]:

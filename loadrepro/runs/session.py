@@ -44,7 +44,7 @@ from loadrepro.runs.target import started_target
 from loadrepro.runs.verify import verified
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.cache_bust import busted
-from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, compress_workload, write_workload
+from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, WORKLOAD_FILE, compress_workload, write_workload
 from loadrepro.workload.model import Workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import summarize
@@ -200,7 +200,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         options.on_verdict(report)
     pictures = timeline_of(result, answers, summary.trees) if options.pictures else None
     written = write_reports(report, run_dir, pictures, options.png)
-    _compressed(run_dir / PLAIN_WORKLOAD_FILE)
+    await asyncio.to_thread(_compressed, run_dir / PLAIN_WORKLOAD_FILE)  # zstd leaves the GIL: other runs go on
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written, answers)
@@ -212,12 +212,12 @@ def _workload_written(workload: Workload, path: Path) -> list[str]:
     try:
         write_workload(workload, path)
     except OSError as exc:
-        return [f"workload.jsonl.gz: not written ({exc}); a bundle of this run holds no request bodies"]
+        return [f"{WORKLOAD_FILE}: not written ({exc}); a bundle of this run holds no request bodies"]
     return []
 
 
 def _compressed(plain: Path) -> None:
-    """workload.jsonl as workload.jsonl.gz; left as it is when that fails (a bundle reads either)."""
+    """workload.jsonl as workload.jsonl.zst; left as it is when that fails (a bundle reads either)."""
     if plain.exists():
         with contextlib.suppress(OSError):
             compress_workload(plain)

@@ -246,7 +246,7 @@ class CanaryInfo(Model):
 class WrongAnswer(Model):
     """One answer under load that was not the one the same request gets alone."""
 
-    request: int = Field(description="The request's id (requests.jsonl, workload.jsonl.gz).")
+    request: int = Field(description="The request's id (requests.jsonl, workload.jsonl.zst).")
     conversation: int = Field(description="Its conversation.")
     turn: int = Field(description="Its turn.")
     kind: str = Field(description="diverged, garbled or cross_talk.")

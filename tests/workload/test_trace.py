@@ -86,12 +86,14 @@ def test_a_long_traces_workload_file_carries_the_first_bodies_and_every_schedule
 
     workload = plan_local("trace-example").workload
     monkeypatch.setattr(export, "DEFERRED_BODIES_WRITTEN", 3)
-    export.write_workload(workload, tmp_path / "workload.jsonl.gz")
-    with gzip.open(tmp_path / "workload.jsonl.gz", "rt") as lines:
+    written = export.compress_workload(export.write_workload(workload, tmp_path / export.PLAIN_WORKLOAD_FILE))
+    with export.open_workload(written) as lines:
         header, *rows = map(json.loads, lines)
     assert header["requests"] == len(rows) == len(workload.requests) > 3 and header["bodies"] == 3
     assert [json.dumps(r["body"]) for r in rows if "body" in r] == \
         [json.dumps(r.payload()) for r in workload.requests[:3]]
+    with export.open_workload_bytes(written) as plain:  # as a bundle ships it, for replay.py
+        (tmp_path / export.BUNDLED_WORKLOAD_FILE).write_bytes(gzip.compress(plain.read()))
     monkeypatch.setattr(replay, "HERE", tmp_path)
     assert len(replay.read_requests()) == 3
     assert f"3 of the workload's {len(rows)} requests carry their body" in capsys.readouterr().out
