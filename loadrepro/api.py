@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from loadrepro.compare.comparison import Comparison
 from loadrepro.config.defaults import (
     API_KEY_ENV,
     ENGINE_START_TIMEOUT_S,
@@ -27,14 +26,16 @@ from loadrepro.config.profile import Profile
 from loadrepro.config.profile_files import load_profile as _load_profile
 from loadrepro.config.profile_files import with_overrides
 from loadrepro.errors import UsageError
-from loadrepro.runs.ab import Side
-from loadrepro.runs.dispatch import ab_any, run_any
+from loadrepro.runs.dispatch import run_any
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import REPORTS_ROOT, RunOptions
-from loadrepro.schema.run_report import RunReport
-from loadrepro.schema.sweep_report import SweepReport
-from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
-from loadrepro.shrink.command import shrink as _shrink
+
+if TYPE_CHECKING:  # what ab, sweep and shrink take or return: imported when they run, which `run` never waits on
+    from loadrepro.compare.comparison import Comparison
+    from loadrepro.runs.ab import Side
+    from loadrepro.schema.run_report import RunReport
+    from loadrepro.schema.sweep_report import SweepReport
+    from loadrepro.shrink.command import ShrinkOptions, ShrinkResult
 
 A = TypeVar("A", bound=Arguments)
 
@@ -182,6 +183,8 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
     args = _given(AbArguments, locals())
     stock, patched = ab_sides(args)
     options = run_options(args, label="ab")
+    from loadrepro.runs.dispatch import ab_any
+
     return asyncio.run(ab_any(options, stock, patched, say=say or (lambda _: None))).comparison
 
 
@@ -219,6 +222,7 @@ def shrink_options(args: ShrinkArguments) -> ShrinkOptions:
     """One shrink's input checked and its defaults chosen (`shrink`'s arguments; the command line's flags).
     `confirm`: N runs the minimal workload N more times; "K/N" keeps a candidate when K of up to N runs failed."""
     from loadrepro.shrink.attempts import parse_confirm
+    from loadrepro.shrink.command import ShrinkOptions
 
     after, each = parse_confirm(str(args.confirm))
     engine_cmd = args.engine_cmd
@@ -250,5 +254,7 @@ def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | P
     >>> result.shrunk.best.requests <= result.shrunk.steps[0].trial.requests
     True
     """
+    from loadrepro.shrink.command import shrink
+
     options = shrink_options(ShrinkArguments.of(locals()))
-    return asyncio.run(_shrink(options, say=say or (lambda _: None)))
+    return asyncio.run(shrink(options, say=say or (lambda _: None)))

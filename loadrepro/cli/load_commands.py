@@ -76,7 +76,7 @@ def run(
 
     from loadrepro.api import run_options
     from loadrepro.runs.dispatch import run_any
-    from loadrepro.runs.reporting import process_start_ns
+    from loadrepro.runs.run_options import process_start_ns
 
     args = RunArguments.of(given or {})
     options = run_options(args, command="loadrepro " + shlex.join(sys.argv[1:]), on_verdict=say_verdict)
@@ -122,7 +122,7 @@ def ab(given: dict[str, Any] | None = None) -> None:
     from loadrepro.compare.comparison import Conclusion
     from loadrepro.report.comparison_markdown import render_comparison
     from loadrepro.runs.dispatch import ab_any
-    from loadrepro.runs.reporting import process_start_ns
+    from loadrepro.runs.run_options import process_start_ns
 
     args = AbArguments.of(given or {})
     checked = ab_sides(args)

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from loadrepro.config.profile import VerifySpec
-from loadrepro.judge.answers import check, choose
 from loadrepro.load.client import Client
 from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import AnswerCheck, RequestRecord
@@ -73,6 +72,10 @@ async def verify_answers(client: Client, http: Transport, workload: Workload, re
                          progress: Callable[[int, int], None] = lambda done, total: None,
                          clock: Callable[[], int] = time.perf_counter_ns) -> Verified:
     """Send each chosen request alone, in order, until done or `stop` is set; judge each load answer."""
+    # The answers' judge (and the measurements it reads) is imported here, after the load: a run imports this
+    # module for its cache reset (load/cache_reset.py) before its first request.
+    from loadrepro.judge.answers import check, choose
+
     chosen = choose(records, spec, workload.seed)
     planned = {(r.conversation, r.turn): r for r in workload.requests}
     markers = markers_of(workload)

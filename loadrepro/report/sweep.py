@@ -7,9 +7,9 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from loadrepro.report.files import write_text
 from loadrepro.report.html import html_page, html_table, img
 from loadrepro.report.interactive import SCRIPTS, sweep_section, with_scripts
-from loadrepro.report.write import write_text
 from loadrepro.schema.sweep_report import SweepCurve, SweepLevel, SweepReport
 
 HEADINGS = ("level", "verdict", "failing rules", "requests/s", "output tokens/s", "TTFT p50 ms", "TTFT p95 ms",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from loadrepro.compare.comparison import Comparison
 from loadrepro.compare.gate import Gate
 from loadrepro.config.defaults import pictures_wanted
-from loadrepro.records.redact import scrub
 from loadrepro.report.comparison_markdown import render_comparison, render_gate
+from loadrepro.report.files import write_text
 from loadrepro.report.html import Charts, Pngs, img, render_comparison_html, render_html
 from loadrepro.report.interactive import latency_section, timeline_section, with_scripts
 from loadrepro.report.json import render_json
@@ -33,16 +32,6 @@ def write_reports(report: RunReport, run_dir: Path, timeline: Timeline | None = 
         report, images=timeline is not None and png, page=timeline is not None)))
     written.append(write_text(run_dir / "junit.xml", render_junit(report)))
     return written
-
-
-def write_text(path: Path, content: str | bytes) -> Path:
-    """Text goes through `scrub`: a report is pasted into public issues, whatever its builder let through. Written
-    aside, then renamed over the old file: a reader (or a kill) never meets half a report."""
-    data = content if isinstance(content, bytes) else scrub(content).encode("utf-8")
-    aside = path.with_name(f".{path.name}.partial")
-    aside.write_bytes(data)
-    os.replace(aside, path)
-    return path
 
 
 def _pages(report: RunReport, run_dir: Path, timeline: Timeline, png: bool) -> list[Path]:

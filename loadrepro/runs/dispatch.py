@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from loadrepro.compare.comparison import Comparison
-from loadrepro.runs.ab import Side, run_ab
 from loadrepro.runs.progress import Say
-from loadrepro.runs.repeats import run_ab_trials, run_trials
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
-from loadrepro.schema.report_kinds import VerdictStatus
-from loadrepro.schema.run_report import RunReport
+
+if TYPE_CHECKING:  # trials and A/B import what they compare with when they run: one run never waits on it
+    from loadrepro.compare.comparison import Comparison
+    from loadrepro.runs.ab import Side
+    from loadrepro.schema.report_kinds import VerdictStatus
+    from loadrepro.schema.run_report import RunReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,8 @@ class AbDone:
 
 async def run_any(options: RunOptions, say: Say) -> RunDone:
     if options.trials > 1:
+        from loadrepro.runs.repeats import run_trials
+
         trials = await run_trials(options, say=say)
         return RunDone(trials.report, trials.run_dir, trials.written, trials.interrupted)
     session = await run_session(options, say=say)  # the verdict is told before the pictures are drawn
@@ -41,6 +45,9 @@ async def run_any(options: RunOptions, say: Say) -> RunDone:
 
 
 async def ab_any(options: RunOptions, stock: Side, patched: Side, say: Say) -> AbDone:
+    from loadrepro.runs.ab import run_ab
+    from loadrepro.runs.repeats import run_ab_trials
+
     if options.trials > 1:
         trials = await run_ab_trials(options, stock, patched, say=say)
         return AbDone(trials.comparison, [], [], trials.interrupted)

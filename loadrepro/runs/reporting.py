@@ -3,7 +3,6 @@ that judgement, for the final report and for each checkpoint alike; and report.j
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,17 +48,6 @@ class Reporter:
 
     def checkpoint(self, result: RunResult) -> None:
         write_reports(self._report(result, final=False), self.run_dir)
-
-
-def process_start_ns() -> int | None:
-    """When this process started, on the clock records use (CLOCK_MONOTONIC), from /proc where there is one."""
-    try:
-        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        started_s = int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, since boot
-        since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.perf_counter_ns()
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-    return int(started_s * 1e9) - since_boot
 
 
 def timing(result: RunResult, started: int | None) -> Timing:

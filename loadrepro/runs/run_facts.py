@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field
 
-from loadrepro.report.write import write_text
+from loadrepro.report.files import write_text
 from loadrepro.workload.summary import WorkloadSummary
 
 FACTS = "run.json"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadrepro.config.defaults import API_KEY_ENV, ENGINE_START_TIMEOUT_S, run_stamp
 from loadrepro.config.profile import Profile
 from loadrepro.load.planning import PlanMemo
-from loadrepro.schema.run_report import RunReport
+
+if TYPE_CHECKING:
+    from loadrepro.schema.run_report import RunReport
 
 REPORTS_ROOT = Path("reports")
 
@@ -59,3 +63,14 @@ def run_directory(options: RunOptions) -> Path:
         path = REPORTS_ROOT / f"{stamp}-{options.profile.name}-{options.label}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def process_start_ns() -> int | None:
+    """When this process started, on the clock records use (CLOCK_MONOTONIC), from /proc where there is one."""
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_s = int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time, since boot
+        since_boot = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - time.perf_counter_ns()
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return int(started_s * 1e9) - since_boot

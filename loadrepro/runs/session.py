@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadrepro.config.profile_files import write_profile
 from loadrepro.errors import InternalError, LoadreproError, UsageError, keep_traceback
@@ -31,23 +32,23 @@ from loadrepro.load.transport import Transport
 from loadrepro.load.warmup import warm_up
 from loadrepro.load.watch.introspection import introspection_for
 from loadrepro.records import RunResult, Verification
-from loadrepro.report.timeline import timeline_of
-from loadrepro.report.write import write_reports
 from loadrepro.runs.checkpoints import Checkpoints, interval_s
 from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
-from loadrepro.runs.reporting import Reporter, timing
 from loadrepro.runs.run_facts import RunFacts, summary_json, write_facts
 from loadrepro.runs.run_options import RunOptions, run_directory
 from loadrepro.runs.sizing import overrun, oversize_for, predictions
 from loadrepro.runs.target import started_target
-from loadrepro.runs.verify import verified
-from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.cache_bust import busted
 from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, WORKLOAD_FILE, compress_workload, write_workload
 from loadrepro.workload.model import Workload
 from loadrepro.workload.plan import Plan
-from loadrepro.workload.summary import summarize
+from loadrepro.workload.summary import WorkloadSummary, summarize
+
+if TYPE_CHECKING:
+    from loadrepro.config.profile import Profile
+    from loadrepro.runs.reporting import Reporter
+    from loadrepro.schema.run_report import RunReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +176,9 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 label=options.label, base_url=target.url, model=model, engine_cmd=target.command,
                 command=options.command, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 workload=summary_json(summary)))
-            judged = Reporter(profile, summary, options.command, notes, run_dir, live)
-            checkpoints = Checkpoints(interval_s(profile.load), runner.snapshot, judged.checkpoint)
+            interval = interval_s(profile.load)
+            judged = _reporter(profile, summary, options.command, notes, run_dir, live) if interval else None
+            checkpoints = Checkpoints(interval, runner.snapshot, judged.checkpoint if judged else _no_checkpoint)
             with Progress(options.quiet) as progress, _frozen_heap():
                 checkpoints.start()
                 try:
@@ -185,6 +187,8 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                     await checkpoints.stop()
             answers = Verification()
             if profile.verify.outputs != "off":
+                from loadrepro.runs.verify import verified  # after the load, as the reports' modules (_reporter)
+
                 answers = await verified(result, client, target.url, api_key, workload, profile, notes, say,
                                          run_dir, stopped)
     if checkpoints.written:
@@ -194,6 +198,11 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     if live is not None:
         live.phased("judging")
+    from loadrepro.report.timeline import timeline_of
+    from loadrepro.report.write import write_reports
+    from loadrepro.runs.reporting import timing
+
+    judged = judged or _reporter(profile, summary, options.command, notes, run_dir, live)
     report = judged.final(result, answers)
     report = report.model_copy(update={"timing": timing(result, options.began_ns)})
     if options.on_verdict is not None:
@@ -204,6 +213,20 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
     if result.worker_crash is not None:
         raise InternalError(f"{result.worker_crash}; the report of everything received is in {run_dir}")
     return Session(run_dir, plan, result, report, written, answers)
+
+
+def _reporter(profile: Profile, summary: WorkloadSummary, command: str, notes: list[str], run_dir: Path,
+              live: LiveMetrics | None) -> Reporter:
+    """The run's judge and reporter. Its modules (the rules, the report's models and writers) are a tenth of a
+    second of imports: a run makes it after its load, so that its first request does not wait on them, and a run
+    with checkpoints before it, so that no checkpoint's thread imports them while requests stream."""
+    from loadrepro.runs.reporting import Reporter
+
+    return Reporter(profile, summary, command, notes, run_dir, live)
+
+
+def _no_checkpoint(_: RunResult) -> None:
+    """What a run without checkpoints writes at one: nothing (its Checkpoints never call it)."""
 
 
 def _workload_written(workload: Workload, path: Path) -> list[str]:
