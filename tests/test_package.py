@@ -1,3 +1,5 @@
+import ast
+
 import pytest
 
 import loadrepro
@@ -42,3 +44,33 @@ def test_a_load_command_imports_numpy_on_one_blas_thread_and_leaves_the_environm
     assert early == "False" and left == str(user_value)
     if user_value is None:
         assert loaded == "True" and added == "0"
+
+
+@pytest.mark.parametrize("checkpoint_s", [None, 30])
+def test_a_run_imports_its_judge_and_report_writers_after_its_first_request_unless_it_checkpoints(checkpoint_s):
+    """What a run's reports need is imported once its load is over, so that its first request does not wait on it;
+    a run that writes checkpoints imports it before its load, so that no checkpoint imports it mid-load."""
+    import subprocess
+    import sys
+
+    later = ["loadrepro.report.write", "loadrepro.runs.reporting", "loadrepro.schema.run_report",
+             "loadrepro.judge.judgement", "loadrepro.compare.comparison", "loadrepro.judge.answers"]
+    overrides = ["workload.conversations=2", "workload.turns=1", "sim.policy='patched'"]
+    if checkpoint_s:
+        overrides.append(f"load.checkpoint_s={checkpoint_s}")
+    code = ("import sys, tempfile\n"
+            "import loadrepro, loadrepro.load.client as c\n"
+            "send, seen = c.Client.send, []\n"
+            "async def first(self, *a, **k):\n"
+            f"    seen.append(seen or [m for m in {later!r} if m in sys.modules])\n"
+            "    return await send(self, *a, **k)\n"
+            "c.Client.send = first\n"
+            f"report = loadrepro.run('quickstart', overrides={overrides!r}, out=tempfile.mkdtemp())\n"
+            "print(report.passed, seen[0])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    passed, imported = done.stdout.strip().split(" ", 1)
+    assert passed == "True"
+    reporting = {"loadrepro.report.write", "loadrepro.runs.reporting", "loadrepro.schema.run_report",
+                 "loadrepro.judge.judgement"}
+    assert reporting <= set(ast.literal_eval(imported)) if checkpoint_s else imported == "[]", imported
