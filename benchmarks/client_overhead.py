@@ -24,6 +24,9 @@ Each loadrepro runs once untimed first (16 requests), with bytecode writing allo
 measured as an installed package runs them: from their cached bytecode, not compiled from source at each start
 (PYTHONDONTWRITEBYTECODE=1 in the environment made a quarter of a second of every start compilation).
 
+Each round also times an interpreter that imports the third-party packages a run imports before its first request
+(THIRD_PARTY), and nothing else: the part of the first request no change inside loadrepro can cut.
+
 The zero-delay stub runs twice: offering vLLM's /tokenize, and offering none (loadrepro then calibrates with
 probe requests). The sleeping stub offers /tokenize. Each pair runs --rounds times, alternating, and the last line
 of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy). With
@@ -62,6 +65,12 @@ concurrency = {c}
 request_timeout_s = 600
 stall_timeout_s = 60
 """
+
+
+# What `loadrepro run` has imported from outside the standard library by its first request (its own dependencies;
+# theirs come with them).
+THIRD_PARTY = ("aiohttp", "aiolimiter", "ddsketch", "numpy", "orjson", "prometheus_client", "pydantic", "tomli_w",
+               "typer", "zstandard")
 
 
 @dataclass
@@ -150,6 +159,14 @@ def run_loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[
     return outcome, records
 
 
+def import_floor() -> float:
+    """Seconds for a fresh interpreter to import THIRD_PARTY and end (numpy on one BLAS thread, as loadrepro does)."""
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "OPENBLAS_NUM_THREADS": "1"}
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import " + ", ".join(THIRD_PARTY)], check=True, env=env)
+    return time.monotonic() - began
+
+
 def ttft_errors(o: Outcome, wave: int) -> dict[str, float]:
     """TTFT error in ms against what the stub produced: mean, p50, the first wave (the first `wave` requests
     sent, against the first `wave` arrivals) and the rest."""
@@ -172,11 +189,14 @@ def show(o: Outcome, n: int, concurrency: int, sleeping: bool) -> None:
               + ", ".join(f"{k} {v:+6.1f}" for k, v in errors.items()))
 
 
-def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool, name: str = "loadrepro") -> None:
+def summary(pairs: list[tuple[Outcome, Outcome]], concurrency: int, sleeping: bool, name: str = "loadrepro",
+            floors: list[float] | None = None) -> None:
     ratios = {"whole run": [ours.whole_cpu_s / base.whole_cpu_s for base, ours in pairs],
               "load window": [ours.window_cpu_s / base.window_cpu_s for base, ours in pairs]}
     line = ", ".join(f"{k} {spread(v, 'x')}" for k, v in ratios.items())
     line += f", first request {spread([ours.first_request_s for _, ours in pairs], ' s')} after the command"
+    if floors:
+        line += f" (its third-party imports alone: {spread(floors, ' s')})"
     if sleeping:
         errors = [(ttft_errors(base, concurrency), ttft_errors(ours, concurrency)) for base, ours in pairs]
         for key in ("mean", "p50", "first wave"):
@@ -226,8 +246,9 @@ def main() -> None:
                 print(f"\nstub: 128 tokens, TTFT {ttft_ms:.0f} ms, ITL {itl_ms:.0f} ms, "
                       f"{'/tokenize' if tokenize else 'no tokenize endpoint'}; {n} requests")
                 for concurrency in args.concurrency:
-                    pairs, before_pairs = [], []
+                    pairs, before_pairs, floors = [], [], []
                     for _ in range(args.rounds):
+                        floors.append(import_floor())
                         base = bare(url, n, concurrency)
                         show(base, n, concurrency, bool(ttft_ms))
                         if args.before:
@@ -240,7 +261,7 @@ def main() -> None:
                         pairs.append((base, ours))
                     if before_pairs:
                         summary(before_pairs, concurrency, bool(ttft_ms), "loadrepro before")
-                    summary(pairs, concurrency, bool(ttft_ms))
+                    summary(pairs, concurrency, bool(ttft_ms), floors=floors)
             finally:
                 process.terminate()
                 process.wait()
