@@ -29,7 +29,7 @@ turns = 1
 prefix_tokens = 300
 max_tokens = 8
 [load]
-concurrency = 6
+concurrency = 12
 request_timeout_s = 20
 stall_timeout_s = 10
 [watch]
@@ -39,18 +39,19 @@ metrics_path = ""
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tokenizer_dir):
-    """The same workload on a server whose first token comes after 100 ms, twice; after 102 ms (2% slower); and
-    after 130 ms (30% slower, by 30 ms: smaller than the noise floor of 50 ms the gate once had). One token an
-    answer: nothing but the first token differs, so nothing else is gated. The four run at once, each against its
-    own server: a busy machine slows them alike, where runs one after another each met the load of its moment
-    (the same engine's p95 once read 13% slower). Each runs in its own process, forked from one that has loadrepro
-    imported already so that the four start together: on one event loop, the run that ended first wrote its
-    reports while the others still loaded, and their slowest first tokens waited on it (the near tie's p95 once
-    read 9% slower)."""
+    """The same workload on a server whose first token comes after 1 s, twice; after 1.01 s (1% slower); and after
+    1.3 s (30% slower). One token an answer: nothing but the first token differs, so nothing else is gated. The four
+    run at once, each against its own server: a busy machine slows them alike, where runs one after another each
+    met the load of its moment (the same engine's p95 once read 13% slower). Each runs in its own process, forked
+    from one that has loadrepro imported already so that the four start together: on one event loop, the run that
+    ended first wrote its reports while the others still loaded, and their slowest first tokens waited on it. A
+    second, not a tenth of one: on this suite's busy machine a run's slowest first tokens still came up to 25 ms late
+    (the near tie's p95 once read 118.5 -> 142.0 ms), which is 20% of 120 ms and 2.5% of a second, so the gate's 5%
+    is what is tested, not the machine's load."""
     base = tmp_path_factory.mktemp("gate")
     path = base / "gate.toml"
     path.write_text(PROFILE)
-    delays = {"baseline": 0.1, "again": 0.1, "near": 0.102, "slow": 0.13}
+    delays = {"baseline": 1.0, "again": 1.0, "near": 1.01, "slow": 1.3}
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["loadrepro.api"])
     with contextlib.ExitStack() as servers, context.Pool(len(delays)) as pool:
