@@ -17,7 +17,7 @@ from loadrepro.workload.model import Deferred, Workload
 
 SCHEMA = "loadrepro.workload/1"
 WORKLOAD_FILE, PLAIN_WORKLOAD_FILE = "workload.jsonl.zst", "workload.jsonl"
-BUNDLED_WORKLOAD_FILE = "workload.jsonl.gz"  # a bundle's; also what a run of loadrepro 0.1 before zstd wrote
+BUNDLED_WORKLOAD_FILE = "workload.jsonl.gz"  # a bundle's; also what runs wrote before the file was packed with zstd
 # Zstandard level 3, not gzip: a 2,000-request workload (16 MB) took 0.35 s to gzip at level 1 (to 6.0 MB), part of
 # every run's CPU, and 0.03 s here (to 0.7 MB): its window (megabytes, not gzip's 32 KB) reaches the previous turn's
 # history and the shared prefixes.
