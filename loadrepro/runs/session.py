@@ -198,6 +198,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         notes.append(f"checkpoints: stopped after {checkpoints.written}: {checkpoints.failed}")
     if live is not None:
         live.phased("judging")
+    # The reports' modules, once the load is over (_reporter says why)
     from loadrepro.report.timeline import timeline_of
     from loadrepro.report.write import write_reports
     from loadrepro.runs.reporting import timing

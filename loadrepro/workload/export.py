@@ -59,9 +59,9 @@ def write_workload(workload: Workload, path: Path) -> Path:
 
 def compress_workload(plain: Path) -> Path:
     """workload.jsonl compressed beside it (workload.jsonl.zst), then removed: a run writes the plain file before
-    its load, at a tenth of the cost (compressing 2,000 requests' bodies before the first request delayed it; on
-    a thread during the load, it held the GIL often enough to delay the streams' clocks), and compresses it once
-    its verdict is out. A kill in between leaves one whole file or the other."""
+    its load and compresses it once its verdict is out, so that neither its first request nor its verdict waits on
+    the compression (0.03 s for 2,000 requests; gzip took ten times as long, and on a thread during the load it held
+    the GIL often enough to delay the streams' clocks). A kill in between leaves one whole file or the other."""
     packed = plain.with_name(plain.name + ".zst")
     partial = packed.with_name(packed.name + ".partial")
     with plain.open("rb") as source, partial.open("wb") as out:
