@@ -262,9 +262,10 @@ class Client:
             return False
         seen = self._read(payload, a)
         if seen:
-            a.first_token(now)
-            if seen == CONTENT and a.first_content_ns is None:
-                a.first_content_ns = now
+            if a.first_content_ns is None:  # after the first content token, no token is a first one
+                a.first_token(now)
+                if seen == CONTENT:
+                    a.first_content_ns = now
             a.chunk_ns.append(now)
             self._progress[a.replica].last_ns = now
         return a.done or (cancel_after_chunks is not None and len(a.chunk_ns) >= cancel_after_chunks)

@@ -54,9 +54,13 @@ class Attempt:
                 self.began()
 
 
+def _not_object(value: Any, what: str) -> ProtocolViolation:
+    return ProtocolViolation(f"{what} that is not a JSON object: {str(value)[:200]!r}")
+
+
 def _object(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ProtocolViolation(f"{what} that is not a JSON object: {str(value)[:200]!r}")
+        raise _not_object(value, what)
     return value
 
 
@@ -103,31 +107,27 @@ def _tool_call_token(calls: Any) -> bool:
     return False
 
 
-def _chat_delta(delta: dict[str, Any]) -> int:
-    if delta.get("content"):
-        return CONTENT
-    if delta.get("reasoning_content") or delta.get("reasoning") or _tool_call_token(delta.get("tool_calls")):
-        return TOKEN
-    return NONE
-
-
 def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, Any]], int],
              answer_of: Callable[[dict[str, Any], AnswerParts], None]) -> int:
-    if payload.get("usage"):
-        a.usage = _object(payload["usage"], "usage")
-    if isinstance(payload.get("timings"), dict):
-        a.timings = payload["timings"]
+    # Read once per token: the checks are written out here rather than called (_object), which was a third of
+    # the time an event took.
+    if usage := payload.get("usage"):
+        a.usage = _object(usage, "usage")
+    if isinstance(timings := payload.get("timings"), dict):
+        a.timings = timings
     choices = payload.get("choices") or []
     if not isinstance(choices, list):
         raise ProtocolViolation(f"`choices` is not a list: {str(choices)[:200]!r}")
     seen = NONE
     for choice in choices:
-        choice = _object(choice, "a choice")
-        seen = max(seen, text_of(choice))
+        if not isinstance(choice, dict):
+            raise _not_object(choice, "a choice")
+        if (kind := text_of(choice)) > seen:
+            seen = kind
         if a.answer is not None:
             answer_of(choice, a.answer)
-        if choice.get("finish_reason"):
-            a.finish_reason = choice["finish_reason"]
+        if reason := choice.get("finish_reason"):
+            a.finish_reason = reason
     return seen
 
 
@@ -150,7 +150,15 @@ def _text_answer(choice: dict[str, Any], parts: AnswerParts) -> None:
 
 
 def _chat_choice(choice: dict[str, Any]) -> int:
-    return _chat_delta(_object(choice.get("delta") or {}, "a delta"))
+    if not (delta := choice.get("delta")):
+        return NONE
+    if not isinstance(delta, dict):
+        raise _not_object(delta, "a delta")
+    if delta.get("content"):
+        return CONTENT
+    if delta.get("reasoning_content") or delta.get("reasoning") or _tool_call_token(delta.get("tool_calls")):
+        return TOKEN
+    return NONE
 
 
 def _text_choice(choice: dict[str, Any]) -> int:
