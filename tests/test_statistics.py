@@ -40,6 +40,11 @@ def synthetic(count: int = 400, seed: int = 3) -> list[RequestRecord]:
     return records
 
 
+def gaps_ms(r: RequestRecord) -> np.ndarray:
+    """The gaps between its consecutive token chunks."""
+    return np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6
+
+
 def exact(values) -> dict[str, float]:
     """The value a sketch approximates: the lower of the two ranks nearest each quantile."""
     array = np.sort(np.asarray(values, dtype=float))
@@ -56,7 +61,7 @@ def test_the_reports_latency_is_within_the_sketches_accuracy_of_the_exact_values
     sent = [r for r in records if r.sent_ns is not None]
     for field, values in (("ttft_ms", [r.ttft_ms for r in sent if r.ttft_ms is not None]),
                           ("e2e_ms", [r.e2e_ms for r in sent]), ("queue_ms", [r.queue_ms for r in sent]),
-                          ("itl_ms", np.concatenate([r.itl_ms() for r in sent]))):
+                          ("itl_ms", np.concatenate([gaps_ms(r) for r in sent]))):
         row = getattr(latency, field)
         assert row.count == len(values), field
         for name, true in exact(values).items():
@@ -72,7 +77,7 @@ def test_windows_are_within_the_sketches_accuracy_of_the_exact_values():
         inside = [r for r in records if w.start_s <= (r.sent_ns - START) / S < w.end_s]
         assert w.requests == len(inside) and w.failed == sum(r.outcome is not Outcome.OK for r in inside)
         ttft = exact([r.ttft_ms for r in inside if r.ttft_ms is not None])
-        gaps = exact(np.concatenate([r.itl_ms() for r in inside]))
+        gaps = exact(np.concatenate([gaps_ms(r) for r in inside]))
         assert close(w.ttft_p50_ms, ttft["p50"]) and close(w.ttft_p95_ms, ttft["p95"])
         assert close(w.itl_p50_ms, gaps["p50"]) and close(w.itl_p95_ms, gaps["p95"])
 
@@ -87,17 +92,21 @@ def test_a_run_that_kept_few_records_reports_the_same_numbers_as_one_that_kept_a
     assert windows(kept_few, 5.0) == windows(kept_all, 5.0)
 
 
-def test_a_bulk_sketch_fed_stream_by_stream_gives_the_sketch_adding_each_would(monkeypatch):
-    gaps = np.random.default_rng(6).lognormal(np.log(15), 1.0, 5000)
+def test_a_bulk_sketch_fed_stream_by_stream_gives_the_sketch_adding_each_gap_would(monkeypatch):
+    rng = np.random.default_rng(6)
+    streams = [tuple(np.cumsum(rng.lognormal(np.log(15e6), 1.0, int(rng.integers(0, 250))).astype(np.int64)).tolist())
+               for _ in range(40)]
+    streams[5:5] = [(), (7,)]  # no gap in either
     one_by_one = DDSketch(SKETCH_ACCURACY)
-    for gap in gaps:
-        one_by_one.add(float(gap))
-    monkeypatch.setattr(tally, "_KEYS_WAITING", 1100)  # so that keys go into the sketch before it is read, too
+    for times in streams:
+        for gap in np.diff(np.asarray(times, dtype=np.int64)) / 1e6:
+            one_by_one.add(float(gap))
+    monkeypatch.setattr(tally, "_GAPS_WAITING", 1100)  # so that gaps go into the sketch before it is read, too
     bulk = tally.BulkSketch()
-    for stream in np.array_split(gaps, 40):
-        bulk.add_all(stream)
+    for times in streams:
+        bulk.add_gaps(times)
     assert 0 < bulk._count < 1100  # some still waiting when read
-    assert bulk.sketch.count == 5000 and not bulk._waiting
+    assert bulk.sketch.count == one_by_one.count > 1100 and not bulk._waiting
     for q in np.linspace(0, 1, 101):
         assert bulk.sketch.get_quantile_value(q) == pytest.approx(one_by_one.get_quantile_value(q), rel=1e-9)
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
-
 from loadrepro.config.profile import OUTAGES, ChaosAction, VerifySpec
 from loadrepro.records.memory import MemorySample
 
@@ -157,10 +155,6 @@ class RequestRecord:
     def queue_ms(self) -> float | None:
         """Queued -> sent: waiting for a concurrency slot inside loadrepro."""
         return max(0.0, (self.sent_ns - self.queued_ns) / 1e6) if self.sent_ns is not None else None
-
-    def itl_ms(self) -> np.ndarray:
-        """The gaps between consecutive chunks that carried tokens."""
-        return np.diff(np.asarray(self.chunk_ns, dtype=np.int64)) / 1e6
 
     @property
     def mean_itl_ms(self) -> float | None:
