@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadrepro.config.capacity import Capacity, KvConfig
-from loadrepro.load.probe import Probe, Usage
 from loadrepro.schema.report_sections import health_said
 from loadrepro.schema.run_report import RunReport
+
+if TYPE_CHECKING:  # a run's last lines do not describe a probe: its models are built by the probe alone
+    from loadrepro.load.probe import Probe, Usage
 
 
 def describe_verdict(report: RunReport, written: list[Path] | None = None) -> list[str]:
