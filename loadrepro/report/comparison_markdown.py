@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from loadrepro.compare.comparison import Comparison
-from loadrepro.compare.gate import Gate
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+    from loadrepro.compare.comparison import Comparison
+    from loadrepro.compare.gate import Gate
+
 
 CELL_CHARS = 90  # a comparison cell longer than this is cut at a word, and given whole below the table
 

@@ -7,8 +7,8 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING
 
-from loadrepro.compare.comparison import Comparison
 from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.interactive import SCRIPTS
 from loadrepro.report.long_run_markdown import CHAOS_HEADINGS, chaos_rows, slo_lines
@@ -23,6 +23,9 @@ from loadrepro.report.markdown import (
 )
 from loadrepro.schema.report_sections import Percentiles
 from loadrepro.schema.run_report import RunReport
+
+if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+    from loadrepro.compare.comparison import Comparison
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1180px;margin:24px auto;padding:0 16px;

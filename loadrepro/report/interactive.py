@@ -10,12 +10,15 @@ import json
 import math
 from collections.abc import Sequence
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from loadrepro.records.redact import scrub
 from loadrepro.report.timeline import Timeline
-from loadrepro.schema.sweep_report import SweepCurve
+
+if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+    from loadrepro.schema.sweep_report import SweepCurve
 
 MAX_POINTS = 100_000  # per series: a soak's series thinned to this many, evenly
 PERCENTILES = np.linspace(0, 100, 201)  # the latency chart's x: every half percentile

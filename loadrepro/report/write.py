@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from loadrepro.compare.comparison import Comparison
-from loadrepro.compare.gate import Gate
 from loadrepro.config.defaults import pictures_wanted
 from loadrepro.report.comparison_markdown import render_comparison, render_gate
 from loadrepro.report.files import write_text
@@ -16,6 +15,10 @@ from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
 from loadrepro.report.timeline import Timeline, for_report
 from loadrepro.schema.run_report import RunReport
+
+if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+    from loadrepro.compare.comparison import Comparison
+    from loadrepro.compare.gate import Gate
 
 TIMELINE_PNG, LATENCY_PNG = "timeline.png", "latency.png"
 PICTURES = (TIMELINE_PNG, LATENCY_PNG)  # a run's PNG files, for report.md, bundles and trackers that show images

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from loadrepro.config.profile import Profile
 from loadrepro.workload.apis import chat_form, deterministic
@@ -15,7 +16,9 @@ from loadrepro.workload.corpus import RecordPool, record_pool
 from loadrepro.workload.model import PlannedRequest, Workload
 from loadrepro.workload.probes import ProbeBudget, calibrate_by_probes, probe_pool
 from loadrepro.workload.tokens import Calibration, SimTokenCounter, TokenCounter, calibrate, gather_limited
-from loadrepro.workload.trace import Trace, agent_trace, build_trace, read_trace
+
+if TYPE_CHECKING:  # a trace's readers and builder are imported only by a workload that is one (see trace_of)
+    from loadrepro.workload.trace import Trace
 
 TOLERANCE = 0.02
 _CORRECT_ABOVE = 0.005  # a sample further off than this triggers one rebuild with measured costs
@@ -50,8 +53,11 @@ class Plan:
 def trace_of(profile: Profile) -> Trace | None:
     """The rows a trace or agents workload sends (None: conversations)."""
     kind = profile.workload.kind
-    return read_trace(profile.workload) if kind == "trace" else agent_trace(profile.workload) if kind == "agents" \
-        else None
+    if kind not in ("trace", "agents"):
+        return None
+    from loadrepro.workload.trace import agent_trace, read_trace  # eight modules of formats and readers
+
+    return read_trace(profile.workload) if kind == "trace" else agent_trace(profile.workload)
 
 
 def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
@@ -63,6 +69,8 @@ def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
     if trace is None:
         trace = trace_of(profile)
     if trace is not None:
+        from loadrepro.workload.trace import build_trace
+
         workload = build_trace(trace, profile.workload, profile.api, assembler)
     else:
         workload = build_conversations(profile.workload, profile.api, assembler, corrections, only)
