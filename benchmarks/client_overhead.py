@@ -2,7 +2,7 @@
 Asserts nothing.
 
     .venv/bin/python benchmarks/client_overhead.py [--requests 2000] [--concurrency 64 256] [--rounds 3]
-        [--skip-zero] [--skip-sleeping] [--before 'env PYTHONPATH=OLD_TREE PYTHON -m loadrepro']
+        [--skip-zero] [--skip-sleeping] [--before 'env PYTHONPATH=OLD_TREE PYTHON -m loadrepro'] [--instructions]
 
 Both clients run as their own processes against one stub (benchmarks/stub_engine.py, its own process) and send
 the same number of streamed chat requests of ~1000 prompt tokens and 128 output tokens:
@@ -31,6 +31,12 @@ The zero-delay stub runs twice: offering vLLM's /tokenize, and offering none (lo
 probe requests). The sleeping stub offers /tokenize. Each pair runs --rounds times, alternating, and the last line
 of each block gives the median over the rounds of each loadrepro / bare ratio (this machine is noisy). With
 --before, another loadrepro (an older tree) runs in each round too, between the two, for a before/after.
+
+--instructions (needs valgrind) also runs each client once more under valgrind's callgrind, per stub and concurrency,
+and prints the instructions each process executed, whole, and their ratio to the bare loop's: a count that a machine
+whose speed drifts does not move, for a before/after that CPU seconds cannot settle. It does not weigh what an
+instruction costs (a cache miss, a system call), and each client runs some 50 times slower under valgrind (minutes
+per 2,000 requests).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -140,14 +147,20 @@ def bare(url: str, n: int, concurrency: int) -> Outcome:
     return outcome
 
 
+def loadrepro_command(url: str, n: int, concurrency: int, work: Path, program: list[str],
+                      extra: list[str] | None = None) -> tuple[list[str], Path]:
+    """`loadrepro run` of the benchmark's profile with `extra` flags, and the run directory it writes."""
+    profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{concurrency}-{time.monotonic_ns()}"
+    profile.write_text(PROFILE.format(n=n, c=concurrency))
+    return program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet",
+                      *(extra or [])], run_dir
+
+
 def run_loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[str], extra: list[str] | None = None,
                   name: str = "loadrepro run") -> tuple[Outcome, list[dict]]:
     """`loadrepro run` of the benchmark's profile with `extra` flags: its outcome and its request records (every one
     must be ok)."""
-    profile, run_dir = work / f"bench-{concurrency}.toml", work / f"run-{concurrency}-{time.monotonic_ns()}"
-    profile.write_text(PROFILE.format(n=n, c=concurrency))
-    command = program + ["run", "--profile", str(profile), "--base-url", url, "--out", str(run_dir), "--quiet",
-                         *(extra or [])]
+    command, run_dir = loadrepro_command(url, n, concurrency, work, program, extra)
     outcome, _ = run_client(name, command, url, n)
     with open(run_dir / "requests.jsonl") as lines:
         records = [json.loads(line) for line in lines]
@@ -157,6 +170,30 @@ def run_loadrepro(url: str, n: int, concurrency: int, work: Path, program: list[
         sys.exit(f"{name}: {len(bad)} requests not ok, e.g. {bad[0]['outcome']}: {bad[0]['detail']}")
     outcome.ttft = [(r["sent_ns"] / 1e9, (r["first_token_ns"] - r["sent_ns"]) / 1e9) for r in records]
     return outcome, records
+
+
+def instructions(name: str, command: list[str], url: str, n: int) -> int:
+    """The instructions the process executed, counted by valgrind's callgrind."""
+    httpx.get(f"{url}/stats")  # reset the stub's counters
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+                          capture_output=True, text=True, env=env)
+    answered = httpx.get(f"{url}/stats").json()["requests"]
+    counted = re.search(r"Collected : (\d+)", done.stderr)
+    if answered != n or counted is None:
+        sys.exit(f"{name} under valgrind: the stub answered {answered} of {n}; stderr: {done.stderr[-2000:]}")
+    return int(counted.group(1))
+
+
+def count_instructions(url: str, n: int, concurrency: int, work: Path, programs: dict[str, list[str]]) -> None:
+    """Each client once under callgrind: its instructions, and their ratio to the bare loop's."""
+    bare_count = instructions("bare aiohttp", [sys.executable, str(HERE / "bare_loop.py"), url, str(n),
+                                               str(concurrency)], url, n)
+    line = f"  instructions c={concurrency:<4} bare aiohttp {bare_count / 1e9:.2f} G"
+    for name, program in programs.items():
+        count = instructions(name, loadrepro_command(url, n, concurrency, work, program)[0], url, n)
+        line += f"; {name} {count / 1e9:.2f} G, {count / bare_count:.3f}x"
+    print(line)
 
 
 def import_floor() -> float:
@@ -233,6 +270,8 @@ def main() -> None:
                              "round, for a before/after in one run")
     parser.add_argument("--skip-sleeping", action="store_true")
     parser.add_argument("--skip-zero", action="store_true")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each client's instructions under valgrind's callgrind, once")
     args = parser.parse_args()
     n = args.requests
     stubs = [] if args.skip_zero else [(0.0, 0.0, True), (0.0, 0.0, False)]
@@ -262,6 +301,10 @@ def main() -> None:
                     if before_pairs:
                         summary(before_pairs, concurrency, bool(ttft_ms), "loadrepro before")
                     summary(pairs, concurrency, bool(ttft_ms), floors=floors)
+                    if args.instructions:
+                        programs = {"loadrepro": shlex.split(args.loadrepro),
+                                    **({"loadrepro before": shlex.split(args.before)} if args.before else {})}
+                        count_instructions(url, n, concurrency, Path(work), programs)
             finally:
                 process.terminate()
                 process.wait()
