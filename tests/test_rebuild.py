@@ -1,6 +1,7 @@
 """`loadrepro report RUN_DIR` rebuilds a run's reports from its directory: a soak killed with SIGKILL mid-load gets a
 report marked incomplete (stop reason killed) holding every record that reached requests.jsonl; a run that ended is
-rebuilt with the verdict and the counts it had; a directory that is not a run's is refused by name."""
+rebuilt with the verdict and the counts it had, its [slo] judged as the run judged it, its records counted once; a
+directory that is not a run's is refused by name."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
+from loadrepro.records import Tally
 from loadrepro.report.bundle import make_bundle
+from loadrepro.runs.rebuild import rebuild
 from tests.helpers import cli, rule
 
 
@@ -81,3 +86,27 @@ def test_a_run_that_ended_is_rebuilt_as_it_was_and_a_stranger_directory_refused(
     (tmp_path / "other").mkdir()
     refused = cli("report", str(tmp_path / "other"))
     assert refused.returncode == 2 and "missing run.json" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize(("ttft_ms", "verdict", "severity"), [(0.001, "fail", "fail"), (600_000.0, "pass", "info")])
+def test_a_rebuilt_report_judges_the_slo_as_the_run_did_counting_its_records_once(tmp_path, monkeypatch, ttft_ms,
+                                                                                  verdict, severity):
+    """Every request misses a first token in a microsecond (the run fails rule `slo`), and meets one in ten minutes
+    (it passes): the rebuilt report says the same, from one count of the records."""
+    run_dir = tmp_path / "run"
+    done = cli("run", "--profile", "healthy", "--set", "workload.conversations=4", "--set", f"slo.ttft_ms={ttft_ms}",
+               "--set", "slo.min_attainment=0.9", "--out", str(run_dir), "--quiet",
+               env={"LOADREPRO_SIM_IN_PROCESS": "1"})
+    before = json.loads((run_dir / "report.json").read_text())
+    assert before["verdict"] == verdict and rule(before, "slo")["severity"] == severity, done.stdout
+    original, counted = Tally.of, []
+
+    def counting(*args, **kwargs):
+        counted.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(Tally, "of", counting)
+    report, _ = rebuild(run_dir)
+    after = json.loads((run_dir / "report.json").read_text())
+    assert report.verdict == after["verdict"] == verdict and rule(after, "slo") == rule(before, "slo")
+    assert after["requests"] == before["requests"] and len(counted) == 1

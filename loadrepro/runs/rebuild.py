@@ -9,9 +9,10 @@ from pathlib import Path
 
 import orjson
 
+from loadrepro.config.profile import Profile
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.records import NoteSource, RunResult, StopReason, Verification, read_run_files
+from loadrepro.records import NoteSource, RunResult, StopReason, Tally, Verification, read_run_files
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runs.reporting import Reporter
@@ -31,7 +32,7 @@ def rebuild(run_dir: Path, png: bool = False) -> tuple[RunReport, list[Path]]:
         raise UsageError(f"{run_dir}: not a run directory loadrepro can rebuild (missing {', '.join(missing)})")
     facts = RunFacts.model_validate_json((run_dir / FACTS).read_text(encoding="utf-8"))
     profile = load_profile(str(run_dir / "profile.toml"))
-    result = _result(run_dir, facts, profile.workload.seed, _ended_as(run_dir))
+    result = _result(run_dir, facts, profile, _ended_as(run_dir))
     on_disk = len(result.records)
     notes = [f"rebuilt from {run_dir.name}: {on_disk:,} records and the samples on disk"
              + ("; the run's process ended before its report (killed): the report is incomplete"
@@ -53,16 +54,22 @@ def _ended_as(run_dir: Path) -> StopReason:
     return StopReason(said) if said in known else StopReason.KILLED
 
 
-def _result(run_dir: Path, facts: RunFacts, seed: int, reason: StopReason) -> RunResult:
+def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason) -> RunResult:
     files = read_run_files(run_dir)
     times = [r.end_ns for r in files.records] + [h.t_ns for h in files.health] + [m.t_ns for m in files.metrics]
     if files.start_ns is None or not times:
         raise UsageError(f"{run_dir}: its load never started (no record, or no start in samples.jsonl)")
     killed = reason is StopReason.KILLED
+    # Counted once, in [verdict]'s windows as the run counted them: every rule and report section reads this tally
+    # (without one, each read counted every record again), and against the profile's [slo], as the run judged it.
+    tally = Tally.of(files.records, files.start_ns, profile.verdict.window_s,
+                     (*files.metrics, *files.health, *files.canaries, *files.memory), profile.slo)
     return RunResult(
-        label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd, seed=seed,
-        started_at=facts.started_at, start_ns=files.start_ns, end_ns=max(times), records=files.records,
-        health=files.health, post_health=files.health[-1] if files.health and not killed else None,
+        label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd,
+        seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=max(times),
+        records=files.records, health=files.health,
+        post_health=files.health[-1] if files.health and not killed else None,
         metrics=files.metrics, log_matches=files.matches, log_context=(),
         notes=tuple(n for n in files.notes if n.source != NoteSource.RUN), stop_reason=reason,
-        interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory)
+        interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory,
+        slo=profile.slo, watch=profile.watch, tally=tally)
