@@ -35,8 +35,9 @@ of each block gives the median over the rounds of each loadrepro / bare ratio (t
 --instructions (needs valgrind) also runs each client once more under valgrind's callgrind, per stub and concurrency,
 and prints the instructions each process executed, whole, and their ratio to the bare loop's: a count that a machine
 whose speed drifts does not move, for a before/after that CPU seconds cannot settle. It does not weigh what an
-instruction costs (a cache miss, a system call), and each client runs some 50 times slower under valgrind (minutes
-per 2,000 requests).
+instruction costs (a cache miss, a system call), and each client runs 50 to 100 times slower under valgrind (minutes
+per 2,000 requests). loadrepro's watchers poll /health and /metrics on the clock, so a run that long polls that much
+more often: its ratio to the bare loop reads high, while two loadrepro trees counted alike compare fairly.
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ def _tool_call_token(calls: Any) -> bool:
 
 def _choices(payload: dict[str, Any], a: Attempt, text_of: Callable[[dict[str, Any]], int],
              answer_of: Callable[[dict[str, Any], AnswerParts], None]) -> int:
-    # Read once per token: the checks are written out here rather than called (_object), which was a third of
-    # the time an event took.
+    # Read once per token: the checks are written out here rather than called (_object, the token kind's max), which
+    # was a third of this function's time.
     if usage := payload.get("usage"):
         a.usage = _object(usage, "usage")
     if isinstance(timings := payload.get("timings"), dict):

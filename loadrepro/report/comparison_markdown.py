@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+if TYPE_CHECKING:  # types only: every run's report writer imports this module, and a run compares nothing
     from loadrepro.compare.comparison import Comparison
     from loadrepro.compare.gate import Gate
 
