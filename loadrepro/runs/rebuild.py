@@ -5,6 +5,7 @@ its last checkpoint's; rebuilt, its report holds every record that reached the d
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import orjson
@@ -12,7 +13,7 @@ import orjson
 from loadrepro.config.profile import Profile
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.records import NoteSource, RunResult, StopReason, Tally, Verification, read_run_files
+from loadrepro.records import NoteSource, RunResult, StopReason, Verification, read_run_files
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runs.reporting import Reporter
@@ -60,11 +61,7 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
     if files.start_ns is None or not times:
         raise UsageError(f"{run_dir}: its load never started (no record, or no start in samples.jsonl)")
     killed = reason is StopReason.KILLED
-    # Counted once, in [verdict]'s windows as the run counted them: every rule and report section reads this tally
-    # (without one, each read counted every record again), and against the profile's [slo], as the run judged it.
-    tally = Tally.of(files.records, files.start_ns, profile.verdict.window_s,
-                     (*files.metrics, *files.health, *files.canaries, *files.memory), profile.slo)
-    return RunResult(
+    result = RunResult(
         label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd,
         seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=max(times),
         records=files.records, health=files.health,
@@ -72,4 +69,7 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
         metrics=files.metrics, log_matches=files.matches, log_context=(),
         notes=tuple(n for n in files.notes if n.source != NoteSource.RUN), stop_reason=reason,
         interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory,
-        slo=profile.slo, watch=profile.watch, tally=tally)
+        slo=profile.slo, watch=profile.watch)
+    # Counted once, in [verdict]'s windows as the run counted them: every rule and report section reads this tally
+    # (without one, each read counted every record again).
+    return dataclasses.replace(result, tally=result.totals(profile.verdict.window_s))
