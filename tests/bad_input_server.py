@@ -5,7 +5,9 @@ tokens to the rest. `mode` "dies_on_utf8": a body that is not UTF-8 kills it (50
 /health keeps saying 200; "latches_grammar": as vLLM 0.25.1 did, a grammar that defines its root twice is refused
 (400) until a structured request (a choice) has set its grammar backend up, and kills it (500, /health 503) after;
 "exits_on_utf8", run as a process (`python -m tests.bad_input_server --port N --mode exits_on_utf8`): a body that is
-not UTF-8 aborts the process, as llama.cpp 0.3.7 did ("terminate called ... invalid UTF-8 byte")."""
+not UTF-8 aborts the process, as llama.cpp 0.3.7 did ("terminate called ... invalid UTF-8 byte"); "500_on_bad_json":
+broken JSON is answered with a 500 and the server serves on, as llama.cpp does; "dies_after_500": as vLLM 0.25.1
+did, broken JSON is answered with a 500 and the server dies half a second later (500 to everything, /health 503)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from tests.stub_server import chat_app, chunk_event, serving
+
+DYING_S = 0.5  # how long "dies_after_500" serves on after its 500
 
 
 @dataclass
@@ -47,7 +51,9 @@ class BadInputServer:
         except json.JSONDecodeError:
             if self.mode == "hangs_on_bad_json":
                 self.hung = True
-            return "invalid JSON" if self.mode != "500_on_bad_json" else "500: invalid JSON"
+            if self.mode == "dies_after_500":
+                asyncio.get_running_loop().call_later(DYING_S, setattr, self, "dead", True)
+            return "500: invalid JSON" if self.mode in ("500_on_bad_json", "dies_after_500") else "invalid JSON"
         if not isinstance(body.get("messages"), list) or not isinstance(body.get("max_tokens", 1), int):
             return "wrong types"
         if body.get("model") != "bad":  # as vLLM does, before it reads the rest: a body for another model says

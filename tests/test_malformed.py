@@ -106,6 +106,20 @@ def test_an_engine_that_answers_broken_json_with_a_500_and_keeps_serving_is_warn
     assert "invalid_utf8" not in words
 
 
+def test_an_engine_that_answers_broken_json_with_a_500_and_dies_a_moment_later_fails_naming_it(tmp_path,
+                                                                                             tokenizer_dir):
+    """vLLM 0.25.1 answered a bad grammar with a 500 and exited half a second later: its /health, asked at once,
+    still said 200. /health is watched for a while after an answer that is not a 4xx, so the death is the kind's."""
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE.replace("count = 1", 'count = 1\nkind = "bad_json"'))
+    with BadInputServer("dies_after_500").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert server.dead and not report.passed
+    words = fired(report).get("bad_input_crash")
+    assert words and not words.startswith("warning: ") and \
+        re.search(r"bad_json: HTTP 500 .*; /health not 200 after it", words), words
+
+
 @pytest.mark.slow
 def test_a_grammar_that_kills_the_engine_after_a_structured_request_fails_naming_it(tmp_path, tokenizer_dir):
     """bad_grammar, named: a server that, as vLLM 0.25.1, dies of a grammar that defines its root twice once a

@@ -26,6 +26,10 @@ KINDS: tuple[MalformedKind, ...] = ("invalid_utf8", "bad_json", "wrong_types", "
 BAD_GRAMMAR = 'root ::= "a"\nroot ::= "b"'
 HUGE_BODY_BYTES = 4 << 20  # a prompt far beyond any context (about a million tokens), quick to send here
 ANSWER_S = 15.0  # how long a malformed request may take to be refused
+# How long /health is watched after an answer that is not a 4xx: vLLM 0.25.1 answered the bad grammar with a 500
+# and its process exited about half a second later, so a /health asked at once still said 200.
+SETTLE_S = 3.0
+SETTLE_POLL_S = 0.25
 
 
 def body(kind: MalformedKind, api: Api, model: str) -> bytes:
@@ -61,7 +65,7 @@ class Refusal:
     kind: MalformedKind
     status: int | None  # None: no answer
     said: str  # the answer's first words, or why there was none
-    healthy_after: bool  # /health answered 200 right after it
+    healthy_after: bool  # /health answered 200 after it (watched for SETTLE_S after an answer not a 4xx)
 
     @property
     def refused(self) -> bool:
@@ -93,10 +97,25 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
         return None, f"{type(exc).__name__}: {exc}"[:160]
 
 
+async def _healthy_after(status: int | None, healthy: Callable[[], Awaitable[bool]] | None,
+                         gone: Callable[[], bool]) -> bool:
+    """Whether the engine still serves after one answer (no health path: while it is not `gone()`): asked once
+    after a 4xx; after anything else, asked until SETTLE_S has passed, since an engine that failed the request may
+    be dying behind a /health that still answers."""
+    loop = asyncio.get_running_loop()
+    settled = loop.time() + (0.0 if status is not None and 400 <= status < 500 else SETTLE_S)
+    while not gone() and (healthy is None or await healthy()):
+        if loop.time() >= settled:
+            return True
+        await asyncio.sleep(SETTLE_POLL_S)
+    return False
+
+
 async def send_malformed(base_url: str, api: Api, model: str, api_key: str | None, kinds: tuple[MalformedKind, ...],
                          count: int, healthy: Callable[[], Awaitable[bool]] | None,
                          gone: Callable[[], bool] = lambda: False) -> tuple[list[Refusal], str]:
-    """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200); and, in
+    """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200 while the
+    engine is not `gone()`); and, in
     words, those not sent: once one crashed the engine (or `gone()`), the rest would only wait on a broken engine
     (each up to ANSWER_S) and could tell nothing of how it takes them."""
     url = base_url.rstrip("/") + PATHS[api]
@@ -108,6 +127,6 @@ async def send_malformed(base_url: str, api: Api, model: str, api_key: str | Non
             if gone() or any(r.crashed for r in refusals):
                 break
             status, said = await post(session, url, body(kind, api, model), api_key)
-            refusals.append(Refusal(kind, status, said, await healthy() if healthy else True))
+            refusals.append(Refusal(kind, status, said, await _healthy_after(status, healthy, gone)))
     left = planned[len(refusals):]
     return refusals, ", ".join(f"{kind} x{left.count(kind)}" for kind in dict.fromkeys(left))
