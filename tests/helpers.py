@@ -118,3 +118,21 @@ def until(done: Callable[[], T], timeout_s: float = 60, what: str = "") -> T:
         assert time.monotonic() < deadline, f"{what or done} did not happen within {timeout_s:g} s"
         time.sleep(0.05)
     return value
+
+
+def rebuilt_alike(run_dir: Path) -> dict[str, Any]:
+    """`loadrepro report RUN_DIR` judges a run as the run judged itself: the same verdict, each rule's firing,
+    severity, detail and facts, and the capacity, chaos and log sections. The rebuilt report.json."""
+    from loadrepro.runs.rebuild import rebuild
+
+    before = report(run_dir)
+    rebuild(Path(run_dir))
+    after = report(run_dir)
+
+    def judged(rep: dict[str, Any]) -> dict[str, Any]:
+        return {r["name"]: (r["fired"], r["severity"], r["detail"], r["facts"]) for r in rep["rules"]}
+
+    assert after["verdict"] == before["verdict"] and judged(after) == judged(before), (before["rules"], after["rules"])
+    for section in ("capacity", "chaos", "log_excerpt", "watched_endpoints", "endpoints"):
+        assert after.get(section) == before.get(section), (section, before.get(section), after.get(section))
+    return after

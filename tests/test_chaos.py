@@ -16,7 +16,7 @@ from aiohttp import web
 import loadrepro
 from loadrepro.config.options import RunArguments
 from loadrepro.errors import UsageError
-from tests.helpers import facts, fired
+from tests.helpers import facts, fired, rebuilt_alike
 from tests.stub_server import chat_app, chunk_event, serving
 
 
@@ -201,6 +201,7 @@ def test_an_engine_that_frees_aborted_requests_but_not_their_blocks_fails_no_rec
     assert fired(report).get("zombie_requests") is None  # its running count was freed: only the blocks tell
     [row] = report.chaos
     assert not row.recovered and row.before_kv_usage == 0.0 and row.after_kv_usage >= 0.35
+    rebuilt_alike(tmp_path / "run")
 
 
 @pytest.mark.slow

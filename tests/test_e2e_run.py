@@ -9,7 +9,7 @@ import pytest
 
 import loadrepro as loadrepro_api
 from loadrepro.config.defaults import PICTURES_ENV
-from tests.helpers import cli, report, small
+from tests.helpers import cli, rebuilt_alike, report, small
 from tests.stub_server import StubServer
 
 SMALL = small()
@@ -87,6 +87,7 @@ def test_each_simulated_scenario_fails_on_stock_and_passes_on_patched(tmp_path, 
     assert stock.returncode == 1, stock.stdout
     assert patched.returncode == 0, patched.stdout
     assert report(tmp_path / "stock")["signatures"][0]["class"] == "F"
+    rebuilt_alike(tmp_path / "stock")
 
 
 def test_healthy_profile_passes_with_prefix_reuse_checked(tmp_path):

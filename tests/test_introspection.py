@@ -11,7 +11,7 @@ import tomllib
 
 from aiohttp import web
 
-from tests.helpers import cli, rule, small
+from tests.helpers import cli, rebuilt_alike, rule, small
 from tests.stub_server import StubServer, chat_app, chunk_event, serving
 
 WATCH = ["--set", "watch.introspection_path='/slots'", "--set", "watch.introspection_timeout_s=0.3", "--set",
@@ -74,6 +74,7 @@ def test_slots_that_stop_answering_while_health_answers_200_fail_the_run(tmp_pat
     facts = found["facts"]
     assert facts["unanswered"] >= 2 and facts["health_200"] >= 1 and facts["tokens_meanwhile"] == 0, facts
     assert facts["in_flight"] >= 1
+    rebuilt_alike(tmp_path)
 
 
 def test_slots_that_answer_do_not_fire_it_nor_a_dead_frontend(tmp_path):

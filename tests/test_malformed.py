@@ -15,7 +15,7 @@ import pytest
 import loadrepro
 from loadrepro.load.malformed import KINDS, body
 from tests.bad_input_server import BadInputServer
-from tests.helpers import fired, report, until
+from tests.helpers import fired, rebuilt_alike, report, until
 
 PROFILE = """
 name = "malformed"
@@ -118,6 +118,7 @@ def test_an_engine_that_answers_broken_json_with_a_500_and_dies_a_moment_later_f
     words = fired(report).get("bad_input_crash")
     assert words and not words.startswith("warning: ") and \
         re.search(r"bad_json: HTTP 500 .*; /health not 200 after it", words), words
+    rebuilt_alike(tmp_path / "run")
 
 
 @pytest.mark.slow

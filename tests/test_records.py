@@ -49,6 +49,37 @@ def test_records_and_samples_round_trip_through_the_writer(tmp_path):
     assert [sample_from_json(d) for d in read_jsonl(tmp_path / "samples.jsonl")] == [*samples, Note(6, "x", "a dict")]
 
 
+def test_what_a_rebuilt_report_judges_besides_the_samples_round_trips_through_samples_jsonl(tmp_path):
+    """A watched endpoint's samples, the faults on purpose (one not caused), a replica's exit and how the run ended
+    are written beside the watchers' samples and read back as they were (runs/rebuild.py judges them)."""
+    from loadrepro.records import (
+        EndpointSample,
+        Fault,
+        FaultNotCaused,
+        ProcessExit,
+        ReplicaExit,
+        RunEnd,
+        read_run_files,
+    )
+
+    JsonlWriter(tmp_path / "requests.jsonl").close()
+    events = [EndpointSample("decode-0", HealthSample(1, 503, 4)),
+              EndpointSample("introspection", HealthSample(2, 200, 3)),
+              EndpointSample("replica-1", MetricsSample(3, {"kv_usage": 0.5})),
+              Fault("malformed", 4, 5, None, 2.0, "1 malformed requests", False, "bad_json: HTTP 500",
+                    ("bad_json: HTTP 500",)), FaultNotCaused("kill", 9.0, "the load ended at 8.0 s"),
+              ReplicaExit(1, ProcessExit(6, -11, "killed by SIGSEGV")),
+              RunEnd(7, HealthSample(7, "unreachable", 2), 5, 6, False, None)]
+    writer = JsonlWriter(tmp_path / "samples.jsonl")
+    for item in [Note(0, "run", "start"), *events]:
+        writer.write(item)
+    writer.close()
+    files = read_run_files(tmp_path)
+    assert files.endpoints == tuple(events[:3]) and files.of_endpoint("decode-0") == ((HealthSample(1, 503, 4),), ())
+    assert files.faults == (events[3],) and files.not_caused == (events[4],)
+    assert files.replica_exits == (events[5],) and files.ended == events[6] and files.start_ns == 0
+
+
 def test_fault_spans_say_what_was_a_faults_doing():
     """One answer for the runner (live, a fault still going on), the health rules (outages only) and the windows
     (any fault): a span meets what overlaps it, ends included; one not over yet meets everything after it."""

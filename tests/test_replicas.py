@@ -16,7 +16,7 @@ import loadrepro
 from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from tests.helpers import rule
+from tests.helpers import rebuilt_alike, rule
 from tests.stub_server import StubServer
 
 PROFILE = """
@@ -104,6 +104,7 @@ def test_a_replica_that_dies_while_the_other_serves_fails_replica_death_and_the_
     # the dead replica's 500s are not told as the target failing while its own /health said 200
     assert not rule(report, "failures_while_healthy").fired, rule(report, "failures_while_healthy")
     assert (tmp_path / "run" / "timeline.png").stat().st_size > 0  # its /health drawn in the endpoints' panel
+    rebuilt_alike(tmp_path / "run")
 
 
 def test_the_timeline_draws_each_replicas_health(tmp_path, tokenizer_dir):
@@ -250,6 +251,7 @@ def test_a_started_replica_that_crashes_is_named_with_its_exit_and_its_log(tmp_p
     first = report.endpoints[0]
     assert first.died_at_s is None and first.by_outcome.get("ok", 0) >= 20, first  # half the load at least
     assert "EngineCore encountered an issue" in report.log_excerpt[-1]
+    rebuilt_alike(tmp_path / "run")
     calm = loadrepro.run(path, engine_cmd=f"{engine} --state {tmp_path / 'calm-starts'}", replicas=2,
                          tokenizer=tokenizer_dir, out=tmp_path / "calm")
     assert calm.passed, calm.reasons

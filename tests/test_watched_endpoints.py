@@ -5,7 +5,7 @@ not; one down a while and back is said, not failed."""
 from __future__ import annotations
 
 import loadrepro
-from tests.helpers import rule
+from tests.helpers import rebuilt_alike, rule
 from tests.pool_server import PoolServer
 from tests.stub_server import StubServer
 
@@ -53,6 +53,7 @@ def test_a_pool_dead_behind_a_target_that_answers_is_the_deployments_death(tmp_p
     assert watched.name == "decode-0" and watched.died_at_s is not None and watched.not_ok >= 2
     assert watched.kv_usage_peak == 0.42 and watched.waiting_peak == 3
     assert "Watched decode-0" in (tmp_path / "run" / "report.md").read_text()
+    rebuilt_alike(tmp_path / "run")
 
 
 def test_a_pool_that_stays_healthy_passes(tmp_path, tokenizer_dir):

@@ -20,10 +20,12 @@ from loadrepro.workload.model import PlannedRequest
 
 class FaultsOnPurpose:
     def __init__(self, events: list[ChaosEvent], clock: Callable[[], int], stopped: asyncio.Event,
-                 note: Callable[[NoteSource, str], None]) -> None:
+                 note: Callable[[NoteSource, str], None],
+                 written: Callable[[Fault | FaultNotCaused], None] = lambda kept: None) -> None:
         """`stopped`: set once the load starts no new request (a fault is then not caused); `note`: says a fault
-        as it happened."""
+        as it happened; `written`: each fault, and each not caused, as it is kept."""
         self.events, self._clock, self._stopped, self._note = events, clock, stopped, note
+        self._written = written
         self.spans = FaultSpans()  # each fault as it happens: what was its doing
         self.faults: list[Fault] = []
         self.not_caused: list[FaultNotCaused] = []
@@ -46,7 +48,7 @@ class FaultsOnPurpose:
         ended_s = (self._clock() - self.started_ns) / 1e9
         for event in self.events:
             if event.at_s > ended_s:
-                self.not_caused.append(FaultNotCaused(event.action, event.at_s, f"the load ended at {ended_s:.1f} s"))
+                self._not_caused(FaultNotCaused(event.action, event.at_s, f"the load ended at {ended_s:.1f} s"))
 
     async def done(self, interrupted: bool) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s, at once
@@ -72,6 +74,10 @@ class FaultsOnPurpose:
             return dataclasses.replace(record, shared_prefix_tokens=0)
         return record
 
+    def _not_caused(self, kept: FaultNotCaused) -> None:
+        self.not_caused.append(kept)
+        self._written(kept)
+
     def _fault(self, event: ChaosEvent, tools: ChaosTools) -> None:
         """A fault, at its time, unless the load has already stopped; it runs beside the load."""
         if self._stopped.is_set():
@@ -93,8 +99,8 @@ class FaultsOnPurpose:
             late = (self._clock() - self.started_ns) / 1e9 - event.at_s
             what = f"the {event.action.replace('_', ' ')} at {event.at_s:g} s"
             if self._stopped.is_set():
-                self.not_caused.append(FaultNotCaused(event.action, event.at_s, f"the engine was still down from the "
-                                                                                f"{waited} when the load ended"))
+                self._not_caused(FaultNotCaused(event.action, event.at_s, f"the engine was still down from the "
+                                                                          f"{waited} when the load ended"))
                 return
             self._note(NoteSource.CHAOS, f"{what} was caused {late:.1f} s late: the engine was down from the {waited} "
                                          "until then")
@@ -113,6 +119,7 @@ class FaultsOnPurpose:
             raise
         span.over_ns = fault.over_ns
         self.faults.append(fault)
+        self._written(fault)
         back = (f"/health 200 {(fault.back_ns - fault.done_ns) / 1e9:.1f} s after" if fault.back_ns else
                 f"/health not 200 within {event.recover_within_s:g} s of")
         self._note(NoteSource.CHAOS, f"{event.action.replace('_', ' ')} at {event.at_s:g} s: {fault.detail}; {back} "

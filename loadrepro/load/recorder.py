@@ -15,6 +15,8 @@ from loadrepro.records import (
     ENGINE_RSS,
     CanarySample,
     EndpointSample,
+    Fault,
+    FaultNotCaused,
     HealthSample,
     JsonlWriter,
     LogMatch,
@@ -22,7 +24,9 @@ from loadrepro.records import (
     MetricsSample,
     Note,
     Outcome,
+    ReplicaExit,
     RequestRecord,
+    RunEnd,
     Sample,
     Tally,
 )
@@ -123,7 +127,9 @@ class Recorder:
                     self.tally.thinned += before - len(self.memory)
 
     def endpoint_sample(self, sample: EndpointSample) -> None:
-        """A watched endpoint's sample ([[watch.endpoints]]), kept beside the target's (thinned alike)."""
+        """A watched endpoint's sample ([[watch.endpoints]], a replica's, the introspection path's), kept beside the
+        target's (thinned alike)."""
+        self._samples_out.write(sample)
         health, metrics = self.watched.setdefault(sample.endpoint, ([], []))
         match sample.sample:
             case HealthSample():
@@ -134,6 +140,11 @@ class Recorder:
                 metrics.append(sample.sample)
                 if len(metrics) > MAX_SAMPLES:
                     metrics[:] = coarsened(metrics)
+
+    def written(self, event: Fault | FaultNotCaused | ReplicaExit | RunEnd) -> None:
+        """What the runner keeps of its own (a fault on purpose, one not caused, a replica's exit, how the run
+        ended), written to samples.jsonl as it happens, so that a rebuilt report judges it too."""
+        self._samples_out.write(event)
 
     def sampled_answers(self) -> tuple[RequestRecord, ...]:
         """When records were dropped, the uniform samples of the whole run's completed requests with answers (the

@@ -55,6 +55,7 @@ from loadrepro.records import (
     NoteSource,
     Outcome,
     RequestRecord,
+    RunEnd,
     RunResult,
     Sample,
     StopReason,
@@ -92,7 +93,8 @@ class Runner:
         self._load_task: asyncio.Task[None] | None = None
         self._crash: str | None = None  # how a load worker failed
         self._replicas = Replicas(client.config.replicas, target.started_replicas, profile.watch,
-                                  client.config.signatures, self._on_sample, clock, self._recorder.watched)
+                                  client.config.signatures, self._on_sample, clock, self._recorder.watched,
+                                  self._recorder.written)
         self._target_dead = False
         self._engine = EngineExit(target.engine_exit, self._engine_exited)
         engine = target.engine
@@ -103,7 +105,8 @@ class Runner:
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
-        self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note)
+        self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note,
+                                      self._recorder.written)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
                               self._load.duration_s or None)
         self._live_metrics = live_metrics
@@ -297,6 +300,8 @@ class Runner:
                 if resent := http.reconnects:
                     self._note(NoteSource.CONTROL, f"{resent} health/metrics requests resent on a new connection: the "
                                           "target had closed the pooled one (not unhealthy polls)")
+            self._recorder.written(RunEnd(end_ns, post, self.client.activity.last_ns, self._stopped_ns,
+                                          self._engine.running(), self._crash))
         finally:
             self._recorder.close()
         return self._result(end_ns, post, self._stop_reason or StopReason.DONE)

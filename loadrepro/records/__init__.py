@@ -8,7 +8,7 @@ still in flight.
 
 from __future__ import annotations
 
-from loadrepro.records.jsonl import JsonlWriter, RunFiles, read_jsonl, read_run_files
+from loadrepro.records.jsonl import JsonlWriter, ReplicaExit, RunEnd, RunFiles, read_jsonl, read_run_files
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.result import RunResult
 from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
@@ -58,7 +58,8 @@ __all__ = [
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
     "EndpointSample", "Fault", "MemorySample",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",
-    "NoteSource", "Outcome", "ProcessExit", "RequestRecord", "RunResult", "Sample", "StopReason", "Tally",
+    "NoteSource", "Outcome", "ProcessExit", "ReplicaExit",
+    "RequestRecord", "RunEnd", "RunResult", "Sample", "StopReason", "Tally",
     "Verification", "Watched",
     "RunFiles", "WindowTally", "quiet", "replica_name", "read_jsonl", "read_run_files", "sample_from_json",
     "wrong_answers"]

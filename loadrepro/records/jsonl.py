@@ -1,4 +1,7 @@
-"""requests.jsonl and samples.jsonl: written on a thread of their own as things happen, read back whole."""
+"""requests.jsonl and samples.jsonl: written on a thread of their own as things happen, read back whole.
+samples.jsonl holds, besides the watchers' samples, what else the judges read of a run as it happens (a watched
+endpoint's samples, each fault on purpose, a replica's exit, how the run ended), so that `loadrepro report` judges a
+run as it judged itself."""
 
 from __future__ import annotations
 
@@ -18,14 +21,43 @@ from loadrepro.records.memory import MemorySample
 from loadrepro.records.vocabulary import (
     KIND_OF,
     CanarySample,
+    EndpointSample,
+    Fault,
+    FaultNotCaused,
     HealthSample,
     LogMatch,
     MetricsSample,
     Note,
     NoteSource,
+    ProcessExit,
     RequestRecord,
+    Sample,
     sample_from_json,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """What the runner knew once the load and the watching ended (RunResult's fields of the same names); a run
+    killed before then has none."""
+
+    end_ns: int
+    post_health: HealthSample | None
+    progress_ns: int
+    stopped_ns: int | None
+    engine_running: bool | None
+    worker_crash: str | None
+
+
+_EVENT_KINDS: dict[type, str] = {Fault: "fault", FaultNotCaused: "fault_not_caused", RunEnd: "run_end"}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaExit:
+    """A replica loadrepro started ([target] replicas by index, from 1) that exited by itself during the run."""
+
+    index: int
+    exit: ProcessExit
 
 
 class JsonlWriter:
@@ -66,6 +98,14 @@ def _line(item: Any) -> bytes:
     """One JSON line; dataclasses go straight to orjson, which reads their slots without copying them."""
     if isinstance(item, dict):
         return orjson.dumps(item) + b"\n"
+    if isinstance(item, EndpointSample):  # its sample with its own kind
+        return (b'{"kind":"endpoint","endpoint":' + orjson.dumps(item.endpoint) + b',"sample":'
+                + _line(item.sample)[:-1] + b"}\n")
+    if isinstance(item, ReplicaExit):
+        index = str(item.index).encode()
+        return b'{"kind":"replica_exit","index":' + index + b"," + orjson.dumps(item.exit)[1:] + b"\n"
+    if (kind := _EVENT_KINDS.get(type(item))) is not None:
+        return b'{"kind":"' + kind.encode() + b'",' + orjson.dumps(item)[1:] + b"\n"
     if not isinstance(item, RequestRecord):
         return b'{"kind":"' + KIND_OF[type(item)].encode() + b'",' + orjson.dumps(item)[1:] + b"\n"
     if len(item.chunk_ns) <= _SLICE:
@@ -102,6 +142,17 @@ class RunFiles:
     notes: tuple[Note, ...]  # the load's start (source RUN) included
     canaries: tuple[CanarySample, ...]
     memory: tuple[MemorySample, ...]
+    endpoints: tuple[EndpointSample, ...] = ()  # watched endpoints', replicas' and the introspection path's
+    faults: tuple[Fault, ...] = ()
+    not_caused: tuple[FaultNotCaused, ...] = ()
+    replica_exits: tuple[ReplicaExit, ...] = ()
+    ended: RunEnd | None = None
+
+    def of_endpoint(self, name: str) -> tuple[tuple[HealthSample, ...], tuple[MetricsSample, ...]]:
+        """One endpoint's /health polls and metrics scrapes."""
+        samples = [e.sample for e in self.endpoints if e.endpoint == name]
+        return (tuple(s for s in samples if isinstance(s, HealthSample)),
+                tuple(s for s in samples if isinstance(s, MetricsSample)))
 
     @property
     def start_ns(self) -> int | None:
@@ -111,10 +162,32 @@ class RunFiles:
 
 def read_run_files(run_dir: Path) -> RunFiles:
     records = tuple(RequestRecord.from_json(d) for d in read_jsonl(run_dir / "requests.jsonl"))
-    samples = [sample_from_json(d) for d in read_jsonl(run_dir / "samples.jsonl")]
+    samples = [_item(d) for d in read_jsonl(run_dir / "samples.jsonl")]
 
     def kind(of: type[Any]) -> tuple[Any, ...]:
         return tuple(s for s in samples if isinstance(s, of))
 
     return RunFiles(records, kind(HealthSample), kind(MetricsSample), kind(LogMatch), kind(Note),
-                    kind(CanarySample), kind(MemorySample))
+                    kind(CanarySample), kind(MemorySample), kind(EndpointSample), kind(Fault), kind(FaultNotCaused),
+                    kind(ReplicaExit), next(iter(kind(RunEnd)), None))
+
+
+def _item(data: dict[str, Any]) -> Sample | EndpointSample | Fault | FaultNotCaused | ReplicaExit | RunEnd:
+    """One line of samples.jsonl as what wrote it."""
+    match data["kind"]:
+        case "endpoint":
+            sample = sample_from_json(data["sample"])
+            assert isinstance(sample, HealthSample | MetricsSample), data
+            return EndpointSample(data["endpoint"], sample)
+        case "replica_exit":
+            return ReplicaExit(data["index"], ProcessExit(data["t_ns"], data["code"], data["how"]))
+        case "fault":
+            fields = {k: v for k, v in data.items() if k != "kind"}
+            return Fault(**fields | {"unrefused": tuple(fields.get("unrefused", ()))})
+        case "fault_not_caused":
+            return FaultNotCaused(data["action"], data["at_s"], data["why"])
+        case "run_end":
+            post = data["post_health"]
+            return RunEnd(data["end_ns"], HealthSample(**post) if post else None, data["progress_ns"],
+                          data["stopped_ns"], data["engine_running"], data["worker_crash"])
+    return sample_from_json(data)

@@ -1,24 +1,43 @@
 """A run's reports rebuilt from its directory (`loadrepro report RUN_DIR`): the records and samples written as they
-happened (requests.jsonl, samples.jsonl), the profile and the facts written before the load (profile.toml,
-run.json). A run whose process was killed (SIGKILL, an OOM killer, a CI runner's hard stop) left no report, or only
-its last checkpoint's; rebuilt, its report holds every record that reached the disk and says it is incomplete."""
+happened (requests.jsonl; samples.jsonl, with the watched endpoints' and replicas' samples, the faults on purpose
+and the replicas' exits), the profile and the facts written before the load (profile.toml; run.json, with the
+target's limits; the workload file, whose planned lengths give the capacity model's predictions). A run whose
+process was killed (SIGKILL, an OOM killer, a CI runner's hard stop) left no report, or only its last
+checkpoint's; rebuilt, its report holds every record that reached the disk and says it is incomplete."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
-from loadrepro.config.profile import Profile
+from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.records import NoteSource, RunResult, StopReason, Verification, read_run_files
+from loadrepro.judge.signatures import SignatureClass
+from loadrepro.load.watch.endpoint_polls import replicas_watched
+from loadrepro.load.watch.introspection import INTROSPECTION
+from loadrepro.load.watch.logs import CONTEXT_LINES
+from loadrepro.records import (
+    NoteSource,
+    RunEnd,
+    RunFiles,
+    RunResult,
+    StopReason,
+    Verification,
+    Watched,
+    read_run_files,
+)
 from loadrepro.report.timeline import timeline_of
 from loadrepro.report.write import write_reports
 from loadrepro.runs.reporting import Reporter
 from loadrepro.runs.run_facts import FACTS, RunFacts
+from loadrepro.runs.sizing import predicted
+from loadrepro.runs.target import log_of
 from loadrepro.schema.run_report import RunReport
+from loadrepro.workload.export import open_workload, workload_file
 from loadrepro.workload.summary import summary_from_json
 
 
@@ -61,15 +80,63 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
     if files.start_ns is None or not times:
         raise UsageError(f"{run_dir}: its load never started (no record, or no start in samples.jsonl)")
     killed = reason is StopReason.KILLED
+    # How the run ended, as it wrote it; a run killed first ends at the last thing on disk, with the engine's last
+    # progress the last token any record got.
+    ended = files.ended or RunEnd(max(times), files.health[-1] if files.health and not killed else None,
+                                  max((r.chunk_ns[-1] if r.chunk_ns else r.first_token_ns or 0
+                                       for r in files.records), default=0), None, None, None)
     result = RunResult(
         label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd,
-        seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=max(times),
-        records=files.records, health=files.health,
-        post_health=files.health[-1] if files.health and not killed else None,
-        metrics=files.metrics, log_matches=files.matches, log_context=(),
+        seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=ended.end_ns,
+        records=files.records, health=files.health, post_health=ended.post_health,
+        metrics=files.metrics, log_matches=files.matches, log_context=_log_context(run_dir, files),
         notes=tuple(n for n in files.notes if n.source != NoteSource.RUN), stop_reason=reason,
         interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory,
-        slo=profile.slo, watch=profile.watch)
+        slo=profile.slo, watch=profile.watch, faults=tuple(sorted(files.faults, key=lambda f: f.at_ns)),
+        not_caused=tuple(sorted(files.not_caused, key=lambda f: f.at_s)),
+        introspection=files.of_endpoint(INTROSPECTION)[0], health_owner=facts.health_owner,
+        limits=facts.limits, context=facts.context,
+        predictions=predicted(_planned(run_dir), profile.load.concurrency, facts.limits) if facts.limits else (),
+        watched=tuple(_watched(files, e) for e in profile.watch.endpoints), replicas=_replicas(files, facts, profile),
+        progress_ns=ended.progress_ns, stopped_ns=ended.stopped_ns, engine_running=ended.engine_running,
+        worker_crash=ended.worker_crash)
     # Counted once, in [verdict]'s windows as the run counted them: every rule and report section reads this tally
     # (without one, each read counted every record again).
     return dataclasses.replace(result, tally=result.totals(profile.verdict.window_s))
+
+
+def _log_context(run_dir: Path, files: RunFiles) -> tuple[str, ...]:
+    """The lines before the first fatal line of the first log that had one (the target's before the replicas'), as
+    the run quoted them: from the engine's log in the run directory, which loadrepro followed from its start (a log
+    the run followed elsewhere, from its end, gives none)."""
+    fatal = sorted((m for m in files.matches if m.klass == SignatureClass.FATAL.value),
+                   key=lambda m: (m.replica, m.line_number))
+    if not fatal or not (path := log_of(run_dir, fatal[0].replica)).exists():
+        return ()
+    with path.open(encoding="utf-8", errors="replace") as log:
+        lines = [line.rstrip("\r\n") for _, line in zip(range(fatal[0].line_number - 1), log, strict=False)]
+    return tuple(lines[-CONTEXT_LINES:])
+
+
+def _watched(files: RunFiles, endpoint: WatchedEndpoint) -> Watched:
+    return Watched(endpoint.name, endpoint.health_url, endpoint.metrics_url, *files.of_endpoint(endpoint.name))
+
+
+def _replicas(files: RunFiles, facts: RunFacts, profile: Profile) -> tuple[Watched, ...]:
+    exits = {e.index: e.exit for e in files.replica_exits}
+    return tuple(dataclasses.replace(_watched(files, endpoint), url=url, exit=exits.get(i))
+                 for i, (endpoint, url) in enumerate(zip(replicas_watched(tuple(facts.replicas), profile.watch),
+                                                         facts.replicas, strict=True), 1))
+
+
+def _planned(run_dir: Path) -> Iterator[tuple[int, int, int]]:
+    """Each planned request's (conversation, turn, prompt + max_tokens), from the workload file (none from a run
+    that wrote no max_tokens there)."""
+    if (path := workload_file(run_dir)) is None:
+        return
+    with open_workload(path) as lines:
+        for line in lines:
+            planned = orjson.loads(line)
+            if planned.get("type") == "request" and "max_tokens" in planned:
+                tokens = planned["expected_prompt_tokens"] + planned["max_tokens"]
+                yield planned["conversation"], planned["turn"], tokens

@@ -1,5 +1,6 @@
-"""run.json: what a run knew before its load began (its label, target, command, workload summary), written then so
-that its reports can be rebuilt from its directory later (runs/rebuild.py), even if its process is killed."""
+"""run.json: what a run knew before its load began (its label, target, command, workload summary, the target's
+limits and replicas), written then so that its reports can be rebuilt from its directory later (runs/rebuild.py),
+even if its process is killed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field
 
+from loadrepro.config.capacity import EngineLimits
 from loadrepro.report.files import write_text
 from loadrepro.workload.summary import WorkloadSummary
 
@@ -25,6 +27,15 @@ class RunFacts(BaseModel):
     command: str = Field(description="The loadrepro command line that made the run.")
     started_at: str = Field(description="When the load was about to start (ISO 8601, UTC).")
     workload: dict[str, object] = Field(description="The workload's summary, as report.json's workload section.")
+    # Written by runs since these were judged in a rebuilt report too; a run directory without them rebuilds without.
+    limits: EngineLimits | None = Field(None, description="The target's KV limits, from the profile or discovered "
+                                                          "(None: unknown).")
+    context: tuple[int, str] | None = Field(None, description="The target's longest sequence in tokens and where it "
+                                                              "was read, when it publishes one.")
+    health_owner: str | None = Field(None, description="Whose the health path is when it is not the engine's (a "
+                                                       "gateway's), in words.")
+    replicas: list[str] = Field(default_factory=list, description="The base URLs of the replicas beside the target "
+                                                                  "([target] replicas, then those started), in order.")
 
 
 def write_facts(run_dir: Path, facts: RunFacts) -> None:

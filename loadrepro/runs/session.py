@@ -175,7 +175,8 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             write_facts(run_dir, RunFacts(
                 label=options.label, base_url=target.url, model=model, engine_cmd=target.command,
                 command=options.command, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                workload=summary_json(summary)))
+                workload=summary_json(summary), limits=run_target.limits, context=run_target.context,
+                health_owner=run_target.health_owner, replicas=list(replicas)))
             interval = interval_s(profile.load)
             judged = _reporter(profile, summary, options.command, notes, run_dir, live) if interval else None
             checkpoints = Checkpoints(interval, runner.snapshot, judged.checkpoint if judged else _no_checkpoint)

@@ -3,6 +3,8 @@ capacity model's prediction for each planned request, and --size-to-overrun's co
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from loadrepro.config.capacity import EngineLimits, Prediction, predict, prefix_for_overrun, smallest_pool_tokens
 from loadrepro.config.profile import Profile
 from loadrepro.errors import TargetError, UsageError
@@ -29,14 +31,17 @@ def oversize_for(profile: Profile, limits: EngineLimits | None, longest: tuple[i
 
 
 def predictions(plan: Plan, profile: Profile, limits: EngineLimits | None) -> tuple[Prediction, ...]:
+    return predicted(((r.conversation, r.turn, r.expected_prompt_tokens + r.max_tokens)
+                      for r in plan.workload.requests), profile.load.concurrency, limits)
+
+
+def predicted(requests: Iterable[tuple[int, int, int]], concurrency: int,
+              limits: EngineLimits | None) -> tuple[Prediction, ...]:
+    """The capacity model's prediction for each (conversation, turn, prompt + max_tokens) planned."""
     if limits is None:
         return ()
-    predictions = []
-    for r in plan.workload.requests:
-        tokens = r.expected_prompt_tokens + r.max_tokens
-        predictions.append(Prediction(r.conversation, r.turn, *predict(tokens, profile.load.concurrency, limits),
-                                      tokens))
-    return tuple(predictions)
+    return tuple(Prediction(conversation, turn, *predict(tokens, concurrency, limits), tokens)
+                 for conversation, turn, tokens in requests)
 
 
 def overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: Say) -> Profile:

@@ -100,7 +100,7 @@ def _write(workload: Workload, out: IO[bytes]) -> None:
     for i, r in enumerate(requests):
         line = {"type": "request", "conversation": r.conversation, "turn": r.turn, "arrival_s": r.arrival_s,
                 "delay_s": r.delay_s,
-                "expected_prompt_tokens": r.expected_prompt_tokens,
+                "expected_prompt_tokens": r.expected_prompt_tokens, "max_tokens": r.max_tokens,
                 "shared_prefix_tokens": r.shared_prefix_tokens}
         if r.joins:  # agent trees: the subagents (conversations) that end before it is sent
             line["joins"] = list(r.joins)

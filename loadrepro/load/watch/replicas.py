@@ -16,7 +16,16 @@ from loadrepro.load.pause import pause
 from loadrepro.load.run_target import StartedReplica
 from loadrepro.load.watch.endpoint_polls import replicas_watched, watch_endpoint
 from loadrepro.load.watch.logs import LogWatcher
-from loadrepro.records import EndpointSample, HealthSample, MetricsSample, NoteSource, ProcessExit, Sample, Watched
+from loadrepro.records import (
+    EndpointSample,
+    HealthSample,
+    MetricsSample,
+    NoteSource,
+    ProcessExit,
+    ReplicaExit,
+    Sample,
+    Watched,
+)
 
 EXIT_POLL_S = 0.1  # how often a started replica's process is looked at
 
@@ -26,9 +35,11 @@ Polled = dict[str, tuple[list[HealthSample], list[MetricsSample]]]  # each watch
 class Replicas:
     def __init__(self, urls: tuple[str, ...], started: tuple[StartedReplica, ...], watch: WatchSpec,
                  signatures: tuple[Signature, ...], on_sample: Callable[[Sample], None], clock: Callable[[], int],
-                 polled: Polled) -> None:
-        """`polled`: the recorder's samples of every watched endpoint, which say whether a replica still serves."""
+                 polled: Polled, written: Callable[[ReplicaExit], None] = lambda exit: None) -> None:
+        """`polled`: the recorder's samples of every watched endpoint, which say whether a replica still serves;
+        `written`: each replica's exit, as it is seen."""
         self.urls, self.started, self._watch, self._clock, self._polled = urls, started, watch, clock, polled
+        self._written = written
         self.endpoints = replicas_watched(urls, watch)
         self.logs = [LogWatcher(r.log, on_sample, True, signatures, clock, r.index) for r in started]
         self.exits: dict[int, ProcessExit] = {}
@@ -46,6 +57,7 @@ class Replicas:
         for replica in self.started:
             if replica.index not in self.exits and (code := replica.exit_code()) is not None:
                 self.exits[replica.index] = ProcessExit(self._clock(), code, describe_exit(code))
+                self._written(ReplicaExit(replica.index, self.exits[replica.index]))
                 now = True
         return now
 
