@@ -110,3 +110,17 @@ def test_a_rebuilt_report_judges_the_slo_as_the_run_did_counting_its_records_onc
     after = json.loads((run_dir / "report.json").read_text())
     assert report.verdict == after["verdict"] == verdict and rule(after, "slo") == rule(before, "slo")
     assert after["requests"] == before["requests"] and len(counted) == 1
+
+
+def test_the_lines_before_a_fatal_line_are_read_from_the_log_that_line_is_in(tmp_path):
+    """The engine's log in the run directory gives the lines before the first fatal match, as the run quoted them;
+    a match whose line is not there (the run followed another log, from its end) gives none."""
+    from loadrepro.records import LogMatch, RunFiles
+    from loadrepro.runs.rebuild import _log_context
+
+    (tmp_path / "engine.log").write_text("".join(f"line {i}\n" for i in range(1, 150)) + "FATAL here\nafter\n")
+    matched = LogMatch(5, 150, "sig", "F", "FATAL here")
+    files = RunFiles((), (), (), (LogMatch(1, 3, "t", "T", "line 3"), matched), (), (), ())
+    assert _log_context(tmp_path, files) == tuple(f"line {i}" for i in range(50, 150))
+    elsewhere = RunFiles((), (), (), (LogMatch(5, 2, "sig", "F", "FATAL here"),), (), (), ())
+    assert _log_context(tmp_path, elsewhere) == ()

@@ -107,15 +107,17 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
 
 def _log_context(run_dir: Path, files: RunFiles) -> tuple[str, ...]:
     """The lines before the first fatal line of the first log that had one (the target's before the replicas'), as
-    the run quoted them: from the engine's log in the run directory, which loadrepro followed from its start (a log
-    the run followed elsewhere, from its end, gives none)."""
+    the run quoted them: from the engine's log in the run directory, which loadrepro followed from its start. None
+    when that log's line there is not the one matched (the run followed another log, from its end)."""
     fatal = sorted((m for m in files.matches if m.klass == SignatureClass.FATAL.value),
                    key=lambda m: (m.replica, m.line_number))
     if not fatal or not (path := log_of(run_dir, fatal[0].replica)).exists():
         return ()
-    with path.open(encoding="utf-8", errors="replace") as log:
-        lines = [line.rstrip("\r\n") for _, line in zip(range(fatal[0].line_number - 1), log, strict=False)]
-    return tuple(lines[-CONTEXT_LINES:])
+    with path.open(encoding="utf-8", errors="replace", newline="\n") as log:
+        lines = [line.rstrip("\r\n") for _, line in zip(range(fatal[0].line_number), log, strict=False)]
+    if len(lines) < fatal[0].line_number or lines[-1][:1000] != fatal[0].line:
+        return ()
+    return tuple(lines[:-1][-CONTEXT_LINES:])
 
 
 def _watched(files: RunFiles, endpoint: WatchedEndpoint) -> Watched:

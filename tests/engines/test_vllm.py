@@ -30,7 +30,7 @@ from loadrepro.workload.tokens import (
 )
 from tests.engines.conftest import ROOT, SCRIPTS, loadrepro, print_margins
 from tests.examples import save_example
-from tests.helpers import until
+from tests.helpers import rebuilt_alike, until
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(3600)]  # a fresh machine builds the engine first
 POOL = ["--max-model-len", "16384", "--enable-prefix-caching", "--block-size", "32", "--num-gpu-blocks-override",
@@ -309,6 +309,7 @@ def test_a_kill_mid_soak_is_recovered_from_and_an_oversize_request_refused(vllm_
     assert not {"truncated", "unreachable", "server_error", "stalled", "timeout"} & set(outcomes), outcomes
     log = (tmp_path / "engine.log").read_text()
     assert "===== loadrepro: killed at 15 s (chaos), started again =====" in log
+    rebuilt_alike(tmp_path)  # the kill and the oversize request judged again from the run's files
     print(f"vLLM: kill {kill['detail']}\noversize {oversize['detail']}")
 
 
