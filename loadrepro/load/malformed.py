@@ -115,9 +115,8 @@ async def send_malformed(base_url: str, api: Api, model: str, api_key: str | Non
                          count: int, healthy: Callable[[], Awaitable[bool]] | None,
                          gone: Callable[[], bool] = lambda: False) -> tuple[list[Refusal], str]:
     """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200 while the
-    engine is not `gone()`); and, in
-    words, those not sent: once one crashed the engine (or `gone()`), the rest would only wait on a broken engine
-    (each up to ANSWER_S) and could tell nothing of how it takes them."""
+    engine is not `gone()`); and, in words, those not sent: once one crashed the engine (or `gone()`), the rest
+    would only wait on a broken engine (each up to ANSWER_S) and could tell nothing of how it takes them."""
     url = base_url.rstrip("/") + PATHS[api]
     refusals: list[Refusal] = []
     planned = [kind for kind in kinds for _ in range(count)]

@@ -49,15 +49,15 @@ class RunEnd:
     worker_crash: str | None
 
 
-_EVENT_KINDS: dict[type, str] = {Fault: "fault", FaultNotCaused: "fault_not_caused", RunEnd: "run_end"}
-
-
 @dataclass(frozen=True, slots=True)
 class ReplicaExit:
     """A replica loadrepro started ([target] replicas by index, from 1) that exited by itself during the run."""
 
     index: int
     exit: ProcessExit
+
+
+_EVENT_KINDS: dict[type, str] = {Fault: "fault", FaultNotCaused: "fault_not_caused", RunEnd: "run_end"}
 
 
 class JsonlWriter:

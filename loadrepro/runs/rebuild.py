@@ -1,9 +1,10 @@
 """A run's reports rebuilt from its directory (`loadrepro report RUN_DIR`): the records and samples written as they
-happened (requests.jsonl; samples.jsonl, with the watched endpoints' and replicas' samples, the faults on purpose
-and the replicas' exits), the profile and the facts written before the load (profile.toml; run.json, with the
-target's limits; the workload file, whose planned lengths give the capacity model's predictions). A run whose
-process was killed (SIGKILL, an OOM killer, a CI runner's hard stop) left no report, or only its last
-checkpoint's; rebuilt, its report holds every record that reached the disk and says it is incomplete."""
+happened (requests.jsonl; samples.jsonl, with the watched endpoints' and replicas' samples, the faults on purpose,
+the replicas' exits and how the run ended), the profile and the facts written before the load (profile.toml;
+run.json, with the target's limits; the workload file, whose planned lengths give the capacity model's
+predictions), and the engine's log (the lines before its first fatal line). A run whose process was killed
+(SIGKILL, an OOM killer, a CI runner's hard stop) left no report, or only its last checkpoint's; rebuilt, its report
+holds every record that reached the disk and says it is incomplete."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
         not_caused=tuple(sorted(files.not_caused, key=lambda f: f.at_s)),
         introspection=files.of_endpoint(INTROSPECTION)[0], health_owner=facts.health_owner,
         limits=facts.limits, context=facts.context,
-        predictions=predicted(_planned(run_dir), profile.load.concurrency, facts.limits) if facts.limits else (),
+        predictions=predicted(_planned(run_dir), profile.load.concurrency, facts.limits),
         watched=tuple(_watched(files, e) for e in profile.watch.endpoints), replicas=_replicas(files, facts, profile),
         progress_ns=ended.progress_ns, stopped_ns=ended.stopped_ns, engine_running=ended.engine_running,
         worker_crash=ended.worker_crash)
@@ -107,7 +108,7 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
 
 def _log_context(run_dir: Path, files: RunFiles) -> tuple[str, ...]:
     """The lines before the first fatal line of the first log that had one (the target's before the replicas'), as
-    the run quoted them: from the engine's log in the run directory, which loadrepro followed from its start. None
+    the run quoted them: from the engine's log in the run directory, which loadrepro followed from its start; none
     when that log's line there is not the one matched (the run followed another log, from its end)."""
     fatal = sorted((m for m in files.matches if m.klass == SignatureClass.FATAL.value),
                    key=lambda m: (m.replica, m.line_number))
