@@ -50,9 +50,12 @@ def main() -> None:
 
 def entry() -> None:
     """The `loadrepro` program's start (the console script, `python -m loadrepro`): `main`, then the process ends.
-    Every file is written and closed by then, so what the command made is left out of the interpreter's last
-    collection, which walked a 2,000-request run's objects for 0.15-0.2 s of CPU. Not in `main`, which a Python
-    caller may run in a process that goes on."""
+    Collection waits for the load (runs/heap.py). Every file is written and closed by the end, so what the command
+    made is left out of the interpreter's last collection, which walked a 2,000-request run's objects for 0.15-0.2 s
+    of CPU. Neither in `main`, which a Python caller may run in a process that goes on."""
+    from loadrepro.runs.heap import pause_until_load
+
+    pause_until_load()
     try:
         main()
     finally:

@@ -49,9 +49,11 @@ def sim(
     Its settings are the keys of a profile's sim section; those left out take the scenario's defaults.
     """
     from loadrepro.load.target import is_loopback
+    from loadrepro.runs.heap import resume
     from loadrepro.sim.config import sim_config
     from loadrepro.sim.serve import serve_forever
 
+    resume()  # it serves until stopped: its garbage is collected as it goes
     config = sim_config(**(settings or {}))
     if not is_loopback(host):
         typer.echo(f"warning: listening on {host}, reachable from other machines", err=True)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +31,7 @@ from loadrepro.load.warmup import warm_up
 from loadrepro.load.watch.introspection import introspection_for
 from loadrepro.records import RunResult, Verification
 from loadrepro.runs.checkpoints import Checkpoints, interval_s
+from loadrepro.runs.heap import frozen_heap
 from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
 from loadrepro.runs.run_facts import RunFacts, summary_json, write_facts
@@ -180,7 +179,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             interval = interval_s(profile.load)
             judged = _reporter(profile, summary, options.command, notes, run_dir, live) if interval else None
             checkpoints = Checkpoints(interval, runner.snapshot, judged.checkpoint if judged else _no_checkpoint)
-            with Progress(options.quiet) as progress, _frozen_heap():
+            with Progress(options.quiet) as progress, frozen_heap():
                 checkpoints.start()
                 try:
                     result = await runner.run(progress)
@@ -248,13 +247,3 @@ def _compressed(plain: Path) -> None:
             compress_workload(plain)
 
 
-@contextlib.contextmanager
-def _frozen_heap() -> Iterator[None]:
-    """What exists before the load (the workload, its pool, the imports) is left out of the garbage collector's
-    full passes while the load runs: each pass over it paused the event loop, and so every stream's clock, for up
-    to ~40 ms at 2,000 requests (at most ~5 ms when frozen). Unfrozen after, so nothing stays out of reach."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

@@ -15,6 +15,7 @@ from loadrepro.config.profile import OUTAGES
 from loadrepro.errors import UsageError
 from loadrepro.load.engine import ManagedEngine
 from loadrepro.records import replica_name
+from loadrepro.runs.heap import resume
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.sim.process import as_typed, sim_engine_command
@@ -65,6 +66,8 @@ async def started_target(options: RunOptions, run_dir: Path, say: Say) -> AsyncI
     engines = [ManagedEngine(command, log_of(run_dir, i), health_path=options.profile.watch.health_path or "/health",
                              api_key=options.api_key)
                for i in range(options.replicas)]
+    if options.engine_cmd:  # a real engine may take minutes to start: its polls' garbage is collected meanwhile
+        resume()
     try:
         urls = []
         for i, engine in enumerate(engines):  # one at a time: each takes the machine's cores while it loads
