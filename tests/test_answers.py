@@ -12,7 +12,7 @@ from loadrepro.judge.answers import check, choose, compare, garbled
 from loadrepro.records import Answer, Outcome
 from tests.answer_server import AnswerServer
 from tests.builders import record
-from tests.helpers import fired
+from tests.helpers import fired, rebuilt_alike
 
 SPEC = VerifySpec(outputs="all", compare_tokens=8, min_margin=1.0)
 TAG = re.compile(r"LR[A-Z2-7]{8}")
@@ -128,6 +128,7 @@ def test_answers_swapped_between_requests_in_flight_are_wrong_and_cross_talk(tmp
                      r"runner-up by 5.00 nats", fired(report).get("wrong_output"))
     assert "carried another conversation's tag" in fired(report).get("cross_talk")
     assert report.outputs.cross_talk >= 4 and report.outputs.checked == 8
+    assert rebuilt_alike(tmp_path / "run")["outputs"] == report.outputs.model_dump(mode="json")
 
 
 def test_near_ties_flipped_under_load_pass_and_are_counted(tmp_path, tokenizer_dir):
@@ -151,6 +152,7 @@ def test_garbled_answers_under_load_fail(mode, words, tmp_path, tokenizer_dir):
     report = run_against(mode, tmp_path, tokenizer_dir)
     assert not report.passed and words in fired(report).get("garbled_output")
     assert report.outputs.garbled >= 4
+    rebuilt_alike(tmp_path / "run")
 
 
 def test_a_server_without_logprobs_passes_with_its_differences_unverifiable(tmp_path, tokenizer_dir):

@@ -8,7 +8,16 @@ still in flight.
 
 from __future__ import annotations
 
-from loadrepro.records.jsonl import JsonlWriter, ReplicaExit, RunEnd, RunFiles, read_jsonl, read_run_files
+from loadrepro.records.jsonl import (
+    JsonlWriter,
+    ReplicaExit,
+    RunEnd,
+    RunFiles,
+    read_checks,
+    read_jsonl,
+    read_run_files,
+    write_checks,
+)
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.result import RunResult
 from loadrepro.records.tally import REUSE_SCALE, SKETCH_ACCURACY, Tally, WindowTally, quiet
@@ -61,5 +70,6 @@ __all__ = [
     "NoteSource", "Outcome", "ProcessExit", "ReplicaExit",
     "RequestRecord", "RunEnd", "RunResult", "Sample", "StopReason", "Tally",
     "Verification", "Watched",
-    "RunFiles", "WindowTally", "quiet", "replica_name", "read_jsonl", "read_run_files", "sample_from_json",
+    "RunFiles", "WindowTally", "quiet", "replica_name", "read_checks", "read_jsonl", "read_run_files",
+    "sample_from_json", "write_checks",
     "wrong_answers"]

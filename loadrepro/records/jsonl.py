@@ -10,7 +10,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -20,6 +20,7 @@ import orjson
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.vocabulary import (
     KIND_OF,
+    AnswerCheck,
     CanarySample,
     EndpointSample,
     Fault,
@@ -191,3 +192,20 @@ def _item(data: dict[str, Any]) -> Sample | EndpointSample | Fault | FaultNotCau
             return RunEnd(data["end_ns"], HealthSample(**post) if post else None, data["progress_ns"],
                           data["stopped_ns"], data["engine_running"], data["worker_crash"])
     return sample_from_json(data)
+
+
+ANSWERS_FILE = "answers.jsonl"  # each [verify] check of a run, written once they are done
+
+
+def write_checks(run_dir: Path, checks: Iterable[AnswerCheck]) -> None:
+    """The run's answer checks, one per line."""
+    written = JsonlWriter(run_dir / ANSWERS_FILE)
+    for check in checks:
+        written.write(dataclasses.asdict(check))
+    written.close()
+
+
+def read_checks(run_dir: Path) -> tuple[AnswerCheck, ...]:
+    """The answer checks a run wrote; none when it checked none (or was stopped before they were done)."""
+    path = run_dir / ANSWERS_FILE
+    return tuple(AnswerCheck(**d) for d in read_jsonl(path)) if path.exists() else ()

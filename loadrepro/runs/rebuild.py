@@ -29,6 +29,7 @@ from loadrepro.records import (
     StopReason,
     Verification,
     Watched,
+    read_checks,
     read_run_files,
 )
 from loadrepro.report.timeline import timeline_of
@@ -60,7 +61,7 @@ def rebuild(run_dir: Path, png: bool = False) -> tuple[RunReport, list[Path]]:
                 if result.stop_reason is StopReason.KILLED else "")]
     summary = summary_from_json(facts.workload)
     reporter = Reporter(profile, summary, facts.command, notes, run_dir)
-    report = reporter.final(result, Verification())
+    report = reporter.final(result, Verification(read_checks(run_dir), profile.verify))
     written = write_reports(report, run_dir, timeline_of(result, trees=summary.trees), png=png)
     return report, written
 

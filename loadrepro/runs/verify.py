@@ -10,7 +10,7 @@ from loadrepro.config.profile import Profile
 from loadrepro.load.client import Client
 from loadrepro.load.references import verify_answers
 from loadrepro.load.transport import Transport
-from loadrepro.records import JsonlWriter, RunResult, Verification
+from loadrepro.records import JsonlWriter, RunResult, Verification, write_checks
 from loadrepro.runs.progress import Say
 from loadrepro.workload.model import Workload
 
@@ -19,7 +19,8 @@ async def verified(result: RunResult, client: Client, url: str, api_key: str | N
                     profile: Profile, notes: list[str], say: Say, run_dir: Path, stop: asyncio.Event) -> Verification:
     """The run with its answers checked ([verify]), when its load ended as planned and the engine is there to ask;
     Ctrl-C (`stop`) stops the checking, keeping what was checked. What each request answered alone is kept in
-    references.jsonl, beside requests.jsonl's answers under load."""
+    references.jsonl, beside requests.jsonl's answers under load, and each answer's check in answers.jsonl (which a
+    rebuilt report judges)."""
     if not result.stop_reason.as_planned:
         notes.append(f"answers: not checked, since the run ended {result.stop_reason.replace('_', ' ')}")
         return Verification(spec=profile.verify)
@@ -35,6 +36,7 @@ async def verified(result: RunResult, client: Client, url: str, api_key: str | N
     for reference in verified.references:
         written.write(reference)
     written.close()
+    write_checks(run_dir, verified.checks)
     notes.append(verified.note)
     say(verified.note)
     return Verification(tuple(verified.checks), profile.verify)
