@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -12,7 +11,7 @@ from loadrepro.schema.run_report import RunReport
 
 
 def render_json(report: RunReport) -> str:
-    return json.dumps(report.dump(), indent=2) + "\n"
+    return report.dump_json()
 
 
 def read_report(path: Path) -> RunReport:

@@ -23,6 +23,7 @@ class Severity(StrEnum):
 
 
 class Model(BaseModel):
-    """Every part of report.json: frozen, and nothing beside its fields."""
+    """Every part of report.json: frozen, and nothing beside its fields. A float that is not a number is written as
+    Python's json module writes it (NaN, Infinity), so that a report reads back as it was written."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, ser_json_inf_nan="constants")
