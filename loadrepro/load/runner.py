@@ -59,6 +59,7 @@ from loadrepro.records import (
     RunResult,
     Sample,
     StopReason,
+    Tally,
     Watched,
 )
 from loadrepro.records.redact import scrub
@@ -304,7 +305,8 @@ class Runner:
                                           self._engine.running(), self._crash))
         finally:
             self._recorder.close()
-        return self._result(end_ns, post, self._stop_reason or StopReason.DONE)
+        # The load and its watchers are over and the recorder closed: nothing counts into its tally any more.
+        return self._result(end_ns, post, self._stop_reason or StopReason.DONE, self._recorder.tally)
 
     def _watchers(self, health: HealthWatcher | None, metrics: MetricsWatcher | None, logs: LogWatcher | None,
                   stop: asyncio.Event) -> list[tuple[NoteSource, Coroutine[Any, Any, Any]]]:
@@ -355,9 +357,9 @@ class Runner:
 
     def snapshot(self) -> RunResult:
         """What the run has recorded so far, as a result (for checkpoints while it goes on)."""
-        return self._result(self._clock(), None, StopReason.RUNNING)
+        return self._result(self._clock(), None, StopReason.RUNNING, copy.deepcopy(self._recorder.tally))
 
-    def _result(self, end_ns: int, post: HealthSample | None, reason: StopReason) -> RunResult:
+    def _result(self, end_ns: int, post: HealthSample | None, reason: StopReason, tally: Tally) -> RunResult:
         recorded = self._recorder
         return RunResult(
             label=self.target.label, base_url=self.target.base_url, model=self.target.model,
@@ -369,7 +371,7 @@ class Runner:
             interrupted=reason == "interrupted", workers=self.workers, backend=self.backend, watch=self.profile.watch,
             canaries=tuple(recorded.canaries), stopped_ns=self._stopped_ns, memory=tuple(recorded.memory),
             introspection=tuple(recorded.watched.get(INTROSPECTION, ([], []))[0]),
-            tally=copy.deepcopy(recorded.tally), faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
+            tally=tally, faults=tuple(sorted(self._chaos.faults, key=lambda f: f.at_ns)),
             progress_ns=self.client.activity.last_ns, worker_crash=self._crash, health_owner=self.target.health_owner,
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
