@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from loadrepro.records.jsonl import (
     JsonlWriter,
-    ReplicaExit,
-    RunEnd,
     RunFiles,
     read_checks,
     read_jsonl,
@@ -51,7 +49,9 @@ from loadrepro.records.vocabulary import (
     NoteSource,
     Outcome,
     ProcessExit,
+    ReplicaExit,
     RequestRecord,
+    RunEnd,
     Sample,
     StopReason,
     Verification,

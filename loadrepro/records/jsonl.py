@@ -31,32 +31,12 @@ from loadrepro.records.vocabulary import (
     Note,
     NoteSource,
     ProcessExit,
+    ReplicaExit,
     RequestRecord,
+    RunEnd,
     Sample,
     sample_from_json,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class RunEnd:
-    """What the runner knew once the load and the watching ended (RunResult's fields of the same names); a run
-    killed before then has none."""
-
-    end_ns: int
-    post_health: HealthSample | None
-    progress_ns: int
-    stopped_ns: int | None
-    engine_running: bool | None
-    worker_crash: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaExit:
-    """A replica loadrepro started ([target] replicas by index, from 1) that exited by itself during the run."""
-
-    index: int
-    exit: ProcessExit
-
 
 _EVENT_KINDS: dict[type, str] = {Fault: "fault", FaultNotCaused: "fault_not_caused", RunEnd: "run_end"}
 

@@ -1,5 +1,6 @@
 """What a run observes, as types: each request's record and outcome, the watchers' samples, notes, stop
-reasons and faults on purpose, and the names of the engine's canonical metric series."""
+reasons, faults on purpose, a started replica's exit and how the run ended, and the names of the engine's canonical
+metric series."""
 
 from __future__ import annotations
 
@@ -342,6 +343,27 @@ class FaultNotCaused:
     action: ChaosAction
     at_s: float  # when it was due, seconds into the load
     why: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """What the runner knew once the load and the watching ended (RunResult's fields of the same names); a run
+    killed before then has none."""
+
+    end_ns: int
+    post_health: HealthSample | None
+    progress_ns: int
+    stopped_ns: int | None
+    engine_running: bool | None
+    worker_crash: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaExit:
+    """A replica loadrepro started ([target] replicas by index, from 1) that exited by itself during the run."""
+
+    index: int
+    exit: ProcessExit
 
 
 @dataclass(slots=True)
