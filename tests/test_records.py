@@ -16,6 +16,7 @@ from loadrepro.records import (
     read_jsonl,
     sample_from_json,
 )
+from tests.helpers import until
 
 
 def record(i: int, chunks: int) -> RequestRecord:
@@ -47,6 +48,21 @@ def test_records_and_samples_round_trip_through_the_writer(tmp_path):
     writer.write({"kind": "note", "t_ns": 6, "source": "x", "text": "a dict"})
     writer.close()
     assert [sample_from_json(d) for d in read_jsonl(tmp_path / "samples.jsonl")] == [*samples, Note(6, "x", "a dict")]
+
+
+def test_the_writer_puts_lines_on_disk_while_open_in_order_across_batches(tmp_path):
+    """Lines written in bursts reach the file within about BATCH_S, before `close`, in the order written: a run
+    killed with SIGKILL leaves what was written up to then."""
+    path = tmp_path / "requests.jsonl"
+    writer = JsonlWriter(path)
+    try:
+        for burst in range(3):
+            for k in range(4):
+                writer.write({"kind": "note", "t_ns": burst * 4 + k, "source": "x", "text": "t"})
+            until(lambda n=(burst + 1) * 4: len(path.read_bytes().splitlines()) >= n, 10, "the burst on disk")
+            assert [d["t_ns"] for d in read_jsonl(path)] == list(range((burst + 1) * 4))
+    finally:
+        writer.close()
 
 
 def test_what_a_rebuilt_report_judges_besides_the_samples_round_trips_through_samples_jsonl(tmp_path):
