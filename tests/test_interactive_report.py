@@ -1,7 +1,7 @@
 """report.html's timeline drawn by the browser: in headless Chromium the page draws its four panels with no console
 error, pointing at a request's tick, or at its bar in the conversation lanes, says which request it was and how it
-ended (and for an agent's, its tree), and a zoom of one panel zooms all; the page loads nothing from the network (the
-chart library is inside it)."""
+ended (and for an agent's, its tree), in a line read where the pointer is even in a window shorter than the panels;
+a zoom of one panel zooms all; the page loads nothing from the network (the chart library is inside it)."""
 
 from __future__ import annotations
 
@@ -30,13 +30,20 @@ async def _look(url: str) -> dict:
         })()""")
         seen["pointed"], end = pointed
         seen["zoomed"] = await page.evaluate("window.loadreproCharts.map(u => [u.scales.x.min, u.scales.x.max])")
+        # a laptop's window, shorter than the panels: the line the hover fills is read without scrolling to it
+        await page.call("Emulation.setDeviceMetricsOverride", width=1200, height=800, deviceScaleFactor=1, mobile=False)
         await page.evaluate("window.scrollTo(0, 0)")
         where = await page.evaluate(f"""(() => {{
             const u = window.loadreproCharts[0], box = u.over.getBoundingClientRect();
             return [box.left + u.valToPos({end}, 'x'), box.top + 6];  // on its tick, along the top
         }})()""")
         await page.point_at(where[0], where[1])
+        seen["where"] = where
         seen["hover"] = await page.evaluate("document.getElementById('timeline-hover').textContent")
+        seen["hover_in_view"] = await page.evaluate("""(() => {
+            const b = document.getElementById('timeline-hover').getBoundingClientRect();
+            return b.top >= 0 && b.bottom <= innerHeight;
+        })()""")
         seen["end"] = end
         seen["errors"] = list(page.errors)
     return seen
@@ -53,6 +60,7 @@ def test_the_timeline_draws_in_the_browser_and_says_which_request_a_tick_is(tmp_
     failed = {r["id"]: r for r in report["request_table"] if r["outcome"] != "ok"}
     hovered = seen["hover"]
     assert hovered.startswith(f"request {seen['pointed']} (") and failed[seen["pointed"]]["outcome"] in hovered, seen
+    assert seen["hover_in_view"] and seen["where"][1] < 800, seen  # pointed inside the window, and read there
     assert all(scale == [seen["end"] - 0.005, seen["end"] + 0.005] for scale in seen["zoomed"]), seen["zoomed"]
 
 

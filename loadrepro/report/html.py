@@ -39,6 +39,7 @@ pre{background:#f7f7f7;border:1px solid #e0e0e0;padding:.7em;overflow-x:auto;fon
 figure{margin:1em 0}figcaption{color:#555;font-size:.9em}figure img{max-width:100%;height:auto}
 code{background:#f3f3f3;padding:0 .2em}
 [data-loadrepro-chart^=sweep],[data-loadrepro-chart^=latency]{display:flex;flex-wrap:wrap;gap:16px}.hover{font-family:monospace;font-size:.85em;color:#333;min-height:1.4em}
+.pointed{position:sticky;bottom:0;background:#fff;border-top:1px solid #ddd;margin:0;padding:.4em 0}
 """
 
 

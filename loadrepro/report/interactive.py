@@ -69,10 +69,12 @@ def _series(t: Timeline) -> dict[str, object]:
 
 
 def timeline_section(t: Timeline, key: str = "timeline") -> str:
-    """A run's timeline: its panels' place, the legend of its ticks, the line a hover fills, and its series."""
-    return (f"<div id={key}-charts data-loadrepro-chart=timeline:{key}></div>"
+    """A run's timeline: its panels' place, the legend of its ticks, the line a hover fills, and its series. The
+    line keeps to the window's foot while any of the panels shows (they are taller than a window): what a pointer
+    names is read where the pointer is, not a scroll away."""
+    return (f"<div class=timeline><div id={key}-charts data-loadrepro-chart=timeline:{key}></div>"
             f"<p id={key}-ticks class=hover>Ticks along the top, each request as it ended: </p>"
-            f"<p id={key}-hover class=hover>Point at a request's tick or bar to see it here.</p>"
+            f"<p id={key}-hover class='hover pointed'>Point at a request's tick or bar to see it here.</p></div>"
             + _data(f"{key}-data", _series(t)))
 
 
