@@ -88,6 +88,25 @@ def test_a_run_that_ended_is_rebuilt_as_it_was_and_a_stranger_directory_refused(
     assert refused.returncode == 2 and "missing run.json" in refused.stderr, refused.stderr
 
 
+def test_a_run_that_kept_some_of_its_records_and_samples_is_rebuilt_from_what_it_kept(tmp_path, monkeypatch):
+    """A soak keeps in memory its first records (keep_records) and thins each kind of sample past MAX_SAMPLES; its
+    report's request table, capacity outcomes, health and memory sections are drawn from what it kept. The rebuild
+    keeps the same (here 3 records of 18, and 8 samples of a kind): every field of report.json comes out as the run
+    wrote it, but the rebuild's own note and the run's timing, which only the run could measure."""
+    monkeypatch.setattr("loadrepro.load.recorder.MAX_SAMPLES", 8)
+    run_dir = tmp_path / "run"
+    done = cli("run", "--profile", "healthy", "--set", "workload.conversations=6", "--set", "load.keep_records=3",
+               "--set", "watch.health_interval_s=0.02", "--set", "watch.memory_interval_s=0.02", "--out", str(run_dir),
+               "--quiet", env={"LOADREPRO_SIM_IN_PROCESS": "1"})
+    before = json.loads((run_dir / "report.json").read_text())
+    assert done.returncode == 0 and before["request_table_total"] == 18 and len(before["request_table"]) < 18, done
+    polls = sum('"kind":"health"' in line for line in (run_dir / "samples.jsonl").read_text().splitlines())
+    assert polls > 8, polls  # thinned in the run
+    rebuild(run_dir)
+    after = json.loads((run_dir / "report.json").read_text())
+    assert {k for k in before if before[k] != after.get(k)} == {"notes", "timing"}, after
+
+
 @pytest.mark.parametrize(("ttft_ms", "verdict", "severity"), [(0.001, "fail", "fail"), (600_000.0, "pass", "info")])
 def test_a_rebuilt_report_judges_the_slo_as_the_run_did_counting_its_records_once(tmp_path, monkeypatch, ttft_ms,
                                                                                   verdict, severity):
@@ -99,17 +118,17 @@ def test_a_rebuilt_report_judges_the_slo_as_the_run_did_counting_its_records_onc
                env={"LOADREPRO_SIM_IN_PROCESS": "1"})
     before = json.loads((run_dir / "report.json").read_text())
     assert before["verdict"] == verdict and rule(before, "slo")["severity"] == severity, done.stdout
-    original, counted = Tally.of, []
+    original, counted = Tally.add, []
 
-    def counting(*args, **kwargs):
-        counted.append(args)
-        return original(*args, **kwargs)
+    def counting(tally, record):
+        counted.append(record.id)
+        return original(tally, record)
 
-    monkeypatch.setattr(Tally, "of", counting)
+    monkeypatch.setattr(Tally, "add", counting)
     report, _ = rebuild(run_dir)
     after = json.loads((run_dir / "report.json").read_text())
     assert report.verdict == after["verdict"] == verdict and rule(after, "slo") == rule(before, "slo")
-    assert after["requests"] == before["requests"] and len(counted) == 1
+    assert after["requests"] == before["requests"] and len(counted) == len(set(counted)) == after["requests"]["total"]
 
 
 def test_the_lines_before_a_fatal_line_are_read_from_the_log_that_line_is_in(tmp_path):

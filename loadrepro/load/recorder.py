@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from loadrepro.config.profile import SloSpec
+from loadrepro.config.profile import Profile, SloSpec
 from loadrepro.records import (
     ENGINE_RSS,
     CanarySample,
@@ -53,10 +53,21 @@ class Reservoir:
             self.items[k] = item
 
 
+class _Unwritten:
+    """Where a run replayed from its own files writes: nowhere (runs/rebuild.py)."""
+
+    def write(self, item: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class Recorder:
-    def __init__(self, out_dir: Path, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
+    def __init__(self, out_dir: Path | None, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
                  answers: int = 0, slo: SloSpec | None = None, rss_from_metrics: bool = False) -> None:
-        """fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
+        """`out_dir` None: nothing is written (a run replayed from its files keeps what the run kept).
+        fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
         completed requests with an answer to keep a uniform sample of, beyond `keep` ([verify] checks them), cache
         hits and the others apart, since answers are checked cache hits first. `rss_from_metrics`: the engine's
         memory is read from the resident memory its scrapes publish (a target at a URL: /proc is not ours)."""
@@ -75,8 +86,23 @@ class Recorder:
         self.memory: list[MemorySample] = []
         self._rss_from_metrics = rss_from_metrics
         self.watched: dict[str, tuple[list[HealthSample], list[MetricsSample]]] = {}  # by endpoint name
-        self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
-        self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
+        self._requests_out: JsonlWriter | _Unwritten = _Unwritten()
+        self._samples_out: JsonlWriter | _Unwritten = _Unwritten()
+        if out_dir is not None:
+            self._requests_out = JsonlWriter(out_dir / "requests.jsonl")
+            self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
+
+    @classmethod
+    def of_run(cls, profile: Profile, out_dir: Path | None, rss_from_metrics: bool) -> Recorder:
+        """What a run of `profile` keeps in memory: the run's own recorder, and the one its files are replayed
+        through when its reports are rebuilt."""
+        watch, limit = profile.watch, profile.verdict.max_health_latency_s
+        fast_s = min(watch.health_timeout_s, watch.liveness_timeout_s, *([limit] if limit > 0 else []))
+        verify = profile.verify
+        answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
+            profile.load.keep_records
+        return cls(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers, profile.slo,
+                   rss_from_metrics)
 
     def started(self, start_ns: int) -> None:
         """The load's time zero, from which windows are counted."""

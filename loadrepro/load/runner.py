@@ -79,13 +79,8 @@ class Runner:
         self.profile, self.workload, self.client, self.target = profile, workload, client, target
         self._clock = clock
         self._load = profile.load
-        watch, limit = profile.watch, profile.verdict.max_health_latency_s
-        fast_s = min(watch.health_timeout_s, watch.liveness_timeout_s, *([limit] if limit > 0 else []))
-        verify = profile.verify
-        answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
-            profile.load.keep_records
-        self._recorder = Recorder(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers,
-                                  profile.slo, target.engine is None and profile.watch.memory_interval_s > 0)
+        self._recorder = Recorder.of_run(profile, out_dir,
+                                         target.engine is None and profile.watch.memory_interval_s > 0)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._interrupted = asyncio.Event()  # set by Ctrl-C or SIGTERM: every wait after the load ends

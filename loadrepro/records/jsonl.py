@@ -145,12 +145,6 @@ class RunFiles:
     replica_exits: tuple[ReplicaExit, ...] = ()
     ended: RunEnd | None = None
 
-    def of_endpoint(self, name: str) -> tuple[tuple[HealthSample, ...], tuple[MetricsSample, ...]]:
-        """One endpoint's /health polls and metrics scrapes."""
-        samples = [e.sample for e in self.endpoints if e.endpoint == name]
-        return (tuple(s for s in samples if isinstance(s, HealthSample)),
-                tuple(s for s in samples if isinstance(s, MetricsSample)))
-
     @property
     def start_ns(self) -> int | None:
         """When the load started (its RUN note), None when it never did."""

@@ -18,6 +18,7 @@ from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
 from loadrepro.judge.signatures import SignatureClass
+from loadrepro.load.recorder import Recorder
 from loadrepro.load.watch.endpoint_polls import replicas_watched
 from loadrepro.load.watch.introspection import INTROSPECTION
 from loadrepro.load.watch.logs import CONTEXT_LINES
@@ -26,6 +27,7 @@ from loadrepro.records import (
     RunEnd,
     RunFiles,
     RunResult,
+    Sample,
     StopReason,
     Verification,
     Watched,
@@ -55,7 +57,7 @@ def rebuild(run_dir: Path, png: bool = False) -> tuple[RunReport, list[Path]]:
     facts = RunFacts.model_validate_json((run_dir / FACTS).read_text(encoding="utf-8"))
     profile = load_profile(str(run_dir / "profile.toml"))
     result = _result(run_dir, facts, profile, _ended_as(run_dir))
-    on_disk = len(result.records)
+    on_disk = result.totals(profile.verdict.window_s).requests
     notes = [f"rebuilt from {run_dir.name}: {on_disk:,} records and the samples on disk"
              + ("; the run's process ended before its report (killed): the report is incomplete"
                 if result.stop_reason is StopReason.KILLED else "")]
@@ -87,24 +89,41 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
     ended = files.ended or RunEnd(max(times), files.health[-1] if files.health and not killed else None,
                                   max((r.chunk_ns[-1] if r.chunk_ns else r.first_token_ns or 0
                                        for r in files.records), default=0), None, None, None)
-    result = RunResult(
+    kept = _kept(files, files.start_ns, profile)
+    return RunResult(
         label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd,
         seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=ended.end_ns,
-        records=files.records, health=files.health, post_health=ended.post_health,
-        metrics=files.metrics, log_matches=files.matches, log_context=_log_context(run_dir, files),
-        notes=tuple(n for n in files.notes if n.source != NoteSource.RUN), stop_reason=reason,
-        interrupted=killed or reason is StopReason.INTERRUPTED, canaries=files.canaries, memory=files.memory,
-        slo=profile.slo, watch=profile.watch, faults=tuple(sorted(files.faults, key=lambda f: f.at_ns)),
+        records=tuple(kept.records), health=tuple(kept.health), post_health=ended.post_health,
+        metrics=tuple(kept.metrics), log_matches=tuple(kept.matches), log_context=_log_context(run_dir, files),
+        notes=tuple(n for n in kept.notes if n.source != NoteSource.RUN), stop_reason=reason,
+        interrupted=killed or reason is StopReason.INTERRUPTED, canaries=tuple(kept.canaries),
+        memory=tuple(kept.memory), slo=profile.slo, watch=profile.watch,
+        faults=tuple(sorted(files.faults, key=lambda f: f.at_ns)),
         not_caused=tuple(sorted(files.not_caused, key=lambda f: f.at_s)),
-        introspection=files.of_endpoint(INTROSPECTION)[0], health_owner=facts.health_owner,
+        introspection=tuple(kept.watched.get(INTROSPECTION, ([], []))[0]), health_owner=facts.health_owner,
         limits=facts.limits, context=facts.context,
         predictions=predicted(_planned(run_dir), profile.load.concurrency, facts.limits),
-        watched=tuple(_watched(files, e) for e in profile.watch.endpoints), replicas=_replicas(files, facts, profile),
+        watched=tuple(_watched(kept, e) for e in profile.watch.endpoints),
+        replicas=_replicas(kept, files, facts, profile),
         progress_ns=ended.progress_ns, stopped_ns=ended.stopped_ns, engine_running=ended.engine_running,
-        worker_crash=ended.worker_crash)
-    # Counted once, in [verdict]'s windows as the run counted them: every rule and report section reads this tally
-    # (without one, each read counted every record again).
-    return dataclasses.replace(result, tally=result.totals(profile.verdict.window_s))
+        worker_crash=ended.worker_crash, sampled_answers=kept.sampled_answers(), tally=kept.tally)
+
+
+def _kept(files: RunFiles, start_ns: int, profile: Profile) -> Recorder:
+    """The run's files replayed through what the run kept in memory (load/recorder.py): its records, its samples
+    thinned alike past MAX_SAMPLES of a kind (a soak's hours of polls), and its tally, counted once over every record
+    and sample as the run counted them: the rules and sections read what they read in the run."""
+    kept = Recorder.of_run(profile, None, rss_from_metrics=False)  # the readings the run made of scrapes are on disk
+    kept.started(start_ns)
+    samples: tuple[Sample, ...] = (*files.health, *files.metrics, *files.matches, *files.notes, *files.canaries,
+                                   *files.memory)
+    for sample in samples:
+        kept.sample(sample)
+    for endpoint in files.endpoints:
+        kept.endpoint_sample(endpoint)
+    for record in files.records:
+        kept.record(record)
+    return kept
 
 
 def _log_context(run_dir: Path, files: RunFiles) -> tuple[str, ...]:
@@ -122,13 +141,14 @@ def _log_context(run_dir: Path, files: RunFiles) -> tuple[str, ...]:
     return tuple(lines[:-1][-CONTEXT_LINES:])
 
 
-def _watched(files: RunFiles, endpoint: WatchedEndpoint) -> Watched:
-    return Watched(endpoint.name, endpoint.health_url, endpoint.metrics_url, *files.of_endpoint(endpoint.name))
+def _watched(kept: Recorder, endpoint: WatchedEndpoint) -> Watched:
+    health, metrics = kept.watched.get(endpoint.name, ([], []))
+    return Watched(endpoint.name, endpoint.health_url, endpoint.metrics_url, tuple(health), tuple(metrics))
 
 
-def _replicas(files: RunFiles, facts: RunFacts, profile: Profile) -> tuple[Watched, ...]:
+def _replicas(kept: Recorder, files: RunFiles, facts: RunFacts, profile: Profile) -> tuple[Watched, ...]:
     exits = {e.index: e.exit for e in files.replica_exits}
-    return tuple(dataclasses.replace(_watched(files, endpoint), url=url, exit=exits.get(i))
+    return tuple(dataclasses.replace(_watched(kept, endpoint), url=url, exit=exits.get(i))
                  for i, (endpoint, url) in enumerate(zip(replicas_watched(tuple(facts.replicas), profile.watch),
                                                          facts.replicas, strict=True), 1))
 
