@@ -1,5 +1,6 @@
 """Reports rendered from a fixed RunResult: golden files, the JUnit shape, and the JSON schema round trip."""
 
+import math
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -86,3 +87,12 @@ def test_report_json_has_the_contract_fields_and_round_trips(tmp_path):
     assert data["signatures"][0]["class"] == "F"
     assert set(data["latency"]) >= {"ttft_ms", "itl_ms", "e2e_ms"}
     assert render_json(report).startswith("{")
+
+
+def test_a_float_that_is_not_a_number_reads_back_as_written(tmp_path):
+    """report.json writes NaN and Infinity as Python's json module does, where the serialiser would write null (which
+    a float field refuses): a report with one reads back, as `compare` and `gate` read it."""
+    report = fixed_report().model_copy(update={"duration_s": float("nan")})
+    write_reports(report, tmp_path)
+    assert '"duration_s": NaN' in (tmp_path / "report.json").read_text()
+    assert math.isnan(read_report(tmp_path).duration_s)
