@@ -7,4 +7,4 @@
 #   examples/real-bugs/llamacpp-abandoned-whole.sh [OUT]
 set -euo pipefail
 exec "$(dirname "$0")/llamacpp-ab.sh" llamacpp-abandoned-whole \
-  "${STOCK:-0.3.6}" "${PATCHED:-0.3.7}" "${1:-llamacpp-abandoned-whole}" -np 1 -c 4096
+  "${STOCK:-0.3.6}" "${PATCHED:-0.3.7}" "${1:-llamacpp-abandoned-whole}" -np 1 -c 16384
