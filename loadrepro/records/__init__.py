@@ -15,6 +15,7 @@ from loadrepro.records.jsonl import (
     read_jsonl,
     read_run_files,
     write_checks,
+    write_lines,
 )
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.result import RunResult
@@ -71,5 +72,5 @@ __all__ = [
     "RequestRecord", "RunEnd", "RunResult", "Sample", "StopReason", "Tally",
     "Verification", "Watched",
     "RunFiles", "WindowTally", "quiet", "replica_name", "read_checks", "read_jsonl", "read_run_files",
-    "sample_from_json", "write_checks",
+    "sample_from_json", "write_checks", "write_lines",
     "wrong_answers"]

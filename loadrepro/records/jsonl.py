@@ -187,12 +187,15 @@ def _item(data: dict[str, Any]) -> Sample | EndpointSample | Fault | FaultNotCau
 ANSWERS_FILE = "answers.jsonl"  # each [verify] check of a run, written once they are done
 
 
+def write_lines(path: Path, items: Iterable[Any]) -> None:
+    """A whole file of lines as JsonlWriter writes them, at once: for what is written once it is all known (no
+    thread to keep the event loop's clocks, as nothing is timed meanwhile)."""
+    path.write_bytes(b"".join(_line(item) for item in items))
+
+
 def write_checks(run_dir: Path, checks: Iterable[AnswerCheck]) -> None:
     """The run's answer checks, one per line."""
-    written = JsonlWriter(run_dir / ANSWERS_FILE)
-    for check in checks:
-        written.write(dataclasses.asdict(check))
-    written.close()
+    write_lines(run_dir / ANSWERS_FILE, (dataclasses.asdict(check) for check in checks))
 
 
 def read_checks(run_dir: Path) -> tuple[AnswerCheck, ...]:

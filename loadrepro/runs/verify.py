@@ -10,7 +10,7 @@ from loadrepro.config.profile import Profile
 from loadrepro.load.client import Client
 from loadrepro.load.references import verify_answers
 from loadrepro.load.transport import Transport
-from loadrepro.records import JsonlWriter, RunResult, Verification, write_checks
+from loadrepro.records import RunResult, Verification, write_checks, write_lines
 from loadrepro.runs.progress import Say
 from loadrepro.workload.model import Workload
 
@@ -32,10 +32,7 @@ async def verified(result: RunResult, client: Client, url: str, api_key: str | N
     say(f"checking answers: {profile.verify.outputs} of the completed requests, each sent again alone")
     async with Transport(url, api_key) as http:
         verified = await verify_answers(client, http, workload, records, profile.verify, stop)
-    written = JsonlWriter(run_dir / "references.jsonl")
-    for reference in verified.references:
-        written.write(reference)
-    written.close()
+    write_lines(run_dir / "references.jsonl", verified.references)
     write_checks(run_dir, verified.checks)
     notes.append(verified.note)
     say(verified.note)
