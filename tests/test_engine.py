@@ -208,3 +208,15 @@ def test_an_engine_whose_port_another_process_took_first_starts_again_on_another
         assert f"port {taken} was taken by another process" in (tmp_path / "engine.log").read_text()
     finally:
         engine.stop()
+
+
+def test_an_engine_whose_log_says_its_port_was_taken_is_started_again_on_another(tmp_path):
+    """The process that took the port may have let it go before it is checked: the engine's own words (uvicorn's
+    bind error) count as a taken port, not as an engine that exited before it was healthy."""
+    script = tmp_path / "refused.py"
+    script.write_text("import sys\nprint(f\"ERROR:    [Errno 98] error while attempting to bind on address "
+                      "('127.0.0.1', {sys.argv[1]}): address already in use\")\nsys.exit(1)\n")
+    engine = ManagedEngine(f"{PY} {script} {{port}}", tmp_path / "engine.log", health_path="/")
+    with pytest.raises(TargetError, match="another process took each of the 3 ports"):
+        engine.start(30)
+    assert engine.starts == 3

@@ -104,6 +104,12 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
 
 
+# What an engine's log says when its port was taken at its bind (uvicorn: "[Errno 98] ... address already in use";
+# llama.cpp: "couldn't bind"): the other process may have let the port go by the time it is checked (LiteLLM's
+# proxy lost its port to a short-lived one so), so its own words count as a taken port too.
+_BIND_REFUSED = re.compile(r"address already in use|errno 98\b|couldn't bind", re.IGNORECASE)
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -179,7 +185,7 @@ class ManagedEngine:
         code = self._process.poll() if self._process else None
         if code is None:
             return False
-        if port_taken(self.host, self.port):
+        if port_taken(self.host, self.port) or _BIND_REFUSED.search(log_tail(self.log)):
             return True
         raise TargetError(f"the engine {describe_exit(code)} before it was healthy: {self.command}\n"
                           f"last lines of {self.log}:\n{log_tail(self.log)}")
