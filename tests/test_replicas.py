@@ -306,3 +306,42 @@ def test_a_replica_at_a_url_whose_process_exits_near_the_runs_end_is_named(tmp_p
     found = rule(report, "replica_death")
     assert found.fired and found.detail.startswith(f"replica-1 ({b}) died at "), found.detail
     assert not report.passed
+
+
+def after_their_turn_before(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The later turns sent to the replica their conversation's turn before went to, and the others."""
+    where = {(r["conversation"], r["turn"]): r["replica"] for r in rows}
+    later = [r for r in rows if r["turn"] > 1]
+    same = [r for r in later if where[(r["conversation"], r["turn"] - 1)] == r["replica"]]
+    return same, [r for r in later if r not in same]
+
+
+@pytest.mark.parametrize(("conversations", "mostly"), [(12, "same"), (11, "elsewhere")])
+def test_round_robin_holds_a_later_turn_to_the_cache_only_where_its_turn_before_went(tmp_path, tokenizer_dir,
+                                                                                     conversations, mostly):
+    # Request ids go to the two replicas in turn and a conversation's turns are about `conversations` ids apart: an
+    # even count sends most later turns where their turn before went, an odd count most elsewhere.
+    a, b = StubServer(tokens=8), StubServer(tokens=8)  # each reports half of every prompt cached: short of 0.9
+    path = tmp_path / "replicas.toml"
+    path.write_text(PROFILE.format(routing="round_robin", conversations=conversations, turns=3)
+                    + "[verdict]\nmin_cache_hit = 0.9\n")
+    with a.running(), b.running():
+        report = loadrepro.run(path, base_url=[a.url, b.url], tokenizer=tokenizer_dir, out=tmp_path / "run")
+    same, elsewhere = after_their_turn_before(records(tmp_path))
+    assert len(same if mostly == "same" else elsewhere) > conversations, (len(same), len(elsewhere))
+    found = rule(report, "prefix_reuse_missing")
+    assert found.fired == bool(same), found.detail
+    assert not same or found.detail.startswith(f"{len(same)}/{len(same)} later turns"), found.detail
+    assert all(r["shared_prefix_tokens"] > 0 for r in same)
+    assert all(r["shared_prefix_tokens"] == 0 for r in elsewhere)  # their replica never had their prefix
+
+
+def test_round_robin_over_replicas_that_cache_what_they_were_sent_passes_min_cache_hit(tmp_path):
+    # The healthy profile asks min_cache_hit 0.9 of two simulated engines, each with a prefix cache of its own.
+    report = loadrepro.run("healthy", replicas=2, overrides=["workload.conversations=12"], out=tmp_path / "run")
+    assert report.passed, report.reasons
+    same, elsewhere = after_their_turn_before(records(tmp_path))
+    assert same and elsewhere
+    assert not rule(report, "prefix_reuse_missing").fired
+    reuse = report.workload.prefix_reuse  # what was found cached of what could have been, where it could be
+    assert reuse is not None and reuse.cached_tokens and 0.9 <= reuse.cached_tokens / reuse.possible_tokens <= 1.0

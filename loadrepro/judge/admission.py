@@ -31,7 +31,9 @@ def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """With `min_cache_hit` > 0 and a target that reports cached tokens: every completed request with a shared
-    prefix (turns after the first) must report cached tokens >= min_cache_hit x that prefix."""
+    prefix (turns after the first) must report cached tokens >= min_cache_hit x that prefix. A turn that cannot
+    find it expects nothing: one sent to another replica than its conversation's turn before (round-robin
+    routing), or after a fault restarted the engine."""
     if spec.min_cache_hit <= 0:
         return None
     totals = result.totals(spec.window_s)  # every request, kept in memory or not

@@ -93,6 +93,11 @@ class ClientConfig:
         count = 1 + len(self.replicas)
         return (conversation if self.routing == "session" else request_id) % count
 
+    @property
+    def spreads_conversations(self) -> bool:
+        """Whether the turns of one conversation may go to different replicas."""
+        return bool(self.replicas) and self.routing != "session"
+
     def alone(self) -> ClientConfig:
         """The same client for base_url only: what loadrepro sends outside the load (canaries, oversize
         requests) goes to the target, whose death those judge."""

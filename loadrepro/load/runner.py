@@ -34,6 +34,7 @@ from loadrepro.load.live import LiveState, report_progress
 from loadrepro.load.live_metrics import LiveMetrics
 from loadrepro.load.pause import pause, unless
 from loadrepro.load.recorder import Recorder
+from loadrepro.load.routed_turns import RoutedTurns
 from loadrepro.load.run_target import RunTarget
 from loadrepro.load.transport import Transport
 from loadrepro.load.watch.canary import Canaries
@@ -101,6 +102,7 @@ class Runner:
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
+        self._turns = RoutedTurns(client.config.spreads_conversations)
         self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note,
                                       self._recorder.written)
         self.live = LiveState(clock(), None if self._load.duration_s else len(workload.requests),
@@ -119,7 +121,7 @@ class Runner:
         if record.outcome in FAILED and self._chaos.spans.overlaps(record.sent_or_queued_ns, record.end_ns):
             record = dataclasses.replace(record, outcome=Outcome.FAULTED,
                                          detail=f"{record.outcome} during a fault on purpose: {record.detail}")
-        record = self._chaos.after_wipe(record)
+        record = self._turns.expected(self._chaos.after_wipe(record))
         self._recorder.record(record)
         if self._live_metrics is not None:
             self._live_metrics.record(record)

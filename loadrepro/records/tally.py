@@ -202,7 +202,9 @@ class Tally:
     reuse: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)
     reuse_reported: int = 0  # of those, the ones whose usage reported cached tokens at all
     # Every completed request (any turn): the planned tokens a perfect prefix cache could have served it, and the
-    # cached tokens its usage reported (None: none reported) -- report.json workload.prefix_reuse.
+    # cached tokens its usage reported when it could be served some (None: none reported) -- report.json
+    # workload.prefix_reuse. A turn sent where its prefix never was (another replica, an engine restarted since)
+    # could be served none (load/routed_turns.py, load/faults.py).
     reuse_possible: int = 0
     reuse_cached: int | None = None
     reuse_own: int | None = None  # agent traces: of reuse_possible, what each request's own tree sent before
@@ -299,8 +301,8 @@ class Tally:
             self.reuse_possible += r.shared_prefix_tokens
             if r.own_prefix_tokens is not None:
                 self.reuse_own = (self.reuse_own or 0) + r.own_prefix_tokens
-            if r.cached_tokens is not None:
-                self.reuse_cached = (self.reuse_cached or 0) + r.cached_tokens
+            if r.cached_tokens is not None:  # what it shares nothing of (as far as it knows) is not its reuse
+                self.reuse_cached = (self.reuse_cached or 0) + (r.cached_tokens if r.shared_prefix_tokens else 0)
         if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
             self._reused(r)
         if r.prompt_tokens is not None and r.expected_prompt_tokens > 0:

@@ -56,9 +56,11 @@ class TokenSpread(Model):
 class PrefixReuse(Model):
     possible_tokens: int = Field(
         description="Prompt tokens of the completed requests that a perfect prefix cache could have served: what "
-        "each shares with an earlier request of the workload (a trace: the blocks seen earlier in it).")
+        "each shares with an earlier request of the workload (a trace: the blocks seen earlier in it), none for a "
+        "turn sent where its prefix never was (another replica than its turn before, an engine restarted since).")
     cached_tokens: int | None = Field(
-        description="The cached prompt tokens those same requests' usage reported; null: the target reports none.")
+        description="The cached prompt tokens the usage of those requests reported, of each that possible_tokens "
+        "counts some of; null: the target reports none.")
     ratio: float | None = Field(
         description="cached_tokens / possible_tokens; null when the target reports none or nothing could be served.")
     own_tokens: int | None = Field(
@@ -366,7 +368,9 @@ class RequestRow(Model):
     e2e_ms: float | None = Field(description="Sent -> end.")
     output_tokens: int | None = Field(description="Tokens it received.")
     cached_tokens: int | None = Field(description="Prompt tokens the target reported cached.")
-    shared_prefix_tokens: int = Field(description="Planned tokens it shares with an earlier request.")
+    shared_prefix_tokens: int = Field(description=(
+        "Planned tokens it shares with an earlier request, expected from the prefix cache; 0 when it was sent where "
+        "its prefix never was (another replica than its turn before, an engine restarted since)."))
     prediction: str | None = Field(None, description="What the KV arithmetic predicted: fits, must_wait or never_fits.")
     limit: str = Field("", description="Which limit the prediction names.")
     ttfc_ms: float | None = Field(None, description="Sent -> first content token.")
