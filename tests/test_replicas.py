@@ -6,6 +6,7 @@ by its own /health (replica_death), the run going on; a replica's failures are n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from collections import defaultdict
@@ -16,6 +17,8 @@ import loadrepro
 from loadrepro.config.defaults import SIM_IN_PROCESS_ENV
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
+from loadrepro.load.routed_turns import RoutedTurns
+from tests.builders import record
 from tests.helpers import rebuilt_alike, rule
 from tests.stub_server import StubServer
 
@@ -345,3 +348,17 @@ def test_round_robin_over_replicas_that_cache_what_they_were_sent_passes_min_cac
     assert not rule(report, "prefix_reuse_missing").fired
     reuse = report.workload.prefix_reuse  # what was found cached of what could have been, where it could be
     assert reuse is not None and reuse.cached_tokens and 0.9 <= reuse.cached_tokens / reuse.possible_tokens <= 1.0
+
+
+def test_a_soaks_next_pass_of_a_conversation_is_held_to_where_its_own_turns_went():
+    """A soak sends each conversation again once it ended: its turn 1 starts the count anew."""
+    turns = RoutedTurns(spread=True)
+
+    def expected(id: int, turn: int, replica: int) -> int:
+        sent = dataclasses.replace(record(id, turn=turn, shared=0 if turn == 1 else 500), replica=replica)
+        return turns.expected(sent).shared_prefix_tokens
+
+    first_pass = [expected(1, 1, 0), expected(2, 2, 0), expected(3, 3, 1)]
+    next_pass = [expected(4, 1, 1), expected(5, 2, 1), expected(6, 3, 0)]
+    assert first_pass == next_pass == [0, 500, 0]
+    assert RoutedTurns(spread=False).expected(record(7, turn=2, shared=500)).shared_prefix_tokens == 500

@@ -23,7 +23,7 @@ class RoutedTurns:
         if not self._spread:
             return record
         before = self._latest.get(record.conversation)
-        if before is None or record.turn > before[0]:
+        if before is None or record.turn > before[0] or record.turn == 1:  # 1: a soak's next pass of it
             self._latest[record.conversation] = (record.turn, record.replica)
         if record.turn <= 1 or not record.shared_prefix_tokens or before == (record.turn - 1, record.replica):
             return record
