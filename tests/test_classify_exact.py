@@ -20,6 +20,7 @@ from loadrepro.judge.classify import (
 )
 from loadrepro.judge.measurements import measure
 from loadrepro.judge.prompts import prompt_lengths, prompt_truncated
+from loadrepro.load.recorder import Recorder
 from loadrepro.records import Outcome
 from loadrepro.records.vocabulary import LogMatch
 from tests.builders import health, metrics, note, record, result, ruled
@@ -252,3 +253,17 @@ def test_a_recoverys_words_say_each_part_judged_or_why_not():
     assert judged([Outcome.TIMEOUT] * 10).detail == (
         "not back before the run ended, 2.0 s after it: SIGSTOP ...; /health 200 after 0.0 s; TTFT p95 never back "
         f"within 200 ms (it was 100 ms before); {unjudged_tail}")
+
+
+def test_capacity_is_counted_over_every_request_of_a_soak_not_its_kept_records():
+    # A soak keeps its first records only: a request that can never fit, served hours in, is past them.
+    predictions = (Prediction(1, 1, Fit.FITS, "", 100), Prediction(2, 1, Fit.NEVER_FITS, "max length", 9000))
+    recorder = Recorder(None, keep=3, predictions=predictions)
+    served = [record(i, conversation=1) for i in range(1, 5)] + [record(5, conversation=2)]
+    for r in served:
+        recorder.record(r)
+    run = dataclasses.replace(result(recorder.records), tally=recorder.tally, predictions=predictions)
+    assert [r.id for r in run.records] == [1, 2, 3]
+    assert capacity_mismatch(run, SPEC).summary == (
+        "1 requests that can never fit (max length) were not rejected at admission (request 5, 9000 tokens: ok)")
+    assert recorder.tally.capacity.outcomes == {"fits": {"ok": 4}, "never_fits": {"ok": 1}}

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from loadrepro.config.capacity import Fit
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity, quote
 from loadrepro.records import REUSE_SCALE, Outcome, RunResult
@@ -56,29 +55,19 @@ def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None
 def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Admission that disagrees with the KV arithmetic: a request predicted `never_fits` that was not cleanly
     rejected (the engine crashed, stalled or retried instead: the seed-001 defect), or one predicted `fits` that
-    was rejected. Threshold: one request either way; needs the target's limits."""
-    if not result.predictions:
+    was rejected. Threshold: one request either way; needs the target's limits. Counted over every request, kept in
+    memory or not."""
+    counts = result.totals(spec.window_s).capacity
+    if counts is None:
         return None
-    predicted = {(p.conversation, p.turn): p for p in result.predictions}
-    unrejected, refused = [], []
-    for record in result.records:
-        p = predicted.get((record.conversation, record.turn))
-        if p is None or record.outcome is Outcome.CANCELLED:
-            continue
-        if p.fit is Fit.NEVER_FITS and record.outcome is not Outcome.REJECTED:
-            unrejected.append((record, p))
-        elif p.fit is Fit.FITS and record.outcome is Outcome.REJECTED and record.structured is None:
-            # a structured request refused is refused for what it asked (an engine started without a tool parser,
-            # a format it does not serve): rule structured_output says so, with the engine's words
-            refused.append((record, p))
     parts = []
-    if unrejected:
-        record, p = unrejected[0]
-        parts.append(f"{len(unrejected)} requests that can never fit ({p.limit}) were not rejected at admission "
-                     f"(request {record.id}, {p.tokens} tokens: {record.outcome})")
-    if refused:
-        record, p = refused[0]
-        parts.append(f"{len(refused)} requests that fit were rejected (request {record.id}, {p.tokens} tokens)")
+    if (first := counts.unrejected.first) is not None:
+        p = counts.prediction(first)
+        parts.append(f"{counts.unrejected.count} requests that can never fit ({p.limit}) were not rejected at "
+                     f"admission (request {first.id}, {p.tokens} tokens: {first.outcome})")
+    if (first := counts.refused.first) is not None:
+        parts.append(f"{counts.refused.count} requests that fit were rejected (request {first.id}, "
+                     f"{counts.prediction(first).tokens} tokens)")
     if not parts:
         return None
     return Finding("capacity_mismatch", Severity.FAIL, "; ".join(parts))

@@ -8,8 +8,10 @@ let go. Every record and sample, kept or not, is counted in the Tally, which the
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
+from loadrepro.config.capacity import Prediction
 from loadrepro.config.profile import Profile, SloSpec
 from loadrepro.records import (
     ENGINE_RSS,
@@ -30,6 +32,7 @@ from loadrepro.records import (
     Sample,
     Tally,
 )
+from loadrepro.records.capacity_counts import capacity_counts
 
 MAX_SAMPLES = 20_000  # of each kind kept in memory (a metrics scrape ~1 KB); a 12-hour soak polling every 0.5 s
 # makes 86,400
@@ -65,15 +68,17 @@ class _Unwritten:
 
 class Recorder:
     def __init__(self, out_dir: Path | None, window_s: float = 60.0, keep: int = 20_000, fast_health_s: float = 1.0,
-                 answers: int = 0, slo: SloSpec | None = None, rss_from_metrics: bool = False) -> None:
+                 answers: int = 0, slo: SloSpec | None = None, rss_from_metrics: bool = False,
+                 predictions: Sequence[Prediction] = ()) -> None:
         """`out_dir` None: nothing is written (a run replayed from its files keeps what the run kept).
         fast_health_s: a 200 /health poll that answered within it is one no health rule singles out. `answers`:
         completed requests with an answer to keep a uniform sample of, beyond `keep` ([verify] checks them), cache
         hits and the others apart, since answers are checked cache hits first. `rss_from_metrics`: the engine's
-        memory is read from the resident memory its scrapes publish (a target at a URL: /proc is not ours)."""
+        memory is read from the resident memory its scrapes publish (a target at a URL: /proc is not ours).
+        `predictions`: each planned request's capacity prediction, whose outcomes are counted over every record."""
         self.records: list[RequestRecord] = []
         self.answer_pool = {True: Reservoir(answers, 1), False: Reservoir(answers, 2)}  # by cache hit
-        self.tally = Tally(window_s, slo=slo or SloSpec())
+        self.tally = Tally(window_s, slo=slo or SloSpec(), capacity=capacity_counts(predictions))
         self.last: RequestRecord | None = None
         self._keep = keep
         self._kept = {True: 0, False: 0}  # completed, other
@@ -93,7 +98,8 @@ class Recorder:
             self._samples_out = JsonlWriter(out_dir / "samples.jsonl")
 
     @classmethod
-    def of_run(cls, profile: Profile, out_dir: Path | None, rss_from_metrics: bool) -> Recorder:
+    def of_run(cls, profile: Profile, out_dir: Path | None, rss_from_metrics: bool,
+               predictions: Sequence[Prediction] = ()) -> Recorder:
         """What a run of `profile` keeps in memory: the run's own recorder, and the one its files are replayed
         through when its reports are rebuilt."""
         watch, limit = profile.watch, profile.verdict.max_health_latency_s
@@ -102,7 +108,7 @@ class Recorder:
         answers = 0 if verify.outputs == "off" else verify.sample if verify.outputs == "sample" else \
             profile.load.keep_records
         return cls(out_dir, profile.verdict.window_s, profile.load.keep_records, fast_s, answers, profile.slo,
-                   rss_from_metrics)
+                   rss_from_metrics, predictions)
 
     def started(self, start_ns: int) -> None:
         """The load's time zero, from which windows are counted."""

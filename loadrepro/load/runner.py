@@ -81,7 +81,8 @@ class Runner:
         self._clock = clock
         self._load = profile.load
         self._recorder = Recorder.of_run(profile, out_dir,
-                                         target.engine is None and profile.watch.memory_interval_s > 0)
+                                         target.engine is None and profile.watch.memory_interval_s > 0,
+                                         target.predictions)
         self._health: HealthWatcher | None = None
         self._stopped = asyncio.Event()  # set once no new request may start
         self._interrupted = asyncio.Event()  # set by Ctrl-C or SIGTERM: every wait after the load ends

@@ -96,4 +96,4 @@ class RunResult:
         if self.tally is not None and (self.tally.window_s == window_s or self.tally.dropped or self.tally.thinned):
             return self.tally
         return Tally.of(self.records, self.start_ns, window_s,
-                        (*self.metrics, *self.health, *self.canaries, *self.memory), self.slo)
+                        (*self.metrics, *self.health, *self.canaries, *self.memory), self.slo, self.predictions)

@@ -13,8 +13,10 @@ import numpy as np
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
+from loadrepro.config.capacity import Prediction
 from loadrepro.config.profile import SloSpec
 from loadrepro.config.workload_spec import UNCHECKED_FORMATS
+from loadrepro.records.capacity_counts import CapacityCounts, capacity_counts
 from loadrepro.records.counts import PerSecond, PromptErrors, RecentEnds, SloCounts
 from loadrepro.records.memory import MemorySample
 from loadrepro.records.vocabulary import (
@@ -229,12 +231,14 @@ class Tally:
     # a request: a soak's whole run, not its kept records).
     drafted: array[int] = dataclasses.field(default_factory=lambda: array("i"))
     accepted: array[int] = dataclasses.field(default_factory=lambda: array("i"))
+    capacity: CapacityCounts | None = None  # with the target's limits known: how each prediction fared
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord], start_ns: int, window_s: float,
-           samples: Iterable[Sample] = (), slo: SloSpec | None = None) -> Tally:
+           samples: Iterable[Sample] = (), slo: SloSpec | None = None,
+           predictions: Iterable[Prediction] = ()) -> Tally:
         """The tally of records and samples at hand (a result built from all of them)."""
-        tally = cls(window_s, start_ns, slo or SloSpec())
+        tally = cls(window_s, start_ns, slo or SloSpec(), capacity=capacity_counts(predictions))
         for r in records:
             tally.add(r)
         for sample in samples:
@@ -305,6 +309,8 @@ class Tally:
                 self.reuse_cached = (self.reuse_cached or 0) + (r.cached_tokens if r.shared_prefix_tokens else 0)
         if r.outcome is Outcome.OK and r.shared_prefix_tokens > 0 and r.turn > 1:
             self._reused(r)
+        if self.capacity is not None:
+            self.capacity.add(r)
         if r.prompt_tokens is not None and r.expected_prompt_tokens > 0:
             self.prompt_errors.add(r.id, r.conversation, r.turn, r.expected_prompt_tokens, r.prompt_tokens)
         if r.outcome is not Outcome.CANCELLED:

@@ -246,16 +246,11 @@ def _pressure(result: RunResult, measured: Measurements) -> Pressure:
                     preemptions=measured.preemptions, pool_usage_peak=_pool_peaks(result))
 
 
-def _capacity(result: RunResult) -> CapacityInfo | None:
+def _capacity(result: RunResult, totals: Tally) -> CapacityInfo | None:
     limits = result.limits
     if limits is None:
         return None
-    predicted = {(p.conversation, p.turn): p.fit.value for p in result.predictions}
-    table: dict[str, Counter[str]] = {}
-    for r in result.records:
-        fit = predicted.get((r.conversation, r.turn))
-        if fit is not None:
-            table.setdefault(fit, Counter())[r.outcome.value] += 1
+    table = totals.capacity.outcomes if totals.capacity is not None else {}  # every request, kept or not
     return CapacityInfo(source=limits.source, tokens_per_block=limits.tokens_per_block, pool_tokens=limits.pool_tokens,
                         draft_pool_tokens=limits.draft_pool_tokens, index_entries=limits.index_entries,
                         max_seq_len=limits.max_seq_len, beam_width=limits.beam_width,
@@ -362,7 +357,7 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
                               seed=workload.seed, faker_version=workload.faker_version,
                               calibration_source=workload.calibration_source, origin=workload.origin,
                               prefix_reuse=_prefix_reuse(totals)),
-        pressure=_pressure(result, measured), capacity=_capacity(result), diagnosis=diagnosis,
+        pressure=_pressure(result, measured), capacity=_capacity(result, totals), diagnosis=diagnosis,
         calibration=CalibrationInfo(source=workload.calibration_source, probe_requests=workload.probe_requests,
                                     probe_tokens=workload.probe_tokens),
         lengths=_lengths(result, profile.verdict.window_s),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from loadrepro.config.capacity import Prediction
 from loadrepro.config.profile import Profile, WatchedEndpoint
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
@@ -89,7 +90,8 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
     ended = files.ended or RunEnd(max(times), files.health[-1] if files.health and not killed else None,
                                   max((r.chunk_ns[-1] if r.chunk_ns else r.first_token_ns or 0
                                        for r in files.records), default=0), None, None, None)
-    kept = _kept(files, files.start_ns, profile)
+    predictions = predicted(_planned(run_dir), profile.load.concurrency, facts.limits)
+    kept = _kept(files, files.start_ns, profile, predictions)
     return RunResult(
         label=facts.label, base_url=facts.base_url, model=facts.model, engine_cmd=facts.engine_cmd,
         seed=profile.workload.seed, started_at=facts.started_at, start_ns=files.start_ns, end_ns=ended.end_ns,
@@ -102,18 +104,19 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
         not_caused=tuple(sorted(files.not_caused, key=lambda f: f.at_s)),
         introspection=tuple(kept.watched.get(INTROSPECTION, ([], []))[0]), health_owner=facts.health_owner,
         limits=facts.limits, context=facts.context,
-        predictions=predicted(_planned(run_dir), profile.load.concurrency, facts.limits),
+        predictions=predictions,
         watched=tuple(_watched(kept, e) for e in profile.watch.endpoints),
         replicas=_replicas(kept, files, facts, profile),
         progress_ns=ended.progress_ns, stopped_ns=ended.stopped_ns, engine_running=ended.engine_running,
         worker_crash=ended.worker_crash, sampled_answers=kept.sampled_answers(), tally=kept.tally)
 
 
-def _kept(files: RunFiles, start_ns: int, profile: Profile) -> Recorder:
+def _kept(files: RunFiles, start_ns: int, profile: Profile, predictions: tuple[Prediction, ...]) -> Recorder:
     """The run's files replayed through what the run kept in memory (load/recorder.py): its records, its samples
     thinned alike past MAX_SAMPLES of a kind (a soak's hours of polls), and its tally, counted once over every record
     and sample as the run counted them: the rules and sections read what they read in the run."""
-    kept = Recorder.of_run(profile, None, rss_from_metrics=False)  # the readings the run made of scrapes are on disk
+    # the readings the run made of scrapes are on disk
+    kept = Recorder.of_run(profile, None, rss_from_metrics=False, predictions=predictions)
     kept.started(start_ns)
     samples: tuple[Sample, ...] = (*files.health, *files.metrics, *files.matches, *files.notes, *files.canaries,
                                    *files.memory)

@@ -387,4 +387,5 @@ class CapacityInfo(Model):
     max_seq_len: int = Field(description="The longest sequence.")
     beam_width: int = Field(description="Beams per request.")
     outcomes_by_prediction: dict[str, dict[str, int]] = Field(
-        description="For each prediction, the outcomes its requests had.")
+        description="For each prediction, the outcomes its requests had: every request of the run, kept in "
+        "memory or not.")
