@@ -31,8 +31,9 @@ def soak(url: str, out: Path, *extra: str, duration_s: float = 6.0) -> subproces
 
 
 def test_an_engine_whose_ttft_grows_fails_the_degradation_rule_naming_the_windows(tmp_path, pictures):
+    # Six streams at a time: the last window, at about 0.5 s a first token, still has the five the rule needs.
     with StubServer("ok", tokens=2, ttft_growth_per_s=0.1).running() as stub:
-        done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5", "--png")
+        done = soak(stub.url, tmp_path, "--set", "load.concurrency=6", "--set", "verdict.max_ttft_growth=0.5", "--png")
     assert done.returncode == 1, done.stdout + done.stderr
     rules = fired(report(tmp_path))
     assert "TTFT p95 grew from" in rules["degradation"], rules
@@ -135,8 +136,8 @@ def test_only_whole_windows_count(duration_s, count):
 
 def test_a_soak_that_keeps_few_records_in_memory_still_counts_and_judges_every_one(tmp_path):
     with StubServer("ok", tokens=4, ttft_growth_per_s=0.1).running() as stub:
-        done = soak(stub.url, tmp_path, "--set", "load.concurrency=2", "--set", "verdict.max_ttft_growth=0.5",
-                    "--set", "load.keep_records=20")
+        done = soak(stub.url, tmp_path, "--set", "load.concurrency=6", "--set", "verdict.max_ttft_growth=0.5",
+                    "--set", "load.keep_records=20")  # six at a time: enough requests in the last window
     assert done.returncode == 1, done.stdout + done.stderr
     data = json.loads((tmp_path / "report.json").read_text())
     lines = (tmp_path / "requests.jsonl").read_text().splitlines()
