@@ -108,3 +108,12 @@ def test_fault_spans_say_what_was_a_faults_doing():
     assert [s.action for s in spans.going_on()] == ["pause"]
     done = Fault("restart", at_ns=100, done_ns=150, back_ns=None, recover_within_s=1.0, detail="")
     assert FaultSpans.of([done]).spans == [FaultSpan("restart", 100, 150 + 1_000_000_000)]
+
+
+def test_a_record_sent_where_its_prefix_never_was_expects_none_of_it_its_trees_share_included():
+    # own_prefix_tokens is a part of shared_prefix_tokens: the report's own_tokens must not pass possible_tokens
+    later = dataclasses.replace(record(2, 4), turn=2, shared_prefix_tokens=500)
+    tree = dataclasses.replace(later, own_prefix_tokens=300).expecting_no_cache()
+    plain = later.expecting_no_cache()
+    assert (tree.shared_prefix_tokens, tree.own_prefix_tokens) == (0, 0)
+    assert (plain.shared_prefix_tokens, plain.own_prefix_tokens) == (0, None)

@@ -71,7 +71,7 @@ class FaultsOnPurpose:
         self._turn_ends[record.conversation] = record.end_ns
         if record.turn > 1 and previous is not None and any(
                 previous <= at <= record.sent_or_queued_ns for at in self._wiped):
-            return dataclasses.replace(record, shared_prefix_tokens=0)
+            return record.expecting_no_cache()
         return record
 
     def _not_caused(self, kept: FaultNotCaused) -> None:

@@ -4,8 +4,6 @@ nothing of that conversation there, whatever the engine does (rule prefix_reuse_
 
 from __future__ import annotations
 
-import dataclasses
-
 from loadrepro.records import RequestRecord
 
 
@@ -27,5 +25,4 @@ class RoutedTurns:
             self._latest[record.conversation] = (record.turn, record.replica)
         if record.turn <= 1 or not record.shared_prefix_tokens or before == (record.turn - 1, record.replica):
             return record
-        own = None if record.own_prefix_tokens is None else 0
-        return dataclasses.replace(record, shared_prefix_tokens=0, own_prefix_tokens=own)
+        return record.expecting_no_cache()

@@ -4,6 +4,7 @@ metric series."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -168,6 +169,13 @@ class RequestRecord:
     def sent_or_queued_ns(self) -> int:
         """When it was sent (queued, when never sent): the time that places it in a window."""
         return self.sent_ns if self.sent_ns is not None else self.queued_ns
+
+    def expecting_no_cache(self) -> RequestRecord:
+        """This record of a request sent where none of its prefix can be cached (an engine restarted since its turn
+        before, another replica than that turn's): nothing of it is expected from the prefix cache, its own
+        tree's share included."""
+        own = None if self.own_prefix_tokens is None else 0
+        return dataclasses.replace(self, shared_prefix_tokens=0, own_prefix_tokens=own)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RequestRecord:
