@@ -2,6 +2,7 @@
 exit codes, reports (the entry point as a process of its own: test_exit_codes.py)."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -166,6 +167,28 @@ def test_predictions_match_what_patched_does_and_the_rule_fires_on_stock(tmp_pat
     rules = {r["name"]: r for r in report(tmp_path / "s")["rules"]}
     assert rules["capacity_mismatch"]["fired"] and "can never fit" in rules["capacity_mismatch"]["detail"]
     assert "## Capacity" in (tmp_path / "s" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("policy", ["stock", "patched"])
+def test_capacity_is_judged_on_every_request_past_the_kept_ones(tmp_path, policy):
+    # One completed request and one other kept in memory, of the 4 (stock) or 6 (patched) the run sends.
+    done = loadrepro("run", "--profile", "page-index", "--set", f"sim.policy={policy}", "--set",
+                     "load.keep_records=1", "--out", str(tmp_path))
+    data = report(tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    kept = data["request_table"]
+    assert len(kept) == 2 < len(records) == data["requests"]["total"]
+    table = data["capacity"]["outcomes_by_prediction"]
+    assert sum(n for outcomes in table.values() for n in outcomes.values()) == len(records), table
+    found = {r["name"]: r for r in data["rules"]}["capacity_mismatch"]
+    if policy == "stock":  # served (and died on) the request that can never fit: a request not kept
+        assert done.returncode == 1 and found["fired"], found
+        named = int(re.search(r"\(request (\d+),", found["detail"]).group(1))
+        assert named not in {row["id"] for row in kept}, (named, kept)
+    else:  # refused each at admission, kept or not
+        refused = sum(1 for r in records if r["outcome"] == "rejected")
+        assert done.returncode == 0 and not found["fired"] and table["never_fits"] == {"rejected": refused}
+        assert refused > sum(1 for row in kept if row["prediction"] == "never_fits")
 
 
 def test_size_to_overrun_fills_the_pool_and_fails_stock(tmp_path):
