@@ -128,7 +128,9 @@ def test_sweep_html_draws_its_curves_with_the_failed_levels(tmp_path, pictures):
 
 def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp_path):
     """A timeline with windows and a replica beside the target (built here, as a soak over replicas would leave it):
-    two more panels, drawn with no error, the replicas' with a row for the target and one for the replica."""
+    two more panels, drawn with no error, the replicas' with a row for the target and one for the replica. Its
+    engine published a waiting count and no KV usage, as llama.cpp does: the KV panel's title says which is missing;
+    its one conversation's lane panel, the shortest there is, has room for its axis's word."""
     import numpy as np
 
     from loadrepro.report.html import html_page
@@ -143,7 +145,7 @@ def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp
     timeline = Timeline(
         label="soak", duration_s=4.0, in_flight_t=at, in_flight_n=np.ones(9), ends={}, end_counts={}, health_t=at,
         health_ok=np.ones(9, dtype=int), health_status=("200",) * 9, health_latency_s=np.full(9, 0.01),
-        canary_t=empty, canary_ttft_s=empty, kv_t=empty, kv_usage=empty, waiting_t=empty, waiting=empty,
+        canary_t=empty, canary_ttft_s=empty, kv_t=empty, kv_usage=empty, waiting_t=at, waiting=np.zeros(9),
         running_t=empty, running=empty, lanes=(Lane(0, 1, 0.5, 1.0, "ok", 0, 1),), ttft_ms=np.array([5.0]),
         e2e_ms=np.array([9.0]), first_failure_s=None, first_fatal_s=None, first_fatal_text="",
         windows=tuple(WindowRow(index=i + 1, start_s=2.0 * i, end_s=2.0 * (i + 1), **window) for i in range(2)),
@@ -156,9 +158,19 @@ def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp
         async with opened(page.as_uri()) as tab:
             titles = await tab.evaluate("window.loadreproCharts.map(u => u.root.querySelector('.u-title').textContent)")
             rows = await tab.evaluate("window.loadreproCharts[4].rows")
-            return {"titles": titles, "rows": rows, "errors": list(tab.errors)}
+            # the lanes' axis word, drawn upright beside the plot's middle: whole when the canvas is that long there
+            word = await tab.evaluate("""(() => {
+                const u = window.loadreproCharts[5], axis = u.axes[1];
+                u.ctx.font = axis.labelFont[0];
+                return [axis.label, u.ctx.measureText(axis.label).width, 2 * (u.bbox.top + u.bbox.height / 2)];
+            })()""")
+            return {"titles": titles, "rows": rows, "word": word, "errors": list(tab.errors)}
 
     seen = asyncio.run(look())
     assert seen["errors"] == [] and len(seen["titles"]) == 6, seen
     assert seen["titles"][3].startswith("window by window") and seen["titles"][4].startswith("replicas and watched")
     assert seen["rows"] == ["target", "replica-1"]  # the target's own row first: the load went to both
+    assert seen["titles"][2] == "the engine's KV usage (not published) and requests waiting"  # as llama.cpp's
+    label, wide, room = seen["word"]
+    assert label == "conversation" and wide <= room, seen["word"]  # one conversation: the least room
+

@@ -9,6 +9,7 @@ from loadrepro.config.profile_files import load_profile
 from loadrepro.judge.judgement import judge
 from loadrepro.records import Outcome
 from loadrepro.report.build import build_report
+from loadrepro.report.html import Charts, render_html, rule_checks
 from loadrepro.report.json import read_report, render_json
 from loadrepro.report.junit import render_junit
 from loadrepro.report.markdown import render_markdown
@@ -96,3 +97,24 @@ def test_a_float_that_is_not_a_number_reads_back_as_written(tmp_path):
     write_reports(report, tmp_path)
     assert '"duration_s": NaN' in (tmp_path / "report.json").read_text()
     assert math.isnan(read_report(tmp_path).duration_s)
+
+
+def test_the_rules_table_holds_the_rules_that_fired_and_folds_what_the_others_look_for():
+    """report.html's rules: those that fired with what each found; the others, folded, with what each looks for (a
+    row of dashes each said nothing of what the run was checked for); the run's notes after them."""
+    report = fixed_report().model_copy(update={"notes": ["metrics: /metrics answered HTTP 404"]})
+    page = render_html(report, Charts("", ""))
+    rules = page[page.index("<h2>Rules</h2>"):]
+    rules = rules[:rules.index("<h2>", 4)]
+    table, folded = rules.split("<details>")
+    fired = [x for x in report.rules if x.fired]
+    quiet = [x for x in report.rules if not x.fired]
+    assert fired and quiet
+    assert table.count("<tr>") == 1 + len(fired) and "<td>-</td>" not in table
+    assert all(f"<td>{x.name}</td>" in table for x in fired)
+    assert f"{len(quiet)} more rules checked, none of them fired" in folded
+    looks = rule_checks()
+    assert all(looks[x.name] for x in quiet)  # every rule says what it looks for
+    assert folded.count("<tr>") == 1 + len(quiet) and all(f"<td>{x.name}</td>" in folded for x in quiet)
+    assert "Any request whose outcome is stalled" in folded  # stalled_streams, in its own words
+    assert "<h2>Notes</h2><ul><li>metrics: /metrics answered HTTP 404</li></ul>" in page

@@ -108,11 +108,7 @@
       [{label: "answered in (s)", stroke: "#212121", points: {show: true, size: 3}}], [{label: "s"}], 160);
     healthOpts.hooks.draw.push(unhealthy);
     place(healthOpts, [polled, took]);
-    place(opts("the engine's KV usage and requests waiting",
-      [{label: "KV usage %", stroke: "#6a1b9a", scale: "%", paths: uPlot.paths.stepped({align: 1})},
-       {label: "waiting", stroke: "#ef6c00", scale: "n", paths: uPlot.paths.stepped({align: 1})}],
-      [{label: "KV %", scale: "%"}, {label: "waiting", scale: "n", side: 1}], 180),
-      uPlot.join([d.kv, d.waiting]));
+    pressure(d, opts, place);
     if (d.memory[0].length) {
       place(opts("the engine's memory (MiB)",
         [{label: "resident", stroke: "#00695c"}, {label: "anonymous", stroke: "#5d4037"},
@@ -128,6 +124,36 @@
     }
     if (d.endpoints.length || d.replicas > 1) endpoints(d, opts, place);
     lanes(d, hover, opts, place);
+  }
+
+  // The engine's KV usage and requests waiting, as its /metrics said them. A figure it did not publish is said to be
+  // so (llama.cpp publishes no KV usage): an empty panel read as a cache that stayed empty.
+  function pressure(d, opts, place) {
+    const published = [d.kv[0].length > 0, d.waiting[0].length > 0], none = !published.some(p => p);
+    const missing = (label, p) => p ? label : label + " (not published)";
+    const o = opts(none ? "the engine's KV usage and requests waiting: not published"
+                        : "the engine's " + missing("KV usage", published[0]) + " and " +
+                          missing("requests waiting", published[1]),
+      [{label: missing("KV usage %", published[0]), stroke: "#6a1b9a", scale: "%",
+        paths: uPlot.paths.stepped({align: 1})},
+       {label: missing("waiting", published[1]), stroke: "#ef6c00", scale: "n", paths: uPlot.paths.stepped({align: 1})}],
+      [{label: "KV %", scale: "%"}, {label: "waiting", scale: "n", side: 1}], none ? 120 : 180);
+    o.scales["%"] = published[0] ? {} : {range: [0, 100]};  // the axes drawn all the same: the time axis lines up
+    o.scales.n = published[1] ? {} : {range: [0, 1]};
+    if (none) {
+      o.hooks.draw.push(u => {
+        const ctx = u.ctx, {left, top, width, height} = u.bbox;
+        const said = "not published: the engine's metrics held no KV usage and no count of requests waiting";
+        ctx.save(); ctx.font = 13 * devicePixelRatio + "px sans-serif";
+        const wide = ctx.measureText(said).width + 16 * devicePixelRatio, high = 22 * devicePixelRatio;
+        ctx.fillStyle = "#fff";
+        ctx.fillRect(left + (width - wide) / 2, top + (height - high) / 2, wide, high);
+        ctx.fillStyle = "#555"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+        ctx.fillText(said, left + width / 2, top + height / 2);
+        ctx.restore();
+      });
+    }
+    place(o, uPlot.join([d.kv, d.waiting]));
   }
 
   // The replicas (the target first) and watched endpoints: a row each, a strip green where its /health answered 200
@@ -205,7 +231,7 @@
     const title = "each request from sent to end, a row per conversation" +
       (bands.length ? " (an agent's subagents below it; a band per agent tree)" : "");
     const laneOpts = opts(title, [{label: "conversation", show: false}],
-      [{label: "conversation", values: () => []}], Math.min(420, Math.max(120, rows * 10 + 40)));
+      [{label: "conversation", values: () => []}], Math.min(420, Math.max(160, rows * 10 + 40)));  // 160: its axis's word fits
     laneOpts.scales.y = {range: () => [-0.5, rows - 0.5]};
     laneOpts.hooks.draw.push(bars);
     const u = place(laneOpts, [[0, d.duration], [0, 0]]);

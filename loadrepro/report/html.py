@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
 
+from loadrepro.judge.classify import RULES
 from loadrepro.judge.windows import REFERENCE_WINDOW
 from loadrepro.report.interactive import SCRIPTS
 from loadrepro.report.long_run_markdown import CHAOS_HEADINGS, chaos_rows, slo_lines
@@ -113,8 +114,9 @@ def _sections(r: RunReport, latency: str) -> str:
         parts.append("<h2>Capacity</h2>" + html_table(["prediction", "outcomes"], [
             [fit, ", ".join(f"{k} {v}" for k, v in o.items())]
             for fit, o in r.capacity.outcomes_by_prediction.items()]))
-    parts.append("<h2>Rules</h2>" + html_table(["rule", "result", "detail"], [
-        [x.name, x.severity if x.fired else "-", x.detail] for x in r.rules]))
+    parts.append(_rules(r))
+    if r.notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in r.notes) + "</ul>")
     if r.first_failure:
         f = r.first_failure
         parts.append(f"<h2>First failure</h2><p>Request {f.request} (conversation {f.conversation}, turn {f.turn}) "
@@ -123,6 +125,35 @@ def _sections(r: RunReport, latency: str) -> str:
         parts.append("<h2>Engine log up to the first fatal line</h2><pre>"
                      + escape("\n".join(r.log_excerpt)) + "</pre>")
     return "\n".join(parts)
+
+
+def _rules(r: RunReport) -> str:
+    """The rules that fired, with what each found; then, folded, every other rule the run was judged by with what
+    it looks for: a row of dashes a rule said little of what the run was checked for."""
+    fired = [x for x in r.rules if x.fired]
+    quiet = [x.name for x in r.rules if not x.fired]
+    table = html_table(["rule", "result", "detail"], [[x.name, x.severity or "", x.detail] for x in fired])
+    checked = (f"{len(quiet)} more rules checked, none of them fired" if fired
+               else f"All {len(quiet)} rules checked, none of them fired")
+    looks = rule_checks()
+    folded = (f"<details><summary>{checked}: what each looks for</summary>"
+              + html_table(["rule", "looks for"], [[name, looks.get(name, "")] for name in quiet]) + "</details>")
+    return "<h2>Rules</h2>" + (table if fired else "") + (folded if quiet else "")
+
+
+def rule_checks() -> dict[str, str]:
+    """Each rule's name and the first sentence of its docstring (the rule's own words of what it detects)."""
+    return {rule.__name__: _first_sentence(rule.__doc__ or "") for rule in RULES}
+
+
+def _first_sentence(doc: str) -> str:
+    words = " ".join(doc.split()).replace("`", "")
+    depth = 0
+    for i, c in enumerate(words):
+        depth += (c == "(") - (c == ")")
+        if c == "." and depth == 0 and words[i + 1:i + 2] in ("", " "):
+            return words[:i + 1]
+    return words
 
 
 def _head(r: RunReport) -> str:
