@@ -174,3 +174,48 @@ def test_a_long_runs_windows_and_its_replicas_health_are_panels_of_their_own(tmp
     label, wide, room = seen["word"]
     assert label == "conversation" and wide <= room, seen["word"]  # one conversation: the least room
 
+
+async def _hostile(url: str) -> dict:
+    async with opened(url) as page:
+        drawn = {"charts": await page.evaluate("(window.loadreproCharts || []).length"),
+                 "canvases": await page.evaluate("document.querySelectorAll('canvas').length")}
+        if drawn["charts"] < 4:
+            return {**drawn, "errors": list(page.errors)}
+        return {
+            **drawn,
+            "titles": await page.evaluate(
+                "window.loadreproCharts.map(u => u.root.querySelector('.u-title').textContent)"),
+            "h1": await page.evaluate("document.querySelector('h1').textContent"),
+            "details": await page.evaluate(
+                "JSON.parse(document.getElementById('timeline-data').textContent).requests.map(r => r[6])"),
+            "first_failure": await page.evaluate("document.querySelector('pre').textContent"),
+            "notes": await page.evaluate("[...document.querySelectorAll('h2 + ul li')].map(li => li.textContent)"),
+            "scripts": await page.evaluate("[...document.scripts].map(s => s.id || s.type || 'code')"),
+            "errors": list(page.errors)}
+
+
+def test_an_engines_hostile_texts_are_shown_as_they_are_and_every_chart_is_drawn(tmp_path, pictures):
+    """Error texts, a model name and a label that bend HTML parsing where a page embeds them as they came (inside
+    the JSON a chart is drawn from, `<!--<script>` swallowed the rest of the page: no chart at all): each chart drawn,
+    each text shown as it is; an engine that publishes no KV figures gets a panel that says so."""
+    from tests.helpers import small
+    from tests.hostile_server import HOSTILE, HostileServer
+
+    label = "<!--<script>label\u2028</script>"
+    with HostileServer().running() as server:
+        done = cli("run", "--profile", "quickstart", *small("workload.conversations=12", "workload.turns=1"),
+                   "--base-url", server.url, "--label", label, "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr  # 8 of its 12 requests failed
+    report = json.loads((tmp_path / "report.json").read_text())
+    requests = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().split("\n") if line]
+    # each text went in: as it is in an error event, as a JSON string in a 500's body
+    said = [json.dumps(text, ensure_ascii=False)[1:-1] for text in HOSTILE]
+    assert all(any(text in (r["detail"] or "") for r in requests) for text in said), [r["detail"] for r in requests]
+    seen = asyncio.run(_hostile((tmp_path / "report.html").as_uri()))
+    assert seen["errors"] == [] and seen["charts"] == 4 and seen["canvases"] == 6, seen  # and the 2 of latency
+    assert label in seen["h1"] and seen["titles"][0].startswith(label + ": requests in flight"), seen
+    assert sorted(seen["details"]) == sorted((r["detail"] or "")[:200] for r in requests)
+    assert seen["first_failure"] == report["first_failure"]["detail"]
+    assert seen["notes"] == report["notes"] and any("<!--<script>" in note for note in seen["notes"]), seen["notes"]
+    assert seen["scripts"] == ["timeline-data", "latency-latency-data", "code", "code"], seen["scripts"]  # no more
+    assert seen["titles"][2].endswith(": not published"), seen["titles"]  # its /metrics answered 404

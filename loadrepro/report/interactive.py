@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
+from html import escape
 from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from loadrepro.records.redact import scrub
+from loadrepro.records.redact import REDACTED, scrub
 from loadrepro.report.timeline import Timeline
 
 if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
@@ -39,9 +41,22 @@ def _thin(*columns: np.ndarray) -> list[list[float | None]]:
     return [[_number(float(v)) for v in c[keep]] for c in columns]
 
 
+# Inside a <script> element the HTML parser ends it at "</script" and, after "<!--" then "<script", reads on past
+# its own end tag; "&" and ">" matter where the text is read as HTML, U+2028 and U+2029 where it is read as
+# JavaScript. JSON with these written as escapes (JSON has them only inside strings) holds none of them, and
+# JSON.parse reads the same strings back.
+_UNPARSED = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                           "\u2029": "\\u2029"})
+
+
+def embedded_json(data: object) -> str:
+    """`data` as JSON that may stand inside a page's <script> element as it is: no text in it, an engine's error
+    text or a label, changes how the browser parses the page."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).translate(_UNPARSED)
+
+
 def _data(element_id: str, data: object) -> str:
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")  # no early end of its tag
-    return f"<script type=application/json id={element_id}>{text}</script>"
+    return f"<script type=application/json id={element_id}>{embedded_json(data)}</script>"
 
 
 def _series(t: Timeline) -> dict[str, object]:
@@ -119,7 +134,23 @@ SCRIPTS = "<!--loadrepro:scripts-->"  # where a page's scripts go: put in after 
 def with_scripts(page: str) -> bytes:
     """The page scrubbed of secrets (records/redact.py), then its scripts put in at SCRIPTS: loadrepro's own code
     and the vendored library hold no secret, and scrubbing rewrote them (`first token" : "end` reads as one)."""
-    return scrub(page).replace(SCRIPTS, page_scripts(), 1).encode("utf-8")
+    return _shown(scrub(page)).replace(SCRIPTS, page_scripts(), 1).encode("utf-8")
+
+
+_EMBEDDED = re.compile(r"(<script type=application/json id=[^>]*>)(.*?)(</script>)", re.DOTALL)
+
+
+def _shown(page: str) -> str:
+    """A scrubbed page with each <redacted> mark scrubbing put in written as text, in the JSON a chart is drawn from
+    as in the page's own text: as it came, the browser took it for an element and showed nothing where the secret
+    was. The embedded JSON holds no "<" of its own (embedded_json): its end tag is the first one after it."""
+    if REDACTED not in page:  # most pages: no pass over a soak's megabytes of series
+        return page
+
+    def marked(found: re.Match[str]) -> str:
+        return found.group(1) + found.group(2).replace(REDACTED, REDACTED.translate(_UNPARSED)) + found.group(3)
+
+    return _EMBEDDED.sub(marked, page).replace(REDACTED, escape(REDACTED))
 
 
 def page_scripts() -> str:
