@@ -109,20 +109,20 @@ def diagnose_command(
     json_: Annotated[bool, typer.Option("--json", help="JSON.")] = False,
 ) -> None:
     """Find the first failure signatures in engine logs, the initiating rank and the collateral ones, the capacity
-    figures the engine logged, and the next step. Exit 0: no fatal signature; 1: fatal found; 2: unreadable."""
+    figures the engine logged, and the next step. Exit 0: no failure; 1: a fatal signature, or (a run directory) a
+    request that failed with a known error text or a run that failed; 2: unreadable."""
     from loadrepro.judge.diagnose import diagnose, logs_of
     from loadrepro.report.diagnosis import to_json, to_markdown, to_text
 
     if len(paths) == 1 and paths[0].is_dir():
-        logs, verification = logs_of(paths[0])
+        given = logs_of(paths[0])
+        result = diagnose(given.paths, verification=given.verification, ended=given.ended,
+                          run_reasons=given.run_reasons)
     else:
-        logs = []
-        for path in paths:
-            logs += logs_of(path)[0]
-        verification = logs_of(paths[0])[1]
-    result = diagnose(logs, verification=verification)
+        logs = [log for path in paths for log in logs_of(path).paths]
+        result = diagnose(logs, verification=logs_of(paths[0]).verification)
     echo(to_json(result) if json_ else to_markdown(result) if md else to_text(result))
-    raise typer.Exit(1 if result.fatal else 0)
+    raise typer.Exit(1 if result.failed else 0)
 
 
 def probe_command(

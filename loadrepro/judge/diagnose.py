@@ -20,6 +20,7 @@ from pathlib import Path
 from loadrepro.config.capacity import KvConfig, capacity, parse_size
 from loadrepro.errors import UsageError
 from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, line_time, may_match, union
+from loadrepro.records import FAILED, Outcome, read_jsonl
 
 CONTEXT_LINES = 100
 _PROCESS = (
@@ -67,14 +68,39 @@ class Diagnosis:
     capacity: str = ""  # what the figures say of the KV pools
     next_step: str = ""
     verification: str = ""
+    # The run's own requests (a run's diagnosis): signature -> requests that ended with its text, and of those the
+    # ones that failed (HTTP 5xx, a stream error...): a text a failed request carried is a failure, whatever its class.
+    requests: dict[str, int] = field(default_factory=dict)
+    failed_requests: dict[str, int] = field(default_factory=dict)
+    engine: str = ""  # the engine the signatures are of (llama.cpp, vLLM...): whose flags the next step names
+    run_reasons: list[str] = field(default_factory=list)  # a run that failed: why (report.json's reasons)
 
     @property
     def fatal(self) -> bool:
         return any(o.klass == SignatureClass.FATAL.value for o in self.first.values())
 
     @property
+    def failed(self) -> bool:
+        """The engine failed: a fatal line, a request that failed with a known text, or the run's own verdict."""
+        return self.fatal or bool(self.failed_requests) or bool(self.run_reasons)
+
+    @property
     def pressure_only(self) -> bool:
-        return bool(self.first) and all(o.klass == SignatureClass.TEMPORARY.value for o in self.first.values())
+        return (bool(self.first) and not self.failed
+                and all(o.klass == SignatureClass.TEMPORARY.value for o in self.first.values()))
+
+
+def request_signatures(ended: Iterable[tuple[str | None, str]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Of requests as (signature, outcome): per signature, how many ended with its text, and how many of those
+    failed. One definition for the run's report and for `loadrepro diagnose RUN_DIR`."""
+    every: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for signature, outcome in ended:
+        if signature:
+            every[signature] = every.get(signature, 0) + 1
+            if Outcome(outcome) in FAILED:
+                failed[signature] = failed.get(signature, 0) + 1
+    return every, failed
 
 
 def _process(line: str, file_label: str) -> str:
@@ -236,23 +262,58 @@ def _capacity_verdict(d: Diagnosis) -> str:
     return ""
 
 
+# What gives each engine's KV pool room, in its own flags: what the next step names for the engine the signatures
+# are of (research: real-engine-llamacpp.md, real-engine-vllm-cpu.md).
+KV_FLAGS = {
+    "llama.cpp": ("llama-server's slots share one KV pool when it runs unified (`-kvu/--kv-unified`, the default "
+                  "when `-np/--parallel` is not given), and no request is checked against what the others hold: "
+                  "give each slot its own context (`-np N --no-kv-unified`, `-c/--ctx-size` = N x the longest "
+                  "prompt + max_tokens), or raise `-c/--ctx-size`, or send fewer at once than the pool holds "
+                  "(ggml-org/llama.cpp#23652)"),
+    "vLLM": ("raise `--gpu-memory-utilization` (on CPU, `VLLM_CPU_KVCACHE_SPACE` in GiB), or lower "
+             "`--max-num-seqs` or `--max-model-len`"),
+    "SGLang": "raise `--mem-fraction-static`, or lower `--max-running-requests`",
+    "TensorRT-LLM": ("raise `kv_cache_free_gpu_memory_fraction` (`kv_cache_config`), or lower `--max_batch_size` "
+                     "or `--max_num_tokens`"),
+}
+_ANY_ENGINE = "raise the KV memory fraction or lower concurrency"
+
+
+def _engine_of(d: Diagnosis, catalog: tuple[Signature, ...]) -> str:
+    """The engine the signatures are of: the failed requests' first, then the log's, by their catalog entries."""
+    engines = {s.name: s.engine for s in catalog}
+    named = [*d.failed_requests, *d.requests, *(n for n, _ in sorted(d.first.items(), key=lambda kv: kv[1].line))]
+    return next((engines[n] for n in named if engines.get(n) in KV_FLAGS), "")
+
+
+def _failed_words(d: Diagnosis) -> str:
+    return ", ".join(f"{n:,} with `{name}`" for name, n in sorted(d.failed_requests.items(), key=lambda kv: -kv[1]))
+
+
 def _next_step(d: Diagnosis) -> str:
+    flags = KV_FLAGS.get(d.engine, _ANY_ENGINE)
     if d.fatal:
         return ("The engine died under KV pressure instead of making requests wait or rejecting them. Fix admission: "
                 "reserve prompt + max_tokens (x beams) in every KV pool, including draft/indexer pools, queue what "
-                "does not fit yet and reject at admission what never can. Until then: lower concurrency, beam width "
-                "or draft length, or raise the KV memory fraction.")
+                f"does not fit yet and reject at admission what never can. Until then: {flags}.")
+    if d.failed_requests:
+        return (f"Requests failed with the engine's own error text ({_failed_words(d)}): a failure, not pressure. "
+                "An engine short of KV must make a request wait, or refuse one that can never fit with a clean "
+                f"4xx. To give it room: {flags}.")
+    if d.run_reasons:
+        return "The run failed (" + "; ".join(d.run_reasons) + "), and the engine log names no cause."
     if any(o.klass == SignatureClass.NEVER_FITS.value for o in d.first.values()):
         return "Requests that can never fit were refused: correct, if clean. Shorten them or give the engine more KV."
     if d.pressure_only:
-        return ("Pressure, not failure: the engine waited, preempted or retracted and went on. If latency matters, "
-                "raise the KV memory fraction or lower concurrency.")
+        return ("Pressure, not failure: the engine waited, preempted or retracted and went on. If latency matters: "
+                f"{flags}.")
     return "No known failure signature."
 
 
-def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG,
-             verification: str = "") -> Diagnosis:
-    """Analyse one or more logs (several files: several ranks, labelled by file name)."""
+def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG, verification: str = "",
+             ended: Iterable[tuple[str | None, str]] = (), run_reasons: Iterable[str] = ()) -> Diagnosis:
+    """Analyse one or more logs (several files: several ranks, labelled by file name), beside the run's requests
+    as (signature, outcome) when there is a run, and the reasons it failed."""
     paths = list(paths)
     if not paths:
         raise UsageError("diagnose needs a log file or a run directory")
@@ -260,6 +321,9 @@ def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG,
     for order, path in enumerate(paths):
         reader.read(path, path.name if len(paths) > 1 else "engine", order)
     d = reader.finish()
+    d.requests, d.failed_requests = request_signatures(ended)
+    d.run_reasons = list(run_reasons)
+    d.engine = _engine_of(d, catalog)
     d.capacity = _capacity_verdict(d)
     d.next_step = _next_step(d)
     d.verification = verification
@@ -279,15 +343,80 @@ def verification_for(run_dir: Path, engine_cmd: str | None = None) -> str:
             "then loadrepro diagnose on the patched run must exit 0")
 
 
-def logs_of(target: Path) -> tuple[list[Path], str]:
+@dataclass(frozen=True, slots=True)
+class Logs:
+    """What `loadrepro diagnose` reads for the paths it was given: the logs, how to verify a fix, and for a run
+    directory its requests as (signature, outcome) and why it failed."""
+
+    paths: list[Path]
+    verification: str
+    ended: list[tuple[str | None, str]] = field(default_factory=list)
+    run_reasons: list[str] = field(default_factory=list)
+
+
+def logs_of(target: Path) -> Logs:
     """The logs to read for a path given on the command line, and how to verify a fix for that run."""
     if target.is_dir():
         log = target / "engine.log"
         if not log.exists():
             raise UsageError(f"{target} has no engine.log (runs keep one when loadrepro starts the engine)")
-        return [log], verification_for(target)
+        return Logs([log], verification_for(target), _ended(target / "requests.jsonl"), _run_reasons(target))
     if not target.exists():
         raise UsageError(f"no such log: {target}")
-    return [target], ("loadrepro ab --profile PROFILE --stock-cmd '<stock engine>' --patched-cmd '<patched engine>' "
-                      "with the input that produced this log; loadrepro diagnose on the patched engine's log must "
-                      "then exit 0")
+    return Logs([target], ("loadrepro ab --profile PROFILE --stock-cmd '<stock engine>' --patched-cmd "
+                           "'<patched engine>' with the input that produced this log; loadrepro diagnose on the "
+                           "patched engine's log must then exit 0"))
+
+
+def _ended(requests: Path) -> list[tuple[str | None, str]]:
+    if not requests.exists():
+        return []
+    return [(row.get("signature"), row["outcome"]) for row in read_jsonl(requests)
+            if row.get("kind", "request") == "request" and "outcome" in row]
+
+
+def _run_reasons(run_dir: Path) -> list[str]:
+    """Why the run failed, as its report says: a failed run is not diagnosed as one that went well."""
+    report = run_dir / "report.json"
+    if not report.exists():
+        return []
+    data = json.loads(report.read_text())
+    return [str(r) for r in data.get("reasons", [])] if data.get("verdict") == "fail" else []
+
+
+_NOTABLE = re.compile(r"(?i)\bwarn(?:ing)?\b|\berror\b|\bfail(?:ed|ure)?\b|\bexceed(?:ed|s)?\b|\[[WE]\]")
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,]\d+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class LogDigest:
+    """An engine log as its maintainer first reads it: its last lines, and the warnings and errors it repeated,
+    each distinct line (its numbers made `N`) with how often it came."""
+
+    tail: list[str]
+    repeated: list[tuple[str, int]]  # most frequent first
+    lines: int
+
+
+def normalised(line: str) -> str:
+    """A log line with its numbers (sizes, ids, times, addresses) made `N`: one warning however its numbers vary."""
+    return _NUMBER.sub("N", line.strip())
+
+
+def log_digest(path: Path, tail: int = 40, top: int = 10, catalog: tuple[Signature, ...] = CATALOG) -> LogDigest:
+    """The last `tail` lines and the `top` most repeated warnings and errors of a log, in one pass and bounded
+    memory (the distinct lines counted are capped)."""
+    last: deque[str] = deque(maxlen=tail)
+    counts: dict[str, int] = {}
+    pattern, lines = union(catalog), 0
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for raw in handle:
+            line = raw.rstrip("\r\n")
+            lines += 1
+            last.append(line)
+            if _NOTABLE.search(line) or pattern.search(line):
+                key = normalised(line)[:300]
+                if key in counts or len(counts) < 10_000:
+                    counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    return LogDigest(list(last), ranked, lines)

@@ -10,6 +10,7 @@ from ddsketch import DDSketch
 
 from loadrepro.config.profile import Profile, VerdictSpec
 from loadrepro.config.workload_spec import StructuredFormat
+from loadrepro.judge.diagnose import request_signatures
 from loadrepro.judge.endpoints import EndpointFigures
 from loadrepro.judge.judgement import Judgement
 from loadrepro.judge.measurements import Measurements, series
@@ -212,11 +213,13 @@ def _signatures(result: RunResult) -> list[SignatureCount]:
     for r in result.records:
         if r.signature:
             seen.setdefault(r.signature, []).append((r.end_ns, r.detail, r.signature_class or "F"))
+    requests, failed = request_signatures((r.signature, r.outcome.value) for r in result.records)
     rows = []
     for name, hits in seen.items():
         t_ns, sample, k = min(hits)
-        rows.append(SignatureCount(name=name, class_=k, count=len(hits), first_t_s=round(result.seconds(t_ns), 3),
-                                   sample=sample[:500]))
+        rows.append(SignatureCount(name=name, class_=k, count=len(hits), requests=requests.get(name, 0),
+                                   failed_requests=failed.get(name, 0), log_lines=len(hits) - requests.get(name, 0),
+                                   first_t_s=round(result.seconds(t_ns), 3), sample=sample[:500]))
     return sorted(rows, key=lambda s: s.first_t_s)
 
 

@@ -16,17 +16,27 @@ def _where(o: Occurrence) -> str:
     return f"{o.file}:{o.line}{stamp}, {o.process}"
 
 
+def verdict_words(fatal: bool, failed_requests: dict[str, int], pressure_only: bool, failed: bool) -> str:
+    """What the diagnosis makes of the engine, in the same words for `loadrepro diagnose` and report.md."""
+    if fatal:
+        return "fatal engine failure"
+    if failed_requests:
+        return f"failure: {sum(failed_requests.values()):,} requests failed with the engine's own error text"
+    if failed:
+        return "the run failed; no failure signature"
+    return "pressure, not failure" if pressure_only else "no fatal signature"
+
+
 def to_json(d: Diagnosis) -> str:
     data = dataclasses.asdict(d)
-    data["fatal"], data["pressure_only"] = d.fatal, d.pressure_only
+    data["fatal"], data["failed"], data["pressure_only"] = d.fatal, d.failed, d.pressure_only
     return json.dumps(data, indent=2)
 
 
 def to_markdown(d: Diagnosis, heading: str = "#") -> str:
     lines = [f"{heading} Diagnosis", "",
-             f"{d.lines:,} lines in {len(d.files)} file(s): " + ("**fatal engine failure**" if d.fatal else
-                                                                 "pressure, not failure" if d.pressure_only else
-                                                                 "no fatal signature"), ""]
+             f"{d.lines:,} lines in {len(d.files)} file(s): "
+             + f"**{verdict_words(d.fatal, d.failed_requests, d.pressure_only, d.failed)}**", ""]
     if d.initiating:
         o = d.initiating
         lines += [f"Initiating: **{o.process}** with `{o.signature}` ({_where(o)}): {o.cause}", "",
@@ -34,10 +44,12 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
     if d.collateral:
         lines += ["Collateral (failures that passed the first one on):", ""]
         lines += [f"- {o.process}: `{o.signature}` ({_where(o)})" for o in d.collateral] + [""]
-    if d.first:
-        lines += ["| signature | class | count | first seen | cause |", "|---|---|---:|---|---|"]
+    if d.first or d.requests:
+        lines += ["| signature | class | requests (failed) | log lines | first logged | cause |",
+                  "|---|---|---:|---:|---|---|"]
         for name, o in sorted(d.first.items(), key=lambda kv: (kv[1].file, kv[1].line)):
-            lines.append(f"| {name} | {o.klass} | {d.counts[name]} | {_where(o)} | {o.cause} |")
+            lines.append(f"| {name} | {o.klass} | {_requests(d, name)} | {d.counts[name]} | {_where(o)} | {o.cause} |")
+        lines += [f"| {name} | | {_requests(d, name)} | 0 | | |" for name in d.requests if name not in d.first]
         lines.append("")
     sequence = [("start", d.start_line), ("first warning", d.first_warn.text if d.first_warn else None),
                 ("the error carrying the symptom", d.initiating.text if d.initiating else None)]
@@ -55,6 +67,10 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
         shown = d.context[-EXCERPT_LINES:]
         lines += [f"The {len(shown)} lines before the first fatal line:", "", "```text", *shown, "```"]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _requests(d: Diagnosis, name: str) -> str:
+    return f"{d.requests.get(name, 0)} ({d.failed_requests.get(name, 0)})"
 
 
 def to_text(d: Diagnosis) -> str:

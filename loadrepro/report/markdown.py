@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loadrepro.report.cells import cell, count, ms
+from loadrepro.report.diagnosis import verdict_words
 from loadrepro.report.long_run_markdown import chaos_section, slo_section, trials_section, windows_section
 from loadrepro.schema.report_sections import Percentiles, health_said
 from loadrepro.schema.run_report import RunReport
@@ -206,9 +207,10 @@ def _first_failure(r: RunReport) -> list[str]:
 def _signatures(r: RunReport) -> list[str]:
     if not r.signatures:
         return []
-    lines = ["## Signatures", "", "| signature | class | count | first seen (s) | sample |", "|---|---|---:|---:|---|"]
-    lines += [f"| {s.name} | {s.class_} | {s.count} | {s.first_t_s:.1f} | {cell(s.sample[:120])} |"
-              for s in r.signatures]
+    lines = ["## Signatures", "", "| signature | class | requests (failed) | log lines | first seen (s) | sample |",
+             "|---|---|---:|---:|---:|---|"]
+    lines += [f"| {s.name} | {s.class_} | {s.requests} ({s.failed_requests}) | {s.log_lines} | {s.first_t_s:.1f} | "
+              f"{cell(s.sample[:120])} |" for s in r.signatures]
     return lines + [""]
 
 
@@ -322,9 +324,8 @@ def _diagnosis(r: RunReport) -> list[str]:
     d = r.diagnosis
     if d is None:
         return []
-    verdict = ("fatal engine failure" if d.fatal else "pressure, not failure" if d.pressure_only
-               else "no fatal signature")
-    lines = ["## Diagnosis", "", f"Engine log: {verdict}."]
+    verdict = verdict_words(d.fatal, d.failed_requests, d.pressure_only, d.failed)
+    lines = ["## Diagnosis", "", f"Engine: {verdict}."]
     if d.initiating:
         i = d.initiating
         lines.append(f"Initiating: {i.process}, `{i.signature}` at line {i.line}" + (f" ({i.timestamp})" if

@@ -38,8 +38,10 @@ class Reporter:
             self.live.rules((name, f.severity.value if f else None) for name, f in judgement.findings)
         log = self.run_dir / "engine.log"
         catalog = profile_catalog(self.profile)
-        diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd))) \
-            if final and log.exists() else None
+        verdict = judgement.verdict
+        diagnosis = to_info(diagnose([log], catalog, verification_for(self.run_dir, result.engine_cmd),
+                                     ((r.signature, r.outcome.value) for r in result.records),
+                                     () if verdict.passed else verdict.reasons)) if final and log.exists() else None
         return build_report(result, self.profile, judgement, self.workload, self.command,
                             extra_notes=self.notes, diagnosis=diagnosis)
 

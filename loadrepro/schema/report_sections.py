@@ -307,7 +307,10 @@ class FirstFailure(Model):
 class SignatureCount(Model):
     name: str = Field(description="The signature's name.")
     class_: str = Field(alias="class", description="F fatal, P propagation, T temporary, R recoverable.")
-    count: int = Field(description="How often it was seen.")
+    count: int = Field(description="How often it was seen: requests + log_lines.")
+    requests: int = Field(0, description="The run's requests that ended with its text (over the kept records).")
+    failed_requests: int = Field(0, description="Of those, the requests that failed (HTTP 5xx, a stream error...).")
+    log_lines: int = Field(0, description="The engine log's lines with it.")
     first_t_s: float = Field(description="First seen, seconds since the load started.")
     sample: str = Field(description="The first text that matched.")
 
@@ -343,7 +346,16 @@ class DiagnosisInfo(Model):
     """The engine-log analysis of a run whose engine log loadrepro kept."""
 
     fatal: bool = Field(description="A fatal signature was found.")
-    pressure_only: bool = Field(description="Only pressure was logged (retractions, waiting), nothing fatal.")
+    failed: bool = Field(False, description=(
+        "The engine failed: a fatal signature, a request that failed (HTTP 5xx, a stream error...) with a known "
+        "error text, or the run's verdict."))
+    pressure_only: bool = Field(description="Only pressure was logged (retractions, waiting), and nothing failed.")
+    counts: dict[str, int] = Field(default_factory=dict, description="Per signature, the engine log's lines with it.")
+    requests: dict[str, int] = Field(default_factory=dict, description=(
+        "Per signature, the run's requests that ended with its text (over the kept records)."))
+    failed_requests: dict[str, int] = Field(default_factory=dict, description=(
+        "Of those, per signature, the requests that failed: a failure whatever the signature's class."))
+    engine: str = Field("", description="The engine the signatures are of, whose flags the next step names.")
     initiating: LogPlace | None = Field(description="The first fatal line of the process that failed first.")
     collateral: list[LogPlace] = Field(description="Fatal lines of the other processes, which followed it.")
     figures: dict[str, float] = Field(description="Capacity figures the engine logged (pool sizes, blocks).")

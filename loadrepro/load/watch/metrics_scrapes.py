@@ -119,9 +119,13 @@ class MetricsWatcher:
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self._http, self._path, self._interval_s = http, path, interval_s
         self._on_sample, self._clock = on_sample, clock
+        self.unusable = False  # the endpoint proved unusable: it is neither scraped nor noted again
 
     async def scrape(self) -> bool:
-        """One scrape; False once the endpoint proved unusable (noted once)."""
+        """One scrape; False once the endpoint proved unusable (noted once: the scrapes before the load, during it
+        and after it are one watcher's, and a user is told once that metrics are not watched)."""
+        if self.unusable:
+            return False
         started = self._clock()
         response = await self._http.get(self._path, SCRAPE_TIMEOUT_S)  # a busy engine answers late
         if isinstance(response, NoAnswer):
@@ -136,6 +140,7 @@ class MetricsWatcher:
         return True
 
     def _unusable(self, text: str) -> bool:
+        self.unusable = True
         self._on_sample(Note(self._clock(), NoteSource.METRICS, text))
         return False
 
