@@ -145,3 +145,45 @@ def test_replay_waits_for_a_whole_answer_as_long_as_the_request_may_take():
         stream = asyncio.run(replay.send(target, "/v1/chat/completions", {**body, "stream": True}, []))
     assert whole == ("ok", ""), whole
     assert stream[0] == "stalled", stream
+
+
+def test_redacting_hosts_replaces_the_targets_and_keeps_loopback_binds():
+    text = ("engine: llama-server --host 127.0.0.1 --port 8080 -m model.gguf\n"
+            "also --host gpu-7.internal and --host 0.0.0.0; target http://gpu-7.internal:8000/v1\n"
+            "peer 10.2.3.4 and http://localhost:8000/health, http://[::1]:8000, replay --base-url http://HOST:PORT")
+    cleaned = scrub_bundle_text(text, redact_host=True, hosts=("gpu-7.internal",))
+    assert "--host 127.0.0.1 --port 8080" in cleaned and "--host 0.0.0.0" in cleaned
+    assert "gpu-7.internal" not in cleaned and "10.2.3.4" not in cleaned
+    assert "--host ENGINE_HOST and" in cleaned and "http://ENGINE_HOST:8000/v1" in cleaned
+    assert "http://localhost:8000/health" in cleaned and "http://[::1]:8000" in cleaned
+    assert "http://HOST:PORT" in cleaned  # the README's placeholder stays one
+    assert scrub_bundle_text(text, redact_host=False, hosts=("gpu-7.internal",)).count("gpu-7.internal") == 2
+
+
+def test_the_readme_is_for_the_engines_maintainer(tmp_path):
+    """A run whose requests failed with llama.cpp's 500 and whose log has no fatal line: the README is titled by the
+    run, names the engine command and model, and shows the log's repeated warnings and last lines."""
+    engine = (f"{sys.executable} -m tests.kv_pool_server --host 127.0.0.1 --port {{port}} --pool 2200 "
+              "-m /models/tiny.gguf")
+    run_dir = tmp_path / "run"
+    assert cli("run", "--profile", "healthy", "--engine-cmd", engine, "--out", str(run_dir), "--quiet").returncode == 1
+    done = cli("bundle", str(run_dir), "-o", str(tmp_path / "b.zip"), "--redact-host")
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(tmp_path / "b.zip") as bundle:
+        files = {n.split("/", 1)[1]: bundle.read(n) for n in bundle.namelist()}
+    readme = files["README.md"].decode()
+    title = readme.splitlines()[0]
+    assert title == '# llama.cpp: 4 of 12 requests failed (server_error), HTTP 500 "Context size has been exceeded."'
+    assert "Simulated healthy engine" not in title
+    assert "--host 127.0.0.1 \\" in readme and "--pool 2200 \\" in readme  # flags as given, one a line
+    assert "served from `/models/tiny.gguf`" in readme and "counted by POST /tokenize" in readme
+    assert "| 12 | `decode: failed to find a memory slot for batch of size N` |" in readme
+    tail = files["engine-log-tail.txt"].decode().splitlines()
+    assert tail[-1].startswith("srv  update_slots: Context size has been exceeded.") and tail[-1] in readme
+    assert "engine-log-excerpt.txt" not in files  # no fatal line, yet the log is there
+    assert b"0.0.0.0" not in files["README.md"] + files["report.json"]
+    titled = cli("bundle", str(run_dir), "-o", str(tmp_path / "t.zip"), "--title", "Unified pool fails requests")
+    assert titled.returncode == 0, titled.stderr
+    with zipfile.ZipFile(tmp_path / "t.zip") as bundle:
+        readme = bundle.read(next(n for n in bundle.namelist() if n.endswith("/README.md"))).decode()
+    assert readme.startswith("# Unified pool fails requests\n")

@@ -75,12 +75,15 @@ def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | Non
 def bundle(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (it holds report.json).")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="The zip to write.")] = None,
-    redact_host: Annotated[bool, typer.Option(help="Replace host names and IP addresses.")] = False,
+    redact_host: Annotated[bool, typer.Option(help=(
+        "Replace the target's host and other machines' names and IP addresses (loopback ones are kept)."))] = False,
+    title: Annotated[str | None, typer.Option(help=(
+        "The README's title (default: the engine and what failed, from the run)."))] = None,
 ) -> None:
     """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
     from loadrepro.report.bundle import make_bundle
 
-    path = make_bundle(run_dir, output, redact_host)
+    path = make_bundle(run_dir, output, redact_host, title)
     echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

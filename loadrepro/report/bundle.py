@@ -1,8 +1,10 @@
 """The reproducer bundle: one zip a maintainer can run without installing loadrepro.
 
-It holds the report, the resolved profile, the exact payloads (`workload.jsonl.gz`), the request records, the
-engine log excerpt, and `replay.py` (standard library only) with the `replay.json` settings it reads. Secrets are
-scrubbed from every text file; `redact_host` also replaces host names and IP addresses.
+It holds a README for the engine's maintainer (report/bundle_readme.py), the report, the resolved profile, the exact
+payloads (`workload.jsonl.gz`), the request records, the engine log's last lines and its excerpt before the first
+fatal line, and `replay.py` (standard library only) with the `replay.json` settings it reads. Secrets are scrubbed
+from every text file; `redact_host` also replaces the target's host and other machines' names and addresses, never a
+loopback one.
 """
 
 from __future__ import annotations
@@ -16,19 +18,20 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from loadrepro.errors import UsageError
+from loadrepro.judge.diagnose import log_digest
 from loadrepro.judge.signatures import CATALOG, SignatureClass
 from loadrepro.records import read_jsonl
 from loadrepro.records.redact import scrub
+from loadrepro.report.bundle_readme import ENGINE_LOG_TAIL, default_title, readme
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import PICTURES, png_files
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import (
     BUNDLED_WORKLOAD_FILE,
-    DEFERRED_BODIES_WRITTEN,
-    DEFERRED_PROMPT_TOKENS_WRITTEN,
     open_workload,
     open_workload_bytes,
     workload_file,
@@ -37,13 +40,22 @@ from loadrepro.workload.export import (
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl", "report.html")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
 _IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
+# Addresses that name no machine: a bind to them, or a URL on them, says nothing of where the engine ran, and a
+# maintainer needs them as they were (`--host 127.0.0.1` is not `--host 0.0.0.0`); and the README's placeholders.
+_LOCAL = re.compile(r"^(?:127\.\d+\.\d+\.\d+|0\.0\.0\.0|localhost|\[::1?\]|::1?|HOST|ENGINE_HOST)$")
+REDACTED_HOST = "ENGINE_HOST"
 
 
-def scrub_bundle_text(text: str, redact_host: bool) -> str:
+def scrub_bundle_text(text: str, redact_host: bool, hosts: tuple[str, ...] = ()) -> str:
+    """Secrets scrubbed; with `redact_host`, the hosts of URLs, IPv4 addresses and the given `hosts` (the target's)
+    replaced by ENGINE_HOST wherever they appear, loopback and unspecified addresses kept as they were."""
     text = scrub(text)
     if redact_host:
-        text = _URL_HOST.sub(r"\1ENGINE_HOST", text)
-        text = _IPV4.sub("0.0.0.0", text)
+        text = _URL_HOST.sub(lambda m: m.group(0) if _LOCAL.match(m.group(2)) else m.group(1) + REDACTED_HOST, text)
+        text = _IPV4.sub(lambda m: m.group(0) if _LOCAL.match(m.group(0)) else REDACTED_HOST, text)
+        for host in hosts:
+            if host and not _LOCAL.match(host):
+                text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", REDACTED_HOST, text)
     return text
 
 
@@ -93,55 +105,17 @@ def _workload_rows(run_dir: Path) -> list[dict[str, Any]]:
         return [row for row in map(json.loads, lines) if row.get("type") == "request"]
 
 
-def _readme(report: RunReport, name: str) -> str:
-    profile = report.profile
-    lines = [f"# Reproducer: {profile['name']} ({report.label}) - {report.verdict.upper()}", "",
-             profile.get("description", ""), "", "## What happened", ""]
-    lines += [f"- {reason}" for reason in report.reasons] or ["- no rule fired"]
-    if report.first_failure:
-        f = report.first_failure
-        lines += ["", f"First failure: request {f.request} (conversation {f.conversation}, turn {f.turn}) at "
-                      f"{f.t_s:.1f} s, `{f.outcome}`: {' '.join(f.detail.split())[:300]}"]
-    lines += ["", "## What was run", "", f"- command: `{report.command}`",
-              f"- target: {report.target.base_url} (model `{report.target.model}`)"]
-    if report.target.engine_cmd:
-        lines.append(f"- engine: `{report.target.engine_cmd}`")
-    lines += [f"- loadrepro {report.environment.loadrepro_version}, Python {report.environment.python}",
-              "", "## Reproduce", "",
-              "With loadrepro installed, from this folder:", "", "```bash",
-              "loadrepro run --profile profile.toml --base-url http://HOST:PORT", "```", "",
-              "Without it (Python 3.11 or newer, standard library only), replaying the exact payloads:", "",
-              "```bash", "python3 replay.py --base-url http://HOST:PORT", "```", "",
-              "`replay.py` exits 1 when the engine failed and 0 when it passed.", *_answers_readme(report),
-              "", "## Files", "",
-              "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
-              "- `workload.jsonl.gz`: the request bodies and their schedule (a long trace's run: the first "
-              f"{DEFERRED_BODIES_WRITTEN:,} requests' bodies, at most {DEFERRED_PROMPT_TOKENS_WRITTEN:,} prompt "
-              "tokens of them; `profile.toml` and the trace rebuild the rest)",
-              "- `requests.jsonl`: what each request did",
-              "- `timeline.png`, `latency.png`: the run's pictures; `report.html`: its charts, to zoom into",
-              "- `answers.json`: the wrong answers, when the run found any",
-              "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",
-              "- `replay.py`, `replay.json`: the standalone replay (`check_answers.py`: its --check-answers)", ""]
-    return "\n".join(lines)
-
-
-def _answers_readme(report: RunReport) -> list[str]:
-    if report.outputs is None or not report.outputs.worst:
-        return []
-    return ["", f"Wrong answers: `answers.json` holds the {len(report.outputs.worst)} the run found, each with its "
-            "request body and both answers (under load, and the same request alone) with their logprobs. To check "
-            "them again (each request alone, then under the run's traffic; exit 1 when a wrong answer comes back):",
-            "", "```bash", "python3 replay.py --base-url http://HOST:PORT --check-answers", "```"]
-
-
-def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False) -> Path:
+def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False, title: str | None = None) -> Path:
+    """The run's zip; `title` heads its README (default: the engine and what failed, from the run)."""
     if not (run_dir / "report.json").exists():
         raise UsageError(f"{run_dir} is not a run directory (no report.json)")
     report = read_report(run_dir)
     name = f"loadrepro-{run_dir.resolve().name}"
     out = out or run_dir.resolve().parent / f"{name}.zip"
-    texts = {"README.md": _readme(report, name), "replay.json": json.dumps(_replay_settings(report), indent=2)}
+    log = run_dir / "engine.log"
+    digest = log_digest(log, ENGINE_LOG_TAIL) if log.exists() else None
+    readme_text = readme(report, title or default_title(report), digest)
+    texts = {"README.md": readme_text, "replay.json": json.dumps(_replay_settings(report), indent=2)}
     if wrong := wrong_answers(run_dir, report):
         texts["answers.json"] = json.dumps(wrong, indent=1, ensure_ascii=False)
     for copied in COPIED:
@@ -149,9 +123,12 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
             texts[copied] = (run_dir / copied).read_text(encoding="utf-8", errors="replace")
     if report.log_excerpt:
         texts["engine-log-excerpt.txt"] = "\n".join(report.log_excerpt) + "\n"
+    if digest is not None:
+        texts["engine-log-tail.txt"] = "\n".join(digest.tail) + "\n"
+    hosts = (urlsplit(report.target.base_url).hostname or "",)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for file_name, text in texts.items():
-            bundle.writestr(f"{name}/{file_name}", scrub_bundle_text(text, redact_host))
+            bundle.writestr(f"{name}/{file_name}", scrub_bundle_text(text, redact_host, hosts))
         # loadrepro's own program, as it ships: it holds no secret, and scrubbing would rewrite its code
         for program in ("replay.py", "check_answers.py"):
             code = resources.files("loadrepro.standalone").joinpath(program).read_text(encoding="utf-8")
