@@ -157,6 +157,10 @@ def test_redacting_hosts_replaces_the_targets_and_keeps_loopback_binds():
     assert "--host ENGINE_HOST and" in cleaned and "http://ENGINE_HOST:8000/v1" in cleaned
     assert "http://localhost:8000/health" in cleaned and "http://[::1]:8000" in cleaned
     assert "http://HOST:PORT" in cleaned  # the README's placeholder stays one
+    # llama.cpp's log timestamps have an address's shape; an address ending a sentence is one all the same
+    log = "0.02.611.436 W decode: failed\n1.15.123.100 I srv ready at 10.9.8.7.\nversion 1.2.3.4.5"
+    assert scrub_bundle_text(log, redact_host=True) == ("0.02.611.436 W decode: failed\n1.15.123.100 I srv ready at "
+                                                        "ENGINE_HOST.\nversion 1.2.3.4.5")
     assert scrub_bundle_text(text, redact_host=False, hosts=("gpu-7.internal",)).count("gpu-7.internal") == 2
 
 

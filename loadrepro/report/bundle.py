@@ -39,7 +39,10 @@ from loadrepro.workload.export import (
 
 COPIED = ("report.md", "report.json", "profile.toml", "requests.jsonl", "report.html")
 _URL_HOST = re.compile(r"(https?://)(\[[0-9a-fA-F:]+\]|[^/\s:\"'`]+)")
-_IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+# An address: four octets, no leading zeros, not inside a longer dotted run, and not llama.cpp's log timestamp
+# (`0.01.446.907 W decode: ...`, minutes.seconds.ms.us before the level letter), which has an address's shape.
+_IPV4 = re.compile(rf"(?<!\d\.)(?<!\d){_OCTET}(?:\.{_OCTET}){{3}}(?!\.?\d)(?! [DIWE] )")
 # Addresses that name no machine: a bind to them, or a URL on them, says nothing of where the engine ran, and a
 # maintainer needs them as they were (`--host 127.0.0.1` is not `--host 0.0.0.0`); and the README's placeholders.
 _LOCAL = re.compile(r"^(?:127\.\d+\.\d+\.\d+|0\.0\.0\.0|localhost|\[::1?\]|::1?|HOST|ENGINE_HOST)$")

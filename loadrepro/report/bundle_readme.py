@@ -54,7 +54,7 @@ def default_title(report: RunReport) -> str:
     if first is None:
         return f"{engine}: {report.reasons[0] if report.reasons else 'failed'}"[:_TITLE_CHARS]
     failed = report.requests.by_outcome.get(first.outcome, 0)
-    status = f"HTTP {first.status} " if first.status else ""
+    status = f"HTTP {first.status} " if first.status and first.status >= 400 else ""  # a stream's error came in a 200
     words = (f"{engine}: {failed:,} of {report.requests.total:,} requests failed ({first.outcome}), "
              f"{status}\"{_error_message(first.detail)}\"")
     return words if len(words) <= _TITLE_CHARS else words[:_TITLE_CHARS - 1] + "…"
@@ -90,7 +90,7 @@ def model_of(report: RunReport) -> Model | None:
                "loadrepro's repository writes the same file")
     elif given.endswith(".gguf"):
         how = (f"the GGUF file `{Path(given).name}`: the same file, or one of the same model and quantisation "
-               "(its tokenizer counts the lengths below)")
+               "(its tokenizer is the one the lengths are counted in)")
     elif "/" in given and not given.startswith(("/", ".", "~")):
         how = f"from the Hugging Face Hub: `huggingface-cli download {given}`"
     else:
