@@ -71,6 +71,7 @@ def test_clean_refusals_by_design_are_pressure_not_failure(tmp_path):
     assert report["requests"]["by_outcome"]["rejected"] == 4
     d = report["diagnosis"]
     assert not d["failed"] and d["failed_requests"] == {} and d["requests"] == {"llamacpp-exceeds-context": 4}
+    assert d["engine"] == "llama.cpp"
     done = cli("diagnose", str(tmp_path / "run"))
     assert done.returncode == 0, done.stdout
     assert "pressure, not failure" in done.stdout

@@ -290,8 +290,9 @@ def _failed_words(d: Diagnosis) -> str:
     return ", ".join(f"{n:,} with `{name}`" for name, n in sorted(d.failed_requests.items(), key=lambda kv: -kv[1]))
 
 
-def _next_step(d: Diagnosis) -> str:
+def _next_step(d: Diagnosis, catalog: tuple[Signature, ...]) -> str:
     flags = KV_FLAGS.get(d.engine, _ANY_ENGINE)
+    never_fits = {s.name for s in catalog if s.klass is SignatureClass.NEVER_FITS}
     if d.fatal:
         return ("The engine died under KV pressure instead of making requests wait or rejecting them. Fix admission: "
                 "reserve prompt + max_tokens (x beams) in every KV pool, including draft/indexer pools, queue what "
@@ -302,7 +303,7 @@ def _next_step(d: Diagnosis) -> str:
                 f"4xx. To give it room: {flags}.")
     if d.run_reasons:
         return "The run failed (" + "; ".join(d.run_reasons) + "), and the engine log names no cause."
-    if any(o.klass == SignatureClass.NEVER_FITS.value for o in d.first.values()):
+    if any(o.klass == SignatureClass.NEVER_FITS.value for o in d.first.values()) or never_fits & set(d.requests):
         return "Requests that can never fit were refused: correct, if clean. Shorten them or give the engine more KV."
     if d.pressure_only:
         return ("Pressure, not failure: the engine waited, preempted or retracted and went on. If latency matters: "
@@ -325,7 +326,7 @@ def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG, ve
     d.run_reasons = list(run_reasons)
     d.engine = _engine_of(d, catalog)
     d.capacity = _capacity_verdict(d)
-    d.next_step = _next_step(d)
+    d.next_step = _next_step(d, catalog)
     d.verification = verification
     return d
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from loadrepro.judge.diagnose import Diagnosis, Occurrence
+from loadrepro.judge.signatures import CATALOG
 from loadrepro.schema.report_sections import DiagnosisInfo
 
 EXCERPT_LINES = 100
@@ -49,7 +50,9 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
                   "|---|---|---:|---:|---|---|"]
         for name, o in sorted(d.first.items(), key=lambda kv: (kv[1].file, kv[1].line)):
             lines.append(f"| {name} | {o.klass} | {_requests(d, name)} | {d.counts[name]} | {_where(o)} | {o.cause} |")
-        lines += [f"| {name} | | {_requests(d, name)} | 0 | | |" for name in d.requests if name not in d.first]
+        classes = {s.name: s.klass.value for s in CATALOG}  # a text only requests carried: the catalog's class
+        lines += [f"| {name} | {classes.get(name, '')} | {_requests(d, name)} | 0 | | |" for name in d.requests
+                  if name not in d.first]
         lines.append("")
     sequence = [("start", d.start_line), ("first warning", d.first_warn.text if d.first_warn else None),
                 ("the error carrying the symptom", d.initiating.text if d.initiating else None)]
