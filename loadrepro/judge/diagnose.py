@@ -20,7 +20,7 @@ from pathlib import Path
 from loadrepro.config.capacity import KvConfig, capacity, parse_size
 from loadrepro.errors import UsageError
 from loadrepro.judge.signatures import CATALOG, Signature, SignatureClass, line_time, may_match, union
-from loadrepro.records import FAILED, Outcome, read_jsonl
+from loadrepro.records import FAILED, read_jsonl
 
 CONTEXT_LINES = 100
 _PROCESS = (
@@ -90,6 +90,9 @@ class Diagnosis:
                 and all(o.klass == SignatureClass.TEMPORARY.value for o in self.first.values()))
 
 
+_FAILED = frozenset(o.value for o in FAILED)  # an outcome as records and requests.jsonl spell it
+
+
 def request_signatures(ended: Iterable[tuple[str | None, str]]) -> tuple[dict[str, int], dict[str, int]]:
     """Of requests as (signature, outcome): per signature, how many ended with its text, and how many of those
     failed. One definition for the run's report and for `loadrepro diagnose RUN_DIR`."""
@@ -98,7 +101,7 @@ def request_signatures(ended: Iterable[tuple[str | None, str]]) -> tuple[dict[st
     for signature, outcome in ended:
         if signature:
             every[signature] = every.get(signature, 0) + 1
-            if Outcome(outcome) in FAILED:
+            if outcome in _FAILED:
                 failed[signature] = failed.get(signature, 0) + 1
     return every, failed
 

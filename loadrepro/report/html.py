@@ -108,8 +108,10 @@ def _sections(r: RunReport, latency: str) -> str:
     if chaos := chaos_rows(r):
         parts.append("<h2>Faults on purpose</h2>" + html_table(list(CHAOS_HEADINGS), [list(row) for row in chaos]))
     if r.signatures:
-        parts.append("<h2>Signatures</h2>" + html_table(["signature", "class", "count", "first seen (s)", "sample"], [
-            [s.name, s.class_, s.count, f"{s.first_t_s:.2f}", s.sample[:200]] for s in r.signatures]))
+        parts.append("<h2>Signatures</h2>" + html_table(
+            ["signature", "class", "requests (failed)", "log lines", "first seen (s)", "sample"],
+            [[s.name, s.class_, f"{s.requests} ({s.failed_requests})", s.log_lines, f"{s.first_t_s:.2f}",
+              s.sample[:200]] for s in r.signatures]))
     if r.capacity:
         parts.append("<h2>Capacity</h2>" + html_table(["prediction", "outcomes"], [
             [fit, ", ".join(f"{k} {v}" for k, v in o.items())]
