@@ -276,8 +276,8 @@ KV_FLAGS = {
     "vLLM": ("raise `--gpu-memory-utilization` (on CPU, `VLLM_CPU_KVCACHE_SPACE` in GiB), or lower "
              "`--max-num-seqs` or `--max-model-len`"),
     "SGLang": "raise `--mem-fraction-static`, or lower `--max-running-requests`",
-    "TensorRT-LLM": ("raise `kv_cache_free_gpu_memory_fraction` (`kv_cache_config`), or lower `--max_batch_size` "
-                     "or `--max_num_tokens`"),
+    "TensorRT-LLM": ("raise `--kv_cache_free_gpu_memory_fraction` (`kv_cache_config: free_gpu_memory_fraction` in "
+                     "the config file), or lower `--max_batch_size` or `--max_num_tokens`"),
 }
 _ANY_ENGINE = "raise the KV memory fraction or lower concurrency"
 
