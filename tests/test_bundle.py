@@ -191,3 +191,19 @@ def test_the_readme_is_for_the_engines_maintainer(tmp_path):
     with zipfile.ZipFile(tmp_path / "t.zip") as bundle:
         readme = bundle.read(next(n for n in bundle.namelist() if n.endswith("/README.md"))).decode()
     assert readme.startswith("# Unified pool fails requests\n")
+
+
+def test_the_engine_is_named_by_its_signatures_its_command_or_what_counted_the_lengths():
+    from loadrepro.report.bundle_readme import default_title, engine_of, model_of
+    from tests.test_reports import fixed_report
+
+    report = fixed_report()
+    at_url = report.model_copy(update={
+        "diagnosis": None, "target": report.target.model_copy(update={"engine_cmd": None}),
+        "workload": report.workload.model_copy(update={"calibration_source": "POST /tokenize (llama.cpp)"})})
+    assert engine_of(at_url) == "llama.cpp"
+    started = at_url.model_copy(update={"target": report.target.model_copy(
+        update={"engine_cmd": "vllm serve Qwen/Qwen3-0.6B --max-num-seqs 4 --port 8000"})})
+    assert engine_of(started) == "vLLM" and default_title(started).startswith("vLLM: ")
+    model = model_of(started)
+    assert model is not None and model.given == "Qwen/Qwen3-0.6B" and "huggingface-cli download" in model.how

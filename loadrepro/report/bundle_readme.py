@@ -18,6 +18,7 @@ from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_T
 _ENGINES = (("llama-server", "llama.cpp"), ("llamacpp", "llama.cpp"), ("llama_cpp", "llama.cpp"),
             ("loadrepro sim", "simulated engine"), ("loadrepro.sim", "simulated engine"), ("vllm", "vLLM"),
             ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM"), ("tensorrt_llm", "TensorRT-LLM"))
+_COUNTED_BY = re.compile(r"\((vLLM|SGLang|llama\.cpp)\)")  # workload/tokens.py's words: "POST /tokenize (vLLM)"
 _MODEL_FLAGS = ("-m", "--model", "-hf", "--hf-repo", "--model-path", "--model_path")
 _TINY_GGUF = re.compile(r"loadrepro-engines/models/gguf-([\w]+)-[0-9a-f]+/")
 _TITLE_CHARS = 120
@@ -26,11 +27,14 @@ README_LOG_LINES = 30  # of those, the README shows the last
 
 
 def engine_of(report: RunReport) -> str:
-    """The engine the run met: the one its signatures are of, else the one its command names; "" when unknown."""
+    """The engine the run met: the one its signatures are of, else the one its command names, else the one whose
+    tokenize endpoint counted its lengths (a target loadrepro did not start); "" when unknown."""
     if report.diagnosis is not None and report.diagnosis.engine:
         return report.diagnosis.engine
     command = (report.target.engine_cmd or "").lower()
-    return next((name for word, name in _ENGINES if word in command), "")
+    named = next((name for word, name in _ENGINES if word in command), "")
+    counted = _COUNTED_BY.search(report.workload.calibration_source)
+    return named or (counted.group(1) if counted else "")
 
 
 def _error_message(detail: str) -> str:
