@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import shutil
 
 import pytest
 
@@ -75,16 +76,25 @@ def test_the_same_engine_twice_and_a_near_tie_leave_the_gate_open(runs):
 
 
 @pytest.mark.slow
-def test_a_run_thirty_percent_slower_closes_it_naming_ttft(runs, tmp_path):
+def test_a_run_thirty_percent_slower_closes_it_naming_ttft_given_a_history(runs, tmp_path):
+    """One run a side cannot tell a change from the noise between runs: open, and said. Given earlier runs of the
+    engine (--history), their spread is that noise, and 30% slower closes it."""
+    alone = cli("compare", str(runs["baseline"]), str(runs["slow"]), "--gate")
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "open, undecided: TTFT p50" in alone.stdout and "cannot tell" in alone.stdout
+    history = tmp_path / "history"
+    for name in ("baseline", "again", "near"):
+        shutil.copytree(runs[name], history / name)
     done = cli("compare", str(runs["baseline"]), str(runs["slow"]),
-                           "--gate", "--out", str(tmp_path))
+                           "--gate", "--history", str(history), "--out", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "loadrepro gate: CLOSED" in done.stdout
+    assert f"| baseline: {runs['baseline']} (baseline) | run: {runs['slow']} (slow) |" in done.stdout
     closed = [c for c in read_gate(tmp_path).checks if c.closed]
     assert closed and all(c.figure.startswith("TTFT") for c in closed), closed
     assert "closed by TTFT p50" in done.stdout
     again = cli("compare", str(runs["baseline"]), str(runs["again"]),
-                            "--gate")
+                            "--gate", "--history", str(history))
     assert again.returncode == 0, again.stdout + again.stderr
 
 

@@ -33,14 +33,21 @@ def compare_reports(
                                                       "a rule fails in it that did not in the first; else 0.")] = False,
     tolerance: Annotated[float, typer.Option(min=0, help="With --gate: a change smaller than this share of the "
                                                          "baseline's value never closes the gate.")] = 0.05,
+    history: Annotated[Path | None, typer.Option(help="With --gate: a directory of earlier runs of the workload "
+                                                      "(every report.json below it; a nightly job's earlier "
+                                                      "nights), whose spread is the noise between two runs of one "
+                                                      "engine.")] = None,
 ) -> None:
     """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
     first's failure. With --gate: exit 0 unless the second regressed against the first."""
     from loadrepro.report.json import read_report
 
     first, second = read_report(report_a), read_report(report_b)
+    dirs = (_run_dir(report_a), _run_dir(report_b))
+    if history is not None and not history.is_dir():
+        raise UsageError(f"--history {history}: not a directory")
     if gate:
-        _gate(first, second, tolerance, out)
+        _gate(first, second, tolerance, out, dirs, history)
     from loadrepro.compare.comparison import Conclusion
     from loadrepro.config.profile import VerdictSpec
     from loadrepro.report.comparison_markdown import render_comparison
@@ -49,27 +56,37 @@ def compare_reports(
     from loadrepro.runs.repeats import compare_runs
 
     spec = VerdictSpec.model_validate(second.profile.get("verdict", {}))
-    comparison = compare_runs(first, second, spec, alpha)
+    comparison = compare_runs(first, second, spec, alpha, dirs)
     echo(render_comparison(comparison))
     if out is not None:
-        dirs = [path if path.is_dir() else path.parent for path in (report_a, report_b)]
         timelines = [timeline_from_run_dir(d, r) for d, r in zip(dirs, (first, second), strict=True)]
         for path in write_comparison(comparison, out, [t for t in timelines if t is not None] or None):
             echo(f"comparison: {path}")
     raise typer.Exit(0 if comparison.conclusion is Conclusion.FIX_CONFIRMED else 1)
 
 
-def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None) -> NoReturn:
+def _run_dir(path: Path) -> Path:
+    return path if path.is_dir() else path.parent
+
+
+def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | None, dirs: tuple[Path, Path],
+          history: Path | None) -> NoReturn:
     from loadrepro.report.comparison_markdown import render_gate
     from loadrepro.report.write import write_gate
     from loadrepro.runs.repeats import gate_runs
 
-    result = gate_runs(baseline, run, tolerance)
-    echo(render_gate(result, baseline.label, run.label))
+    result = gate_runs(baseline, run, tolerance, dirs, history)
+    names = (_named(dirs[0], baseline), _named(dirs[1], run))
+    echo(render_gate(result, *names))
     if out is not None:
-        for path in write_gate(result, out, baseline.label, run.label):
+        for path in write_gate(result, out, *names):
             echo(f"gate: {path}")
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _named(run_dir: Path, report: RunReport) -> str:
+    """A run named by its directory, as given, and its label when one was set (every run's default is "run")."""
+    return str(run_dir) if report.label in ("", "run") else f"{run_dir} ({report.label})"
 
 
 def bundle(

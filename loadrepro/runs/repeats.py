@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadrepro.compare.comparison import Comparison, compare, compare_trials
-from loadrepro.compare.gate import Gate, gate
+from loadrepro.compare.gate import Gate, gate, history_of
 from loadrepro.compare.trials import Trial, decided, p_value, rate_of, signatures
 from loadrepro.config.profile import Profile, VerdictSpec
 from loadrepro.errors import UsageError
@@ -191,26 +191,60 @@ def _pairs_only(done: dict[str, tuple[list[Session], list[Trial]]]) -> None:
         del sessions[pairs:], trials[pairs:]
 
 
-def _every_trials_rows(report: RunReport) -> list[list[RequestRow]]:
-    """The request rows of every trial a summary report lists (each trial's own report.json), trial by trial."""
+def _every_trials_rows(report: RunReport, where: Path | None = None) -> list[list[RequestRow]]:
+    """The request rows of every trial a summary report lists (each trial's own report.json), trial by trial.
+    `where`: the summary's directory now. A run directory kept and moved (a nightly job's baseline, copied from
+    tonight's) holds its trials beside its summary, while the paths it lists are where they were written, which may
+    now be another run's."""
     assert report.trials is not None
-    return [read_report(Path(t.run_dir)).request_table if (Path(t.run_dir) / "report.json").exists() else []
-            for t in report.trials.trials]  # a trial without its report keeps its place: trials pair by index
+
+    def rows(listed: Path) -> list[RequestRow]:
+        found = [d for d in ((where / listed.name) if where else None, listed)
+                 if d is not None and (d / "report.json").exists()]
+        return read_report(found[0]).request_table if found else []
+
+    return [rows(Path(t.run_dir)) for t in report.trials.trials]  # a trial without its report keeps its place
 
 
-def gate_runs(baseline: RunReport, run: RunReport, tolerance: float) -> Gate:
+def _same_workload(a: RunReport, b: RunReport) -> bool:
+    return a.seed == b.seed and a.profile.get("workload") == b.profile.get("workload")
+
+
+def history_runs(history: Path, like: RunReport, leave_out: tuple[Path, ...] = ()) -> list[list[RequestRow]]:
+    """Each earlier run of `like`'s workload under `history` (every report.json below it, trials included, their
+    summaries not), oldest path first; `leave_out`: the run directories gated, which are not their own history."""
+    left = {d.resolve() for d in leave_out}
+    found = []
+    for path in sorted(history.rglob("report.json")):
+        if path.parent.resolve() in left or any(p.resolve() in left for p in path.parents):
+            continue
+        report = read_report(path)
+        if report.trials is None and _same_workload(report, like):
+            found.append(report.request_table)
+    return found
+
+
+def gate_runs(baseline: RunReport, run: RunReport, tolerance: float, dirs: tuple[Path, Path] | None = None,
+              history: Path | None = None) -> Gate:
     """`compare --gate`: RUN against BASELINE, two runs of one workload (or two sets of trials: every trial's
-    requests)."""
-    if baseline.seed != run.seed or baseline.profile.get("workload") != run.profile.get("workload"):
+    requests). `dirs`: where each side's report is; `history`: a directory of earlier runs of the workload."""
+    if not _same_workload(baseline, run):
         raise UsageError("a gate compares two runs of one workload, and these differ (seed "
                          f"{baseline.seed} vs {run.seed}, or their [workload]): give runs of the same profile")
+    earlier = None if history is None else history_of(history_runs(history, baseline, dirs[1:] if dirs else ()))
     if baseline.trials is not None and run.trials is not None:
-        return gate(baseline, run, tolerance, (_every_trials_rows(baseline), _every_trials_rows(run)))
-    return gate(baseline, run, tolerance)
+        where = dirs or (None, None)
+        return gate(baseline, run, tolerance, (_every_trials_rows(baseline, where[0]),
+                                               _every_trials_rows(run, where[1])), earlier)
+    return gate(baseline, run, tolerance, history=earlier)
 
 
-def compare_runs(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float = 0.05) -> Comparison:
-    """`compare`: two runs, or two sets of trials (their summaries) with rates, p and every trial's latency."""
+def compare_runs(stock: RunReport, patched: RunReport, spec: VerdictSpec, alpha: float = 0.05,
+                 dirs: tuple[Path, Path] | None = None) -> Comparison:
+    """`compare`: two runs, or two sets of trials (their summaries) with rates, p and every trial's latency.
+    `dirs`: where each side's report is."""
     if stock.trials is not None and patched.trials is not None:
-        return compare_trials(stock, patched, spec, alpha, (_every_trials_rows(stock), _every_trials_rows(patched)))
+        where = dirs or (None, None)
+        return compare_trials(stock, patched, spec, alpha, (_every_trials_rows(stock, where[0]),
+                                                            _every_trials_rows(patched, where[1])))
     return compare(stock, patched, spec)
