@@ -3,7 +3,6 @@ engine starts, the soak runs, the run directory holds the reports and junit.xml,
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,20 +14,14 @@ SHORT = ["--set", "workload.turn_tokens=50", "--set", "workload.max_tokens=8", "
          "verdict.window_s=1", "--set", "load.checkpoint_s=1"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(("scenario", "prefix", "code", "verdict"), [
     ("healthy", 300, 0, "pass"),
     ("page-index", 2500, 1, "fail"),  # its index table holds 2,048 tokens: the first prompt breaks the stock engine
 ])
 def test_the_soak_recipe_exits_with_the_verdict_and_keeps_the_run(tmp_path, scenario, prefix, code, verdict):
-    port, loadrepro = free_port(), f"{sys.executable} -m loadrepro"
-    env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / "run"), "DURATION": "4", "PORT": str(port),
-           "ENGINE_CMD": f"{loadrepro} sim --scenario {scenario} --port {port}"}
+    loadrepro = f"{sys.executable} -m loadrepro"
+    env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / "run"), "DURATION": "4",
+           "ENGINE_CMD": f"{loadrepro} sim --scenario {scenario} --port {{port}}"}
     done = subprocess.run(["bash", str(ROOT / "examples" / "ci" / "soak.sh"), *SHORT, "--set",
                            f"workload.prefix_tokens={prefix}"], env=env, capture_output=True,
                           text=True, timeout=120)
@@ -42,9 +35,30 @@ def test_the_soak_recipe_exits_with_the_verdict_and_keeps_the_run(tmp_path, scen
 
 def test_the_workflow_runs_the_recipe_keeps_the_run_and_publishes_junit():
     workflow = (ROOT / "examples" / "ci" / "github-actions-soak.yml").read_text()
-    assert "run: bash examples/ci/soak.sh" in workflow
+    assert "run: bash loadrepro-src/examples/ci/soak.sh" in workflow
     assert "path: soak-run/" in workflow and "report_paths: soak-run/junit.xml" in workflow
     assert workflow.count("if: always()") == 2  # the artifact and the test results are kept when the soak fails
+
+
+@pytest.mark.parametrize("name", ["github-actions-soak.yml", "github-actions-regression.yml"])
+def test_the_workflows_install_loadrepro_from_its_pinned_source_and_run_its_script(name):
+    """No registry serves loadrepro: each workflow checks out its source at a pinned ref, installs that, and runs
+    the script from the same checkout, so that nothing has to be copied beside the workflow."""
+    workflow = (ROOT / "examples" / "ci" / name).read_text()
+    assert "pip install loadrepro" not in workflow and "run: pip install ./loadrepro-src" in workflow
+    assert "ref: ${{ env.LOADREPRO_REF }}" in workflow and "path: loadrepro-src" in workflow
+    assert "run: bash loadrepro-src/examples/ci/" in workflow and "run: bash examples/" not in workflow
+
+
+def test_every_ci_example_takes_the_engine_command_with_the_port_as_loadrepro_does():
+    """One convention: ENGINE_CMD holds {port}, as --engine-cmd does, and loadrepro starts the engine."""
+    for script in ("soak.sh", "chaos-soak.sh", "regression.sh"):
+        text = (ROOT / "examples" / "ci" / script).read_text()
+        assert '--engine-cmd "$ENGINE_CMD"' in text and "$PORT" not in text, script
+    for name in ("github-actions-soak.yml", "github-actions-regression.yml"):
+        commented = [line for line in (ROOT / "examples" / "ci" / name).read_text().splitlines()
+                     if "# ENGINE_CMD:" in line]
+        assert commented and all("{port}" in line for line in commented), name
 
 
 @pytest.mark.parametrize(("after", "code", "verdict"), [
@@ -82,31 +96,41 @@ def test_the_chaos_soak_recipe_kills_and_aborts_and_judges_recovery(tmp_path, af
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # four nights of three trials, each on a fresh engine
 def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_path):
-    """First night: no baseline, the run passes and becomes one. Same engine again: the gate is open. An engine
-    five times slower between tokens: the gate closes (exit 1) and the baseline is kept as it was. A 10 ms step:
-    at 4 ms a busy machine's 1.5 ms of noise between two nights of one engine was 60% of the time per token. And
-    answers of 64 tokens: over 8, one night of one engine had a request's mean gap at half the step (ITL p50 5.3
-    against 9.6 ms the next, on CI's busy machine): a few dozen ms of lag (the client reading tokens late and then
-    at once, or the engine making up late steps at once) is a large share of 7 gaps, and below the gate's 1 ms per
-    token over 63."""
+    """First night: no baseline, its three trials pass and become one. The same engine twice more: the gate is open
+    both nights, the gap between each side's trials the noise. An engine five times slower between tokens: the gate
+    closes (exit 1) and the baseline is kept as it was. Every night writes to the same directory, as a nightly job
+    does, and the baseline is a copy of an earlier night's: its trials are read from the copy, not from tonight's,
+    whose paths the copy lists. A 10 ms step: at 4 ms a busy machine's 1.5 ms of noise between two nights of one
+    engine was 60% of the time per token. And answers of 64 tokens: over 8, one night of one engine had a request's
+    mean gap at half the step (ITL p50 5.3 against 9.6 ms the next, on CI's busy machine): a few dozen ms of lag (the
+    client reading tokens late and then at once, or the engine making up late steps at once) is a large share of 7
+    gaps, and below the gate's 1 ms per token over 63."""
     loadrepro = f"{sys.executable} -m loadrepro"
 
-    def night(name: str, step_s: float) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": str(tmp_path / name),
-               "BASELINE": str(tmp_path / "baseline"), "NEXT_BASELINE": str(tmp_path / "baseline"),
+    def night(step_s: float) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": "nightly-run", "BASELINE": "baseline",
+               "NEXT_BASELINE": "baseline", "HISTORY": "history",
                "ENGINE_CMD": f"{loadrepro} sim --scenario healthy --step-s {step_s} --port {{port}}"}
         return subprocess.run(["bash", str(ROOT / "examples" / "ci" / "regression.sh"), *SHORT, "--set",
-                               "load.duration_s=4", "--set", "workload.prefix_tokens=300", "--set",
-                               "workload.max_tokens=64"], env=env, capture_output=True, text=True, timeout=180)
+                               "load.duration_s=3", "--set", "workload.prefix_tokens=300", "--set",
+                               "workload.max_tokens=64"], env=env, capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, check=False)
 
-    first = night("first", 0.01)
+    first = night(0.01)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "loadrepro gate" not in first.stdout and (tmp_path / "baseline" / "report.json").exists()
-    same = night("same", 0.01)
-    assert same.returncode == 0 and "loadrepro gate exited 0" in same.stdout, same.stdout + same.stderr
-    slow = night("slow", 0.05)
+    assert json.loads((tmp_path / "baseline" / "report.json").read_text())["trials"]["n"] == 3
+    for _ in range(2):
+        same = night(0.01)
+        assert same.returncode == 0 and "loadrepro gate exited 0" in same.stdout, same.stdout + same.stderr
+        assert "Noise between runs: the gap between each side's trials (3 and 3)" in same.stdout
+    kept = (tmp_path / "baseline" / "report.json").read_text()
+    slow = night(0.05)
     assert slow.returncode == 1 and "loadrepro gate: CLOSED" in slow.stdout, slow.stdout + slow.stderr
-    assert json.loads((tmp_path / "baseline" / "report.json").read_text())["label"] == \
-        json.loads((tmp_path / "same" / "report.json").read_text())["label"]
-    assert (tmp_path / "slow" / "gate" / "gate.md").exists()
+    assert "| baseline: baseline | run: nightly-run |" in slow.stdout
+    assert (tmp_path / "baseline" / "report.json").read_text() == kept
+    assert (tmp_path / "nightly-run" / "gate" / "gate.md").exists()
+    assert len(list((tmp_path / "history").iterdir())) == 3  # the good nights; with 9 trials, their spread too
+    assert "the spread of 9 earlier runs (--history)" in slow.stdout
