@@ -92,3 +92,12 @@ def test_a_history_too_short_to_tell_is_said_and_not_used():
     result = gated([run_rows(PACES[0], 1)], [run_rows(SLOWED, 2)], history)
     assert result.passed and CANNOT_TELL in result.detail
     assert result.between_runs.startswith(f"none from --history: {MIN_HISTORY - 1} earlier runs")
+
+
+def test_a_history_is_a_directory_and_only_the_gate_reads_one(tmp_path):
+    from tests.helpers import cli
+
+    alone = cli("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--history", str(tmp_path))
+    assert alone.returncode == 2 and "only --gate reads a history" in alone.stdout + alone.stderr
+    missing = cli("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--gate", "--history", str(tmp_path / "no"))
+    assert missing.returncode == 2 and "not a directory of earlier runs" in missing.stdout + missing.stderr

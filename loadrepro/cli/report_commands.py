@@ -42,10 +42,11 @@ def compare_reports(
     first's failure. With --gate: exit 0 unless the second regressed against the first."""
     from loadrepro.report.json import read_report
 
+    if history is not None and (not gate or not history.is_dir()):
+        raise UsageError(f"--history {history}: " + ("not a directory of earlier runs" if gate else
+                                                      "only --gate reads a history"))
     first, second = read_report(report_a), read_report(report_b)
     dirs = (_run_dir(report_a), _run_dir(report_b))
-    if history is not None and not history.is_dir():
-        raise UsageError(f"--history {history}: not a directory")
     if gate:
         _gate(first, second, tolerance, out, dirs, history)
     from loadrepro.compare.comparison import Conclusion
