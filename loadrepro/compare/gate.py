@@ -148,7 +148,7 @@ def _between_runs(runs: tuple[Runs, Runs], history: History | None) -> str:
         said.append(f"the spread of {usable} earlier runs (--history)" if usable >= MIN_HISTORY else
                     f"none from --history: {usable} earlier runs of this workload, fewer than {MIN_HISTORY}")
     if not said or all(s.startswith("none") for s in said):
-        said.append("none: " + CANNOT_TELL)
+        said.append("none: one run a side, and no --history")
     return "; ".join(said)
 
 
