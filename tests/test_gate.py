@@ -143,3 +143,25 @@ def test_compare_lists_each_sides_slo_when_both_judged_one(runs):
     rows = {row.test: row for row in compare(a, b, VerdictSpec()).rows}
     assert rows["SLO attainment"].stock == "99.0% (990 of 1,000)" and rows["SLO attainment"].patched.startswith("90.0%")
     assert "SLO attainment" not in {row.test for row in compare(baseline, baseline, VerdictSpec()).rows}
+
+
+def test_a_history_reads_every_earlier_run_of_the_workload_and_nothing_else(runs, tmp_path):
+    """Runs of the workload anywhere below it count, one each; the run gated, a run of another workload and a
+    report that does not read do not."""
+    from loadrepro.runs.repeats import history_runs
+
+    history = tmp_path / "history"
+    for name in ("baseline", "again", "near"):
+        shutil.copytree(runs[name], history / "nights" / name)
+    shutil.copytree(runs["slow"], history / "tonight")
+    other = history / "other"
+    shutil.copytree(runs["baseline"], other)
+    text = (other / "report.json").read_text()
+    (other / "report.json").write_text(text.replace('"seed": 9,', '"seed": 10,'))
+    (history / "torn").mkdir()
+    (history / "torn" / "report.json").write_text('{"verdict": ')
+    baseline = read_report(runs["baseline"])
+    assert read_report(other).seed == 10
+    found = history_runs(history, baseline, (history / "tonight",))
+    assert len(found) == 3
+    assert len(history_runs(history, baseline)) == 4

@@ -203,7 +203,8 @@ def _every_trials_rows(report: RunReport, where: Path | None = None) -> list[lis
                  if d is not None and (d / "report.json").exists()]
         return read_report(found[0]).request_table if found else []
 
-    return [rows(Path(t.run_dir)) for t in report.trials.trials]  # a trial without its report keeps its place
+    # A trial without its report keeps its place: trials pair by index.
+    return [rows(Path(t.run_dir)) for t in report.trials.trials]
 
 
 def _same_workload(a: RunReport, b: RunReport) -> bool:
@@ -212,13 +213,17 @@ def _same_workload(a: RunReport, b: RunReport) -> bool:
 
 def history_runs(history: Path, like: RunReport, leave_out: tuple[Path, ...] = ()) -> list[list[RequestRow]]:
     """Each earlier run of `like`'s workload under `history` (every report.json below it, trials included, their
-    summaries not), oldest path first; `leave_out`: the run directories gated, which are not their own history."""
+    summaries not), oldest path first; `leave_out`: the run directories gated, which are not their own history. A
+    report that does not read (a night killed while writing it) is no earlier run."""
     left = {d.resolve() for d in leave_out}
     found = []
     for path in sorted(history.rglob("report.json")):
-        if path.parent.resolve() in left or any(p.resolve() in left for p in path.parents):
+        if any(p.resolve() in left for p in path.parents):
             continue
-        report = read_report(path)
+        try:
+            report = read_report(path)
+        except UsageError:
+            continue
         if report.trials is None and _same_workload(report, like):
             found.append(report.request_table)
     return found
