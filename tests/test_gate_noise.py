@@ -91,7 +91,7 @@ def test_a_history_too_short_to_tell_is_said_and_not_used():
     assert history.noise("TTFT p50 (ms)") is None
     result = gated([run_rows(PACES[0], 1)], [run_rows(SLOWED, 2)], history)
     assert result.passed and CANNOT_TELL in result.detail
-    assert result.between_runs.startswith(f"none from --history: {MIN_HISTORY - 1} earlier runs")
+    assert result.between_runs.startswith(f"none from --history: {MIN_HISTORY - 1} earlier run(s)")
 
 
 def test_a_history_is_a_directory_and_only_the_gate_reads_one(tmp_path):

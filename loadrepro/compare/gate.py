@@ -146,8 +146,8 @@ def _between_runs(runs: tuple[Runs, Runs], history: History | None) -> str:
     if history is not None:
         usable = max((len(v) for v in history.figures.values()), default=0)
         said.append(f"the spread of {usable} earlier runs (--history)" if usable >= MIN_HISTORY else
-                    f"none from --history: {usable} earlier runs of this workload, fewer than {MIN_HISTORY}")
-    if not said or all(s.startswith("none") for s in said):
+                    f"none from --history: {usable} earlier run(s) of this workload, fewer than {MIN_HISTORY}")
+    elif not said:
         said.append("none: one run a side, and no --history")
     return "; ".join(said)
 
