@@ -236,18 +236,21 @@ def shrink_options(args: ShrinkArguments) -> ShrinkOptions:
         resolved = _profile(args.profile, args.overrides)
     return ShrinkOptions(resolved, engine_cmd, args.out if args.out is not None else
                          REPORTS_ROOT / f"shrink-{resolved.name}-{run_stamp()}", args.model, args.predicate,
-                         args.max_trials, args.time_budget_s, after, each)
+                         args.max_trials, args.time_budget_s, after, each, args.engine_start_timeout_s)
 
 
 def shrink_failure(run_dir: str | Path | None = None, *, profile: str | Path | Profile | None = None,
            overrides: Sequence[str] | None = None, engine_cmd: str | None = None, predicate: str | None = None,
            max_trials: int = SHRINK_MAX_TRIALS, time_budget_s: float = SHRINK_TIME_BUDGET_S, confirm: int | str = 0,
-           model: str | None = None, out: str | Path | None = None, say: Say | None = None) -> ShrinkResult:
+           model: str | None = None, out: str | Path | None = None,
+           engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S, say: Say | None = None) -> ShrinkResult:
     """`loadrepro shrink`: the smallest workload that still fails the same way as a failing run (`run_dir`) or a
     `profile` (same fatal signature, else engine death, else first failure; or the signature `predicate` names), on
     a fresh engine per trial: `engine_cmd`, else the run's, else the simulated engine. Writes profile.toml, run/,
     bundle.zip and shrink.md to `out`; `confirm` N runs the smallest workload N more times, and "K/N" keeps a
-    candidate only when it failed K of up to N runs (a flaky failure).
+    candidate only when it failed K of up to N runs (a flaky failure). `time_budget_s` bounds the whole shrink,
+    every trial's engine start included; a trial's engine that is not healthy within `engine_start_timeout_s` stops
+    it.
 
     >>> import tempfile, loadrepro
     >>> result = loadrepro.shrink_failure(profile="quickstart", max_trials=4, out=tempfile.mkdtemp())

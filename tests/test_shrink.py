@@ -173,3 +173,111 @@ def test_a_trace_and_agents_are_shrunk_and_listed_by_the_trace_knobs():
 
     assert knobs_for(load_profile("quickstart")) is KNOBS
     assert knobs_for(load_profile("trace-draft-pool")) is knobs_for(load_profile("agents-draft-pool")) is TRACE_KNOBS
+
+
+def test_a_trial_that_never_ends_is_cut_at_the_budget_and_ends_the_search():
+    """The fourth trial never returns (an engine that never listens): the search ends when the budget does, with
+    the best failing workload before it, the cut trial listed, and why it stopped said."""
+    failing, _ = fake(lambda p, longest: longest >= 100)
+    calls = 0
+
+    async def hangs_at_4(profile) -> Trial:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            await asyncio.Event().wait()
+        return await failing(profile)
+
+    said: list[str] = []
+    shrunk = asyncio.run(asyncio.wait_for(Shrinker(hangs_at_4, 500, 0.5, said.append).shrink(BASE), 30))
+    assert shrunk.cut and not shrunk.interrupted and shrunk.trials == 4 == calls
+    assert shrunk.stopped.startswith("the time budget (0.5 s) ran out during a trial (trial 4: "), shrunk.stopped
+    assert shrunk.best.failed and shrunk.best is shrunk.steps[2].trial
+    assert shrunk.steps[-1].trial.result == "cut short by the time budget"
+    assert said[-1].startswith("trial 4: ") and "cut short by the time budget" in said[-1]
+    assert said[-1].endswith("of 0.5 s spent)")
+
+
+def test_each_trial_is_said_as_it_starts_and_as_it_ends_as_shrink_md_says_it():
+    """What a trial tried, then its outcome in shrink.md's words (a workload that cannot be planned is not said
+    to pass), with the time spent of the budget."""
+    async def trial(profile) -> Trial:
+        if profile.workload.conversations == 1:
+            return Trial(False, 0, 0, 0.0, "cannot be planned: too small")
+        return Trial(profile.workload.conversations >= 2, 2, 100, 0.0, "passed", None, ((0, 1, 50, 1),))
+
+    said: list[str] = []
+    asyncio.run(Shrinker(trial, 3, 60, said.append).shrink(BASE))
+    assert said[0] == "trial 1: the original workload (0 s of 60 s spent)", said
+    assert said[1].startswith("trial 1: the original workload: fails (2 requests")
+    assert said[2] == "trial 2: workload.conversations 8 -> 1 (0 s of 60 s spent)", said
+    assert said[3].startswith("trial 2: workload.conversations 8 -> 1: cannot be planned: too small (0 requests"), said
+    assert all(line.endswith("s of 60 s spent)") for line in said), said
+
+
+def test_a_port_filled_in_is_put_back_as_the_template():
+    from loadrepro.load.engine import as_template
+
+    assert as_template("srv -c 45041 --port 45041", "http://127.0.0.1:45041") == "srv -c {port} --port {port}"
+    assert as_template("srv -c 145041 --port=45041x", "http://127.0.0.1:45041") == "srv -c 145041 --port={port}x"
+    assert as_template("srv --port {port}", "http://127.0.0.1:45041") == "srv --port {port}"
+    assert as_template("srv --port 8000", "http://127.0.0.1:45041") is None
+
+
+@pytest.mark.slow
+def test_a_run_that_started_its_engine_is_shrunk_on_fresh_ports(tmp_path):
+    """A run whose engine command had {port}: run.json keeps the command as given, and every trial's engine
+    listens on the port that trial chose (the trials reach it and fail as the run did). A run directory written
+    before the template was kept has its port put back as {port}."""
+    import os
+    import sys
+    import time
+
+    from tests.helpers import spawn
+
+    command = f"{sys.executable} -m loadrepro sim --scenario page-index --port {{port}}"
+    run = tmp_path / "run"
+    done = cli("run", "--profile", "page-index", "--engine-cmd", command, "--out", str(run), "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr
+    facts = json.loads((run / "run.json").read_text())
+    port = facts["base_url"].rsplit(":", 1)[1]
+    assert facts["engine_cmd_template"] == command and facts["engine_cmd"] == command.replace("{port}", port)
+    assert engine_of(run)[1] == command
+    began = time.monotonic()
+    shrunk = spawn("shrink", str(run), "--out", str(tmp_path / "shrink"), "--max-trials", "2", "--time-budget", "120",
+                   timeout=150)
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+    assert time.monotonic() - began < 130
+    assert "trial 1: the original workload: fails" in shrunk.stderr + shrunk.stdout
+    minimal = json.loads((tmp_path / "shrink" / "run" / "report.json").read_text())
+    assert minimal["requests"]["total"] >= 1 and minimal["signatures"][0]["name"] == "trtllm-page-indices-too-short"
+    assert minimal["target"]["base_url"] != facts["base_url"]
+    del facts["engine_cmd_template"]  # as a run directory written before it was kept
+    (run / "run.json").write_text(json.dumps(facts))
+    assert engine_of(run)[1] == command and os.path.exists(run / "report.json")
+
+
+@pytest.mark.slow
+def test_an_engine_that_never_listens_ends_the_shrink_within_its_budget_and_says_why(tmp_path):
+    """A trial's engine that never answers /health: with the time budget shorter than the engine's start timeout,
+    the shrink ends when its budget does (shrink.md says the budget ran out); with a shorter start timeout, it
+    ends then, the engine's log's last lines in the error and shrink.md, the trial's log kept."""
+    import sys
+    import time
+
+    import loadrepro
+    from loadrepro.errors import TargetError, UsageError
+
+    never = f"{sys.executable} -c \"import time; print('loading model', flush=True); time.sleep(600)\" {{port}}"
+    began = time.monotonic()
+    with pytest.raises(UsageError, match=r"the time budget \(2 s\) ran out during a trial \(trial 1: "):
+        loadrepro.shrink_failure(profile="quickstart", engine_cmd=never, time_budget_s=2, out=tmp_path / "budget")
+    assert time.monotonic() - began < 2 + 20  # its start timeout is 600 s
+    assert "No minimal workload: the time budget (2 s) ran out" in (tmp_path / "budget" / "shrink.md").read_text()
+    with pytest.raises(TargetError) as raised:
+        loadrepro.shrink_failure(profile="quickstart", engine_cmd=never, engine_start_timeout_s=1,
+                                 out=tmp_path / "start")
+    assert "the engine was not healthy within 1 s" in str(raised.value) and "loading model" in str(raised.value)
+    written = (tmp_path / "start" / "shrink.md").read_text()
+    assert "## Why it stopped" in written and "loading model" in written
+    assert "loading model" in (tmp_path / "start" / "trials" / "trial-001" / "engine.log").read_text()

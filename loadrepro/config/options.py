@@ -200,8 +200,13 @@ class ShrinkArguments(Arguments):
         "Start this engine for every trial ({port}, {host}); default: the run's, else the simulated engine."))
     predicate: str | None = Field(None, description="Keep this signature (a name) instead of the run's own failure.")
     max_trials: int = Field(SHRINK_MAX_TRIALS, ge=1, description="Most trials to run.")
-    time_budget_s: float = Field(SHRINK_TIME_BUDGET_S, gt=0, description="Seconds to spend searching.",
-                                 json_schema_extra={"flag": "time-budget"})
+    time_budget_s: float = Field(SHRINK_TIME_BUDGET_S, gt=0, description=(
+        "Seconds the whole shrink may take: a trial still running then (its engine starting included) is cut "
+        "short, and the smallest failing workload found so far is written."),
+        json_schema_extra={"flag": "time-budget"})
+    engine_start_timeout_s: float = Field(ENGINE_START_TIMEOUT_S, gt=0, description=(
+        "Seconds each trial's engine may take to answer /health 200; one that does not stops the shrink, its "
+        "log's last lines said."), json_schema_extra={"flag": "engine-start-timeout"})
     confirm: int | str = Field(0, description=(
         "N: run the minimal workload N more times; K/N: keep a candidate only when at least K of up to N runs of it "
         "fail (a flaky failure)."))

@@ -57,6 +57,17 @@ def split_command(command: str) -> tuple[dict[str, str], list[str]]:
     return env, words
 
 
+def as_template(command: str, url: str) -> str | None:
+    """The template of a command that was started on `url`'s port: that port put back as {port}, so that it starts
+    again on a fresh one (a run directory written before runs kept the template). None when the command does not
+    name the port as a number of its own."""
+    if "{port}" in command:
+        return command
+    port = url.rsplit(":", 1)[-1].split("/", 1)[0]
+    pattern = re.compile(rf"(?<![0-9]){re.escape(port)}(?![0-9])")
+    return pattern.sub("{port}", command) if port.isdigit() and pattern.search(command) else None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))

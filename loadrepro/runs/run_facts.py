@@ -24,6 +24,9 @@ class RunFacts(BaseModel):
     base_url: str = Field(description="The target's base URL.")
     model: str = Field(description="The model the requests named.")
     engine_cmd: str | None = Field(description="The command that started the engine, when loadrepro started it.")
+    engine_cmd_template: str | None = Field(None, description=(
+        "That command as given, {port} and {host} unfilled: what starts the engine again on a fresh port (a "
+        "shrink's trials). Absent in run directories written before it was kept."))
     command: str = Field(description="The loadrepro command line that made the run.")
     started_at: str = Field(description="When the load was about to start (ISO 8601, UTC).")
     workload: dict[str, object] = Field(description="The workload's summary, as report.json's workload section.")
@@ -41,6 +44,12 @@ class RunFacts(BaseModel):
 def write_facts(run_dir: Path, facts: RunFacts) -> None:
     """Written as the reports are: scrubbed of secrets (the engine command's tokens, a URL's password)."""
     write_text(run_dir / FACTS, facts.model_dump_json(indent=1))
+
+
+def read_facts(run_dir: Path) -> RunFacts | None:
+    """run.json as the run wrote it; None when it wrote none (its load never began)."""
+    path = run_dir / FACTS
+    return RunFacts.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def summary_json(summary: WorkloadSummary) -> dict[str, object]:

@@ -173,6 +173,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             summary = summarize(plan)
             write_facts(run_dir, RunFacts(
                 label=options.label, base_url=target.url, model=model, engine_cmd=target.command,
+                engine_cmd_template=target.template,
                 command=options.command, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 workload=summary_json(summary), limits=run_target.limits, context=run_target.context,
                 health_owner=run_target.health_owner, replicas=list(replicas)))

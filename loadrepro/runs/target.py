@@ -37,6 +37,7 @@ class Target:
     engine: ManagedEngine | None = None  # the target's process, when loadrepro started one: for faults on purpose
     started: tuple[Started, ...] = ()  # the engines loadrepro started, the target first, then --replicas N's
     command: str | None = None  # how the engine loadrepro started was started, as the report shows it
+    template: str | None = None  # that command as given, {port} and {host} unfilled: how to start it again
 
 
 def log_of(run_dir: Path, replica: int) -> Path:
@@ -78,7 +79,8 @@ async def started_target(options: RunOptions, run_dir: Path, say: Say) -> AsyncI
         first = engines[0]
         yield Target(urls[0], options.engine_cmd is None, first,
                       tuple(Started(e.url, e.log, e.exit_code) for e in engines),
-                      first.command if options.engine_cmd else as_typed(first.command))
+                      first.command if options.engine_cmd else as_typed(first.command),
+                      options.engine_cmd or as_typed(command))
     finally:
         await _stop_all(engines, say)
 
@@ -97,9 +99,10 @@ async def _sims_in_threads(options: RunOptions, run_dir: Path, say: Say) -> Asyn
             say(f"{role(i)}: the embedded simulated engine ({spec.scenario}, {spec.policy} policy) at {sim.url} "
                 f"(on a thread of this process); its log is {sim.log_path}")
         host, port = sims[0].url.removeprefix("http://").rsplit(":", 1)
+        template = as_typed(sim_engine_command(spec))
         yield Target(sims[0].url, True, None, tuple(Started(s.url, log_of(run_dir, i), s.exit_code)
                                                       for i, s in enumerate(sims)),
-                      as_typed(sim_engine_command(spec)).replace("{host}", host).replace("{port}", port))
+                      template.replace("{host}", host).replace("{port}", port), template)
     finally:
         await asyncio.gather(*(asyncio.to_thread(sim.stop) for sim in sims))
         for i in range(len(sims)):

@@ -12,14 +12,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadrepro.config.defaults import ENGINE_START_TIMEOUT_S
 from loadrepro.config.profile import Profile
-from loadrepro.errors import UsageError
+from loadrepro.errors import TargetError, UsageError
+from loadrepro.load.engine import as_template
 from loadrepro.load.planning import PlanMemo
+from loadrepro.runs.run_facts import read_facts
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
 from loadrepro.schema.report_kinds import Severity
 from loadrepro.schema.run_report import RunReport
 from loadrepro.shrink.search import Trial
+from loadrepro.sim.process import as_typed, sim_engine_command
 from loadrepro.workload.summary import summarize
 
 
@@ -98,10 +102,12 @@ class Trials:
     """Runs candidates into numbered folders under `root`, keeping only the best failing one's."""
 
     def __init__(self, root: Path, engine_cmd: str | None, model: str | None, wanted: Failure | None,
-                 command: str = "loadrepro run --profile profile.toml", confirm: Confirm = ONCE) -> None:
+                 command: str = "loadrepro run --profile profile.toml", confirm: Confirm = ONCE,
+                 engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S) -> None:
         self._root, self._engine_cmd, self._model, self.wanted = root, engine_cmd, model, wanted
         self._command = command  # how to run the minimal workload again, for its report and bundle
         self._confirm = confirm
+        self._engine_start_timeout_s = engine_start_timeout_s
         self._count = 0
         self._kept: Path | None = None
         self._plans = PlanMemo()  # a candidate run again (--confirm) is not planned again
@@ -111,7 +117,7 @@ class Trials:
         runs: list[Trial] = []
         while not self._confirm.decided(sum(t.failed for t in runs), len(runs)):
             runs.append(await self._once(profile))
-            if runs[-1].how.startswith("cannot be planned"):
+            if runs[-1].how.startswith("cannot be planned") or runs[-1].stops:
                 return runs[-1]
         failed = sum(t.failed for t in runs)
         shown = next((t for t in reversed(runs) if t.failed), runs[-1])
@@ -130,11 +136,15 @@ class Trials:
         try:
             session = await run_session(RunOptions(profile, None, self._model, "shrink", run_dir, quiet=True,
                                                    command=self._command, engine_cmd=self._engine_cmd,
+                                                   engine_start_timeout_s=self._engine_start_timeout_s,
                                                    pictures=False, plans=self._plans),
                                         say=lambda _: None)
         except UsageError as exc:  # a workload too small to plan (a prefix with no room for records): not a failure
             shutil.rmtree(run_dir, ignore_errors=True)
             return Trial(False, 0, 0, time.monotonic() - started, f"cannot be planned: {exc}")
+        except TargetError as exc:  # its engine did not start (or answer): no later trial would fare better
+            return Trial(False, 0, 0, time.monotonic() - started, "could not run", run_dir,
+                         stops=f"the trial could not run: {exc}")
         if session.result.interrupted:
             raise KeyboardInterrupt  # a run cut short proves nothing about its candidate (its report stays)
         if self.wanted is None:  # the first trial names the failure to keep
@@ -162,16 +172,36 @@ def _how(report: RunReport) -> str:
 
 
 def engine_of(run_dir: Path, engine_cmd: str | None = None) -> tuple[Profile, str | None]:
-    """A failing run's profile and engine command (None: its simulated engine), to shrink it again; `engine_cmd`
-    starts the engine instead of the run's own command (a run against a URL has none)."""
+    """A failing run's profile and engine command template (None: its simulated engine), to shrink it again;
+    `engine_cmd` starts the engine instead of the run's own command (a run against a URL has none)."""
     from loadrepro.config.profile_files import load_profile
     from loadrepro.report.json import read_report
 
     report = read_report(run_dir)
-    command = engine_cmd or report.target.engine_cmd
-    if command is None:
+    started = report.target.engine_cmd
+    if engine_cmd is None and started is None:
         raise UsageError(f"{run_dir} ran against --base-url {report.target.base_url}: a live engine cannot be "
                          "shrunk, since every trial needs a fresh one. Give --engine-cmd with the command that "
                          "starts it.")
     profile = load_profile(str(run_dir / "profile.toml"))
-    return profile, None if command.startswith("loadrepro sim ") else command
+    if engine_cmd is not None:
+        return profile, engine_cmd
+    assert started is not None, "checked above"
+    return profile, _template(run_dir, started, report.target.base_url, profile)
+
+
+def _template(run_dir: Path, started: str, base_url: str, profile: Profile) -> str | None:
+    """The run's engine command with {port} where its port was, so that every trial's engine listens on the
+    port that trial chose (None: the simulated engine the profile describes, started as the run started it)."""
+    facts = read_facts(run_dir)
+    template = facts.engine_cmd_template if facts is not None else None
+    if template is not None:
+        return None if template == as_typed(sim_engine_command(profile.sim)) else template
+    if started.startswith("loadrepro sim "):  # written before templates were kept: the profile's simulated engine
+        return None
+    found = as_template(started, base_url)
+    if found is None:
+        raise UsageError(f"{run_dir}: its engine command does not name the port it served on ({base_url}), so "
+                         f"it cannot be started on a fresh one: {started}. Give --engine-cmd with the command, "
+                         "{port} where the port goes.")
+    return found

@@ -3,22 +3,23 @@ profile.toml, its failing run directory, bundle.zip and shrink.md."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.config.defaults import SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
+from loadrepro.config.defaults import ENGINE_START_TIMEOUT_S, SHRINK_MAX_TRIALS, SHRINK_TIME_BUDGET_S
 from loadrepro.config.profile import Profile
 from loadrepro.config.profile_files import write_profile
-from loadrepro.errors import UsageError
+from loadrepro.errors import LoadreproError, TargetError, UsageError
 from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
 from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
-from loadrepro.shrink.output import render_shrink
+from loadrepro.shrink.output import render_shrink, render_unshrunk
 from loadrepro.shrink.search import Shrinker, Shrunk, knobs_for
 
 
@@ -33,6 +34,7 @@ class ShrinkOptions:
     time_budget_s: float = SHRINK_TIME_BUDGET_S
     confirm: int = 0  # runs of the minimal workload after the search
     confirm_each: Confirm = ONCE  # --confirm K/N: every candidate judged by K failures in up to N runs
+    engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S  # each trial's engine, within the time budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,20 +51,53 @@ async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkRe
         raise UsageError(f"{out} is not empty: give a new --out for the shrink")
     trials = Trials(out / "trials", options.engine_cmd, options.model,
                     Failure("signature", options.predicate) if options.predicate else None, _reproduce(options),
-                    options.confirm_each)
-    shrunk = await Shrinker(trials, options.max_trials, options.time_budget_s, say).shrink(options.profile)
+                    options.confirm_each, options.engine_start_timeout_s)
+    shrinker = Shrinker(trials, options.max_trials, options.time_budget_s, say)
+    shrunk = await shrinker.shrink(options.profile)
     if trials.wanted is None or not shrunk.best.failed:
-        shutil.rmtree(out / "trials", ignore_errors=True)
-        wanted = "" if options.predicate is None else f" with {options.predicate}"
-        raise UsageError(f"the workload does not fail{wanted}"
-                         f" ({shrunk.best.how}): there is nothing to shrink")
+        _tidy(out, shrunk)
+        raise _unshrunk(options, shrunk)
+    if "\n" in (last := shrunk.steps[-1].trial).stops:  # what the stop's first line cannot say: a log's tail
+        say(last.stops)
     confirmed = None
-    if options.confirm and not shrunk.interrupted:
+    if options.confirm and not shrunk.interrupted and not shrunk.cut:
         try:
-            confirmed = await _confirm(options, shrunk.profile, trials.wanted, say)
+            async with asyncio.timeout_at(shrinker.deadline):
+                confirmed = await _confirm(options, shrunk.profile, trials.wanted, say)
         except KeyboardInterrupt:  # the minimal workload is written, unconfirmed
             shrunk.stopped, shrunk.interrupted = f"{shrunk.stopped}; its confirmation interrupted", True
+        except TimeoutError:
+            shrunk.stopped = f"{shrunk.stopped}; the time budget ran out during its confirmation"
+        except TargetError as exc:
+            say(str(exc))
+            shrunk.stopped = f"{shrunk.stopped}; its confirmation could not run"
     return ShrinkResult(shrunk, trials.wanted, confirmed, _write(options, shrunk, trials.wanted, confirmed))
+
+
+def _tidy(out: Path, shrunk: Shrunk) -> None:
+    """The trials' folders go, but for a trial that could not run: its engine's log is what says why."""
+    last = shrunk.steps[-1].trial
+    keep = last.run_dir if last.stops and last.run_dir is not None else None
+    for folder in (out / "trials").glob("*") if keep is not None else ():
+        if folder != keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(out / "trials", ignore_errors=True)
+
+
+def _unshrunk(options: ShrinkOptions, shrunk: Shrunk) -> LoadreproError:
+    """Why there is no minimal workload, written to shrink.md as well: the original workload passed, or its first
+    trial could not finish (its engine did not start, the time budget ran out)."""
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / "shrink.md").write_text(render_unshrunk(options.profile, shrunk), encoding="utf-8")
+    first = shrunk.steps[0].trial
+    if first.stops.startswith("the trial could not run"):
+        return TargetError(f"{first.stops}\nnothing to shrink (shrink.md: {options.out / 'shrink.md'})")
+    if shrunk.cut:
+        return UsageError(f"{shrunk.stopped}, before the workload's failure was seen: give a longer --time-budget "
+                          f"(shrink.md: {options.out / 'shrink.md'})")
+    wanted = "" if options.predicate is None else f" with {options.predicate}"
+    return UsageError(f"the workload does not fail{wanted} ({first.how}): there is nothing to shrink")
 
 
 def _reproduce(options: ShrinkOptions) -> str:
@@ -72,11 +107,15 @@ def _reproduce(options: ShrinkOptions) -> str:
 
 async def _confirm(options: ShrinkOptions, profile: Profile, wanted: Failure, say: Callable[[str], None]) -> int:
     """Run the minimal workload `confirm` more times: a flaky failure shows as fewer than all."""
-    again = Trials(options.out / "confirm", options.engine_cmd, options.model, wanted)
+    again = Trials(options.out / "confirm", options.engine_cmd, options.model, wanted,
+                   engine_start_timeout_s=options.engine_start_timeout_s)
     failed = 0
     try:
         for i in range(options.confirm):
-            failed += (await again(profile)).failed
+            trial = await again(profile)
+            if trial.stops:
+                raise TargetError(trial.stops)
+            failed += trial.failed
             say(f"confirm {i + 1}/{options.confirm}: {failed} failed so far")
     finally:
         shutil.rmtree(options.out / "confirm", ignore_errors=True)
@@ -87,7 +126,7 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     out = options.out
     run = out / "run"
     shutil.move(str(shrunk.best.run_dir), run)
-    shutil.rmtree(out / "trials", ignore_errors=True)
+    _tidy(out, shrunk)
     report = read_report(run)
     write_reports(report, run, timeline_from_run_dir(run, report))  # the trials drew no pictures
     profile = write_profile(shrunk.profile, out / "profile.toml")

@@ -39,14 +39,34 @@ def render_shrink(original: Profile, shrunk: Shrunk, failure: str, confirmed: in
               "|---:|---:|---:|---:|---:|"]
     lines += [f"| {c} | {t} | {p:,} | {m:,} | {p + m:,} |" for c, t, p, m in best.lengths]
     lines += [""] + capacity_section(minimal_run)
+    lines += _steps(shrunk, repeated)
+    lines += ["", "## Passes", "", "| knob | trials | failed | s |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {p.trials} | {p.failures} | {p.seconds:.1f} |" for name, p in shrunk.passes.items()]
+    return "\n".join(lines + _why_stopped(shrunk)) + "\n"
+
+
+def render_unshrunk(original: Profile, shrunk: Shrunk) -> str:
+    """shrink.md when there is no minimal workload: the original passed, or its trial could not finish."""
+    lines = [f"# loadrepro shrink: {original.name}", "", f"No minimal workload: {shrunk.stopped}.", "",
+             f"- {shrunk.trials} trials in {shrunk.seconds:,.0f} s", ""]
+    return "\n".join(lines + _steps(shrunk, False) + _why_stopped(shrunk)) + "\n"
+
+
+def _steps(shrunk: Shrunk, repeated: bool) -> list[str]:
     runs = " failed / runs |" if repeated else ""
-    lines += ["## Steps", "", f"| # | change | requests | prompt tokens | result |{runs} s |",
-              "|---:|---|---:|---:|---|" + ("---:|" if repeated else "") + "---:|"]
+    lines = ["## Steps", "", f"| # | change | requests | prompt tokens | result |{runs} s |",
+             "|---:|---|---:|---:|---|" + ("---:|" if repeated else "") + "---:|"]
     for i, step in enumerate(shrunk.steps):
         t = step.trial
         count = f" {t.failures}/{t.runs} |" if repeated else ""
         lines.append(f"| {i + 1} | {step.change} | {t.requests:,} | {t.prompt_tokens:,} | "
-                     f"{'fails' if t.failed else t.how} |{count} {t.seconds:.1f} |")
-    lines += ["", "## Passes", "", "| knob | trials | failed | s |", "|---|---:|---:|---:|"]
-    lines += [f"| {name} | {p.trials} | {p.failures} | {p.seconds:.1f} |" for name, p in shrunk.passes.items()]
-    return "\n".join(lines) + "\n"
+                     f"{t.result} |{count} {t.seconds:.1f} |")
+    return lines
+
+
+def _why_stopped(shrunk: Shrunk) -> list[str]:
+    """The whole of what ended the search, when it says more than one line (an engine's log tail)."""
+    last = shrunk.steps[-1].trial
+    if not shrunk.cut or "\n" not in last.stops:
+        return []
+    return ["", "## Why it stopped", "", "```", last.stops, "```"]

@@ -8,6 +8,7 @@ with arithmetic predicates and runs real trials in `loadrepro shrink`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,13 @@ class Trial:
     lengths: tuple[tuple[int, int, int, int], ...] = ()  # per request: conversation, turn, prompt tokens, max_tokens
     runs: int = 1  # runs of the candidate (--confirm K/N: up to N)
     failures: int = 0  # of those, the ones that failed the same way
+    stops: str = ""  # why the search cannot go on after it (its engine did not start, the time ran out); "": it can.
+    # Its first line is the reason; the lines after it (an engine log's tail) are said and written below it.
+
+    @property
+    def result(self) -> str:
+        """Its outcome in a word or a few, as the console and shrink.md both say it."""
+        return "fails" if self.failed else self.how
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,7 @@ class Shrunk:
     seconds: float = 0.0
     stopped: str = "no pass made progress"
     interrupted: bool = False  # Ctrl-C or SIGTERM: the best is the smallest failing workload found before it
+    cut: bool = False  # a trial ended the search (`stopped` says why)
 
 
 RunTrial = Callable[[Profile], Awaitable[Trial]]
@@ -94,19 +103,33 @@ def with_value(profile: Profile, section: str, key: str, value: int) -> Profile 
 
 
 class Shrinker:
+    """The search. The time budget is decided between trials on `clock`, and every trial (its engine's start
+    included) is cut at the budget's end on the event loop's clock (the same monotonic clock, unless a test gives
+    its own): a trial cut short ends the search."""
+
     def __init__(self, run_trial: RunTrial, max_trials: int, time_budget_s: float,
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.monotonic) -> None:
         self._run, self._max_trials, self._budget_s, self._say, self._clock = run_trial, max_trials, time_budget_s, \
             say, clock
         self._started = 0.0
+        self._loop_started = 0.0
+
+    @property
+    def deadline(self) -> float:
+        """When the budget ends, on the event loop's clock (what runs after the search, --confirm, ends by it too)."""
+        return self._loop_started + self._budget_s
 
     async def shrink(self, profile: Profile) -> Shrunk:
         """Shrink `profile`, whose workload must fail (the first trial checks that it does)."""
         self._started = self._clock()
-        first = await self._run(profile)
+        self._loop_started = asyncio.get_running_loop().time()
+        first = await self._bounded(profile, 1, "the original workload")
         state = Shrunk(profile, first, [Step("start", first)], trials=1, failures=int(first.failed))
+        self._said(1, "the original workload", first, state)
         if not first.failed:
-            state.stopped = "the original workload did not fail the same way"
+            state.stopped = f"{first.stops.splitlines()[0]} (trial 1: the original workload)" if first.stops else \
+                "the original workload did not fail the same way"
+            state.cut = bool(first.stops)
             return self._done(state)
         try:
             await self._rounds(state, knobs_for(profile))
@@ -128,6 +151,8 @@ class Shrinker:
         failure, and one long request is a smaller reproducer than a conversation that grows to that length.
         The prefix is then shrunk by its own pass."""
         workload = state.profile.workload
+        if state.cut:
+            return False
         longest = max((prompt for _, _, prompt, _ in state.best.lengths), default=0)
         if workload.turns == 1 or longest <= workload.prefix_tokens:
             return False
@@ -144,6 +169,8 @@ class Shrinker:
         if key in ("trace_max_requests", "trace_max_sessions") and high == 0:  # all: as many as the run sent
             high = state.best.requests if key == "trace_max_requests" else len({c for c, *_ in state.best.lengths})
         shrank = False
+        if state.cut:
+            return False
         if (section, key) in state.searched and low < high:
             if not await self._try(state, section, key, high - 1):
                 return False
@@ -166,7 +193,9 @@ class Shrinker:
         return await self._trial(state, candidate, f"{section}.{key} {before} -> {value}", f"{section}.{key}")
 
     async def _trial(self, state: Shrunk, candidate: Profile, change: str, name: str) -> bool:
-        trial = await self._run(candidate)
+        trial = await self._bounded(candidate, state.trials + 1, change)
+        if trial.stops:  # cut short, or its engine did not start: it says nothing of its candidate
+            state.stopped, state.cut = f"{trial.stops.splitlines()[0]} (trial {state.trials + 1}: {change})", True
         state.trials += 1
         state.failures += int(trial.failed)
         stats = state.passes.setdefault(name, PassStats())
@@ -175,12 +204,37 @@ class Shrinker:
         state.steps.append(Step(change, trial))
         if trial.failed:
             state.profile, state.best = candidate, trial
-        self._say(f"trial {state.trials}: {change}: {'fails' if trial.failed else 'passes'} "
-                  f"({trial.requests} requests, {trial.prompt_tokens:,} prompt tokens, {trial.seconds:.1f} s); best "
-                  f"so far {state.best.requests} requests, {state.best.prompt_tokens:,} prompt tokens")
+        self._said(state.trials, change, trial, state)
         return trial.failed
 
+    async def _bounded(self, candidate: Profile, number: int, change: str) -> Trial:
+        """The trial, cut at the budget's end wherever it is (its engine starting, its load): the run stops the
+        engines it started as it unwinds."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        self._say(f"trial {number}: {change} ({self._elapsed()} s of {self._budget_s:g} s spent)")
+        budget = asyncio.timeout_at(self.deadline)
+        try:
+            async with budget:
+                return await self._run(candidate)
+        except TimeoutError:
+            if not budget.expired():
+                raise
+        return Trial(False, 0, 0, loop.time() - began, "cut short by the time budget",
+                     stops=f"the time budget ({self._budget_s:g} s) ran out during a trial")
+
+    def _said(self, number: int, change: str, trial: Trial, state: Shrunk) -> None:
+        self._say(f"trial {number}: {change}: {trial.result} ({trial.requests} requests, "
+                  f"{trial.prompt_tokens:,} prompt tokens, {trial.seconds:.1f} s); best so far "
+                  f"{state.best.requests} requests, {state.best.prompt_tokens:,} prompt tokens "
+                  f"({self._elapsed()} s of {self._budget_s:g} s spent)")
+
+    def _elapsed(self) -> str:
+        return f"{asyncio.get_running_loop().time() - self._loop_started:,.0f}"
+
     def _spent(self, state: Shrunk) -> bool:
+        if state.cut:
+            return True
         if state.trials >= self._max_trials:
             state.stopped = f"the trial budget ({self._max_trials}) was spent"
             return True
