@@ -120,3 +120,20 @@ def test_a_paused_engine_and_an_abort_burst_both_recover(gguf_26m, tmp_path):
     assert r["requests"]["by_outcome"].get("cancelled") == 3
     assert not next(x for x in r["rules"] if x["name"] == "zombie_requests")["fired"]
     print(f"llama.cpp: pause {pause['detail']}\nabort burst {burst['detail']}")
+
+
+def test_a_run_that_started_llamacpp_is_shrunk_on_fresh_ports(gguf_tiny, tmp_path):
+    """`loadrepro shrink RUN_DIR` of a run whose engine command had {port}: each trial's llama-server listens on
+    the port that trial chose, and the search reaches a smaller workload that fails as the run did."""
+    run = tmp_path / "run"
+    done = loadrepro("run", "--engine-cmd", command(gguf_tiny, "-kvu", "-c", "1024", "-np", "4"), "--out", str(run),
+                     "--quiet", "--set", "workload.conversations=8", "--set", "workload.turns=1", "--set",
+                     "workload.prefix_tokens=250", "--set", "workload.max_tokens=250", "--set", "load.concurrency=8")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Context size has been exceeded" in report(run)["first_failure"]["detail"]
+    shrunk = loadrepro("shrink", str(run), "--out", str(tmp_path / "shrink"), "--max-trials", "4",
+                       "--time-budget", "120")
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+    minimal = report(tmp_path / "shrink" / "run")
+    assert minimal["requests"]["total"] < 8 and "Context size has been exceeded" in minimal["first_failure"]["detail"]
+    assert minimal["target"]["base_url"] != report(run)["target"]["base_url"]
