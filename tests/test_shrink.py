@@ -281,3 +281,15 @@ def test_an_engine_that_never_listens_ends_the_shrink_within_its_budget_and_says
     written = (tmp_path / "start" / "shrink.md").read_text()
     assert "## Why it stopped" in written and "loading model" in written
     assert "loading model" in (tmp_path / "start" / "trials" / "trial-001" / "engine.log").read_text()
+
+
+def test_a_run_of_the_simulated_engine_is_shrunk_on_the_simulated_engine_its_profile_describes(tmp_path):
+    """run.json keeps the simulated engine's command as a template too; a shrink starts the profile's own."""
+    from tests.helpers import small
+
+    done = cli("run", "--profile", "quickstart", *small(), "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = json.loads((tmp_path / "run.json").read_text())
+    assert facts["engine_cmd_template"].endswith("--host {host} --port {port}")
+    assert facts["engine_cmd"].endswith(f"--port {facts['base_url'].rsplit(':', 1)[1]}")
+    assert engine_of(tmp_path)[1] is None
