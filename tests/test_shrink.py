@@ -293,3 +293,21 @@ def test_a_run_of_the_simulated_engine_is_shrunk_on_the_simulated_engine_its_pro
     assert facts["engine_cmd_template"].endswith("--host {host} --port {port}")
     assert facts["engine_cmd"].endswith(f"--port {facts['base_url'].rsplit(':', 1)[1]}")
     assert engine_of(tmp_path)[1] is None
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_first_trials_engine_starts_ends_the_shrink_and_says_so(tmp_path):
+    """SIGINT while the first trial's engine has not come up: the engine is stopped, shrink.md says nothing was
+    found yet, no trial folder is left, and the exit is 130."""
+    import sys
+
+    from tests.test_engine import processes_with
+
+    marker = f"never-listens-{tmp_path.name}"
+    never = f"{sys.executable} -c \"import time; time.sleep(600)\" {marker} {{port}}"
+    out = tmp_path / "shrink"
+    code, output = interrupted_when(["shrink", "--profile", "quickstart", "--engine-cmd", never, "--out", str(out)],
+                                    (out / "trials" / "trial-001" / "engine.log").exists)
+    assert code == 130, output
+    assert "interrupted during the first trial" in (out / "shrink.md").read_text()
+    assert not (out / "trials").exists() and not processes_with(marker)

@@ -19,7 +19,7 @@ from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
 from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
-from loadrepro.shrink.output import render_shrink, render_unshrunk
+from loadrepro.shrink.output import render_first_interrupted, render_shrink, render_unshrunk
 from loadrepro.shrink.search import Shrinker, Shrunk, knobs_for
 
 
@@ -53,7 +53,13 @@ async def shrink(options: ShrinkOptions, say: Callable[[str], None]) -> ShrinkRe
                     Failure("signature", options.predicate) if options.predicate else None, _reproduce(options),
                     options.confirm_each, options.engine_start_timeout_s)
     shrinker = Shrinker(trials, options.max_trials, options.time_budget_s, say)
-    shrunk = await shrinker.shrink(options.profile)
+    try:
+        shrunk = await shrinker.shrink(options.profile)
+    except KeyboardInterrupt:  # during the first trial: nothing found yet, which shrink.md says
+        shutil.rmtree(out / "trials", ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "shrink.md").write_text(render_first_interrupted(options.profile), encoding="utf-8")
+        raise
     if trials.wanted is None or not shrunk.best.failed:
         _tidy(out, shrunk)
         raise _unshrunk(options, shrunk)

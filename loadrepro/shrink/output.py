@@ -52,6 +52,12 @@ def render_unshrunk(original: Profile, shrunk: Shrunk) -> str:
     return "\n".join(lines + _steps(shrunk, False) + _why_stopped(shrunk)) + "\n"
 
 
+def render_first_interrupted(original: Profile) -> str:
+    """shrink.md when a signal came during the first trial: nothing was found."""
+    return (f"# loadrepro shrink: {original.name}\n\nNo minimal workload: interrupted during the first trial (the "
+            "original workload).\n")
+
+
 def _steps(shrunk: Shrunk, repeated: bool) -> list[str]:
     runs = " failed / runs |" if repeated else ""
     lines = ["## Steps", "", f"| # | change | requests | prompt tokens | result |{runs} s |",
