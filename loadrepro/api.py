@@ -74,6 +74,8 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
     (the command line's flags). `verify` checks a sample of answers ([verify] outputs = "sample") when the profile
     checks none."""
     resolved = _profile(args.profile, args.overrides)
+    if args.fit and args.size_to_overrun:
+        raise UsageError("--fit and --size-to-overrun size the workload each their own way: give one of them")
     if ((args.workers or 1) > 1 or args.ray) and any(e.action == "abort_burst" for e in resolved.chaos.events):
         raise UsageError("[[chaos.events]] abort bursts cancel requests in flight in this process: run them without "
                          "--workers and --ray")
@@ -92,7 +94,7 @@ def run_options(args: RunArguments | AbArguments, *, label: str | None = None, c
         label or target.label or ("run" if url or target.engine_cmd else resolved.sim.policy), args.out,
         args.api_key_env, args.quiet, command=command or f"loadrepro run --profile {resolved.name}",
         engine_cmd=target.engine_cmd, engine_start_timeout_s=args.engine_start_timeout_s,
-        size_to_overrun=args.size_to_overrun, tokenizer=target.tokenizer,
+        size_to_overrun=args.size_to_overrun, fit=args.fit, tokenizer=target.tokenizer,
         workers=args.workers if args.workers is not None else 2 if args.ray else 1, ray=args.ray,
         on_verdict=on_verdict, trials=args.trials, vary_seed=args.vary_seed,
         alpha=args.alpha if isinstance(args, AbArguments) else 0.05, serve_metrics=args.serve_metrics,
@@ -121,6 +123,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
                engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
                model: str | None = None, label: str | None = None, workers: int | None = None,
                ray: str | None = None, tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
+               fit: bool = False,
                api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
                verify: bool = False, trials: int = 1, vary_seed: bool = False,
         serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> RunReport:
@@ -139,7 +142,7 @@ async def arun(profile: str | Path | Profile, *, say: Say | None = None, base_ur
 def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str | list[str] | None = None,
         engine_cmd: str | None = None, overrides: Sequence[str] | None = None, out: str | Path | None = None,
         model: str | None = None, label: str | None = None, workers: int | None = None, ray: str | None = None,
-        tokenizer: str | Path | None = None, size_to_overrun: float | None = None,
+        tokenizer: str | Path | None = None, size_to_overrun: float | None = None, fit: bool = False,
         api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
         verify: bool = False, trials: int = 1, vary_seed: bool = False,
         serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> RunReport:
@@ -148,10 +151,11 @@ def run(profile: str | Path | Profile, *, say: Say | None = None, base_url: str 
     with `engine_cmd` (`{host}` and `{port}` filled in), or else the embedded simulated engine. `workers` sends the
     load from that many processes; `ray` ("local", or a cluster's address) makes them Ray actors (2 by default).
     `tokenizer` counts lengths in a local Hugging Face tokenizer's tokens; `size_to_overrun` F sizes the workload
-    to F x the target's binding KV pool; the API key is read from the environment variable `api_key_env`;
-    `verify` checks a sample of answers against the same requests sent alone after the load. `trials` N runs it N
-    times, each on a fresh engine (`vary_seed`: seeds seed, seed+1, ...), and returns the summary: failing when any
-    trial failed, its `trials` giving the failure rate and its interval. Every argument is described once, in
+    to F x the target's binding KV pool, and `fit` scales it so its longest request fits the target; the API key
+    is read from the environment variable `api_key_env`; `verify` checks a sample of answers against the same
+    requests sent alone after the load. `trials` N runs it N times, each on a fresh engine (`vary_seed`: seeds
+    seed, seed+1, ...), and returns the summary: failing when any trial failed, its `trials` giving the failure
+    rate and its interval. Every argument is described once, in
     `loadrepro.config.options.RunArguments`.
 
     >>> import tempfile, loadrepro
@@ -166,7 +170,7 @@ def ab(profile: str | Path | Profile, *, stock_url: str | list[str] | None = Non
        patched_url: str | list[str] | None = None,
        stock_cmd: str | None = None, patched_cmd: str | None = None, overrides: Sequence[str] | None = None,
        out: str | Path | None = None, model: str | None = None, say: Say | None = None,
-       workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None,
+       workers: int | None = None, ray: str | None = None, size_to_overrun: float | None = None, fit: bool = False,
        api_key_env: str = API_KEY_ENV, engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S,
        verify: bool = False, trials: int = 1, vary_seed: bool = False, alpha: float = 0.05,
        serve_metrics: int | None = None, replicas: int = 1, png: bool = False) -> Comparison:
@@ -195,7 +199,8 @@ def sweep(profile: str | Path | Profile, *, over: Literal["concurrency", "rate"]
           engine_cmd: str | None = None, stock_cmd: str | None = None, patched_cmd: str | None = None,
           overrides: Sequence[str] | None = None, out: str | Path | None = None, model: str | None = None,
           label: str | None = None, workers: int | None = None, ray: str | None = None,
-          tokenizer: str | Path | None = None, size_to_overrun: float | None = None, api_key_env: str = API_KEY_ENV,
+          tokenizer: str | Path | None = None, size_to_overrun: float | None = None, fit: bool = False,
+          api_key_env: str = API_KEY_ENV,
           engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S, verify: bool = False, trials: int = 1,
           vary_seed: bool = False, serve_metrics: int | None = None, replicas: int = 1, png: bool = False,
           say: Say | None = None) -> SweepReport:

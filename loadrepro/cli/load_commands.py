@@ -70,7 +70,8 @@ def run(
     dry_run_: Annotated[bool, typer.Option("--dry-run", help="Plan and describe the workload; send no load.")] = False,
     given: dict[str, Any] | None = None,
 ) -> None:
-    """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail)."""
+    """Send a profile's workload to the target and judge what happened (exit 0 pass, 1 fail, 2 when not one request
+    fit the target: the run tested nothing)."""
     import asyncio
 
     _numpy_with_one_blas_thread()
@@ -99,7 +100,7 @@ def run(
         echo(f"report: {path}")
     if done.interrupted or signalled():
         raise typer.Exit(130)
-    raise typer.Exit(0 if done.report.passed else 1)
+    raise typer.Exit(0 if done.report.passed else 2 if done.report.tested_nothing else 1)
 
 
 def say_verdict(report: RunReport) -> None:

@@ -173,6 +173,13 @@ def predict(tokens: int, concurrency: int, limits: EngineLimits) -> tuple[Fit, s
     return Fit.FITS, ""
 
 
+def never_whole(tokens: int, context: int | None, fit: Fit | None) -> bool:
+    """Whether a request of `tokens` (prompt + output cap) can never be served whole by the target, as its published
+    limits say: longer than the longest sequence it takes (`context`: max_model_len, a llama.cpp slot's n_ctx), or
+    predicted never to fit its KV pools. Neither known: False (nothing says so)."""
+    return (context is not None and tokens > context) or fit is Fit.NEVER_FITS
+
+
 def smallest_pool_tokens(limits: EngineLimits) -> int:
     """The tokens of the pool that binds first (beams counted)."""
     pools = [limits.pool_tokens // limits.beam_width]

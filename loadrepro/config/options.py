@@ -58,6 +58,10 @@ class LoadArguments(Arguments):
         "Seconds to wait for the engine's /health."), json_schema_extra={"flag": "engine-start-timeout"})
     size_to_overrun: float | None = Field(None, gt=0, description=(
         "Size the workload to F x the target's binding KV pool (conversations and prefix length)."))
+    fit: bool = Field(False, description=(
+        "Scale the profile's prefixes, later turns and max_tokens (and turns, when need be) so its longest request "
+        "fits what the target publishes it takes (its longest sequence, a slot's context, its KV pool); what "
+        "changed is said and noted in the report."), json_schema_extra={"flag": "fit"})
     workers: int | None = Field(None, ge=1, description=(
         "Send the load from N processes on this machine (conversations split between them); with --ray, N Ray "
         "actors (default 2)."))

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+from loadrepro.config.capacity import never_whole
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.findings import Finding, Severity, quote
 from loadrepro.records import REUSE_SCALE, Outcome, RunResult
+from loadrepro.schema.report_kinds import NOTHING_FIT
 
 
 def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
@@ -17,6 +19,41 @@ def rejections(result: RunResult, spec: VerdictSpec) -> Finding | None:
         return None
     severity = Severity.INFO if spec.allow_rejected else Severity.FAIL
     return Finding("rejections", severity, f"{len(hits)} requests rejected at admission: {quote(hits[0].detail)}")
+
+
+_REFUSED = (Outcome.REJECTED.value, Outcome.CANCELLED.value)  # a run's end cancels what it had not sent
+
+
+def nothing_fit(result: RunResult, spec: VerdictSpec) -> Finding | None:
+    """Every request refused at admission, and not one of them one the target's published limits say could be
+    served whole (prompt + max_tokens beyond its longest sequence, or predicted never to fit its KV pools). The
+    engine did its job, and the run tested nothing but its refusals: it must not pass. Not the engine's failure
+    either: `loadrepro run` exits 2 (the profile does not fit this target), and `--fit` scales the workload to it.
+    Needs a published limit (a run without one is judged by `rejections`); judged on the records kept.
+
+    Facts: `refused` of `requests`, `largest_tokens` (the largest request's prompt + max_tokens), `context_tokens`
+    (0: unknown)."""
+    counts = result.totals(spec.window_s).by_outcome
+    requests = sum(counts.values())
+    refused = counts.get(Outcome.REJECTED.value, 0)
+    if not refused or sum(counts.get(o, 0) for o in _REFUSED) < requests:
+        return None
+    predicted = {(p.conversation, p.turn): p.fit for p in result.predictions}
+    context = result.context[0] if result.context is not None else None
+    sized = [(r.expected_prompt_tokens + r.max_tokens, predicted.get((r.conversation, r.turn)))
+             for r in result.records]
+    if (context is None and not predicted) or not sized or \
+            not all(never_whole(tokens, context, fit) for tokens, fit in sized):
+        return None
+    largest = max(tokens for tokens, _ in sized)
+    limit = (f"the {context:,} tokens a request may have ({result.context[1]})" if result.context is not None
+             else f"the KV limits ({result.limits.source})" if result.limits is not None else "the KV limits")
+    return Finding(NOTHING_FIT, Severity.FAIL,
+                   f"the run tested nothing: not one request fit the target, and it refused all {refused} (up to "
+                   f"{largest:,} tokens of prompt and output a request, against {limit}); not the engine's failure: "
+                   "the profile does not fit this target (rerun with --fit to scale it)",
+                   {"refused": refused, "requests": requests, "largest_tokens": largest,
+                    "context_tokens": context or 0})
 
 
 def throttling(result: RunResult, spec: VerdictSpec) -> Finding | None:

@@ -11,7 +11,13 @@ import functools
 from collections.abc import Callable
 
 from loadrepro.config.profile import VerdictSpec
-from loadrepro.judge.admission import capacity_mismatch, prefix_reuse_missing, rejections, throttling
+from loadrepro.judge.admission import (
+    capacity_mismatch,
+    nothing_fit,
+    prefix_reuse_missing,
+    rejections,
+    throttling,
+)
 from loadrepro.judge.answers import ANSWER_RULES
 from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
@@ -349,7 +355,7 @@ RULES: tuple[MeasuredRule, ...] = (
     *plain(failures_while_healthy, fatal_signature, stalled_streams, truncated_streams, protocol_errors,
            low_completion, post_run_health, interrupted, zombie_requests),
     no_recovery,
-    *plain(bad_input_crash, capacity_mismatch, prefix_reuse_missing, rejections, throttling),
+    *plain(bad_input_crash, capacity_mismatch, nothing_fit, prefix_reuse_missing, rejections, throttling),
     pressure_in_metrics,
     *plain(prompt_truncated, prompt_lengths), *ANSWER_RULES, *plain(*STRUCTURED_RULES, health_latency),
     liveness,

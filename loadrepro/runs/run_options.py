@@ -32,6 +32,7 @@ class RunOptions:
     engine_cmd: str | None = None  # start this engine ({port}, {host}) instead of the simulated one
     engine_start_timeout_s: float = ENGINE_START_TIMEOUT_S
     size_to_overrun: float | None = None  # choose conversations and prefix length: this x the binding KV pool
+    fit: bool = False  # scale prompts, turns and max_tokens so the longest request fits the target's limits
     tokenizer: Path | None = None  # count in this local Hugging Face tokenizer's tokens instead of asking the target
     pictures: bool = True  # report.html's charts (a shrink's trials go without: they are many)
     png: bool = False  # and the pictures as PNG files too

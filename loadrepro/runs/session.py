@@ -36,7 +36,7 @@ from loadrepro.runs.interrupts import INTERRUPTS
 from loadrepro.runs.progress import Progress, Say
 from loadrepro.runs.run_facts import RunFacts, summary_json, write_facts
 from loadrepro.runs.run_options import RunOptions, run_directory
-from loadrepro.runs.sizing import overrun, oversize_for, predictions
+from loadrepro.runs.sizing import fitted, overrun, oversize_for, predictions, unfit_warning
 from loadrepro.runs.target import started_target
 from loadrepro.workload.cache_bust import busted
 from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, WORKLOAD_FILE, compress_workload, write_workload
@@ -128,11 +128,20 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             context = await longest_sequence(http, profile.engine)
             if options.size_to_overrun:
                 profile = overrun(profile, limits, options.size_to_overrun, say)
+            fit_note = None
+            if options.fit:
+                profile, fit_note = fitted(profile, limits, context)
+                say(fit_note)
             beyond = oversize_for(profile, limits, context)
             write_profile(profile, run_dir / "profile.toml")
             plan, notes = await plan_on_target(profile, None if target.counter_is_local else http, model,
                                                options.tokenizer, say, options.plans, options.engine_cmd)
             notes += [gateway_note] if gateway_note is not None else []
+            predicted = predictions(plan, profile, limits)
+            unfit = unfit_warning(plan, predicted, context)
+            if unfit is not None:
+                say(unfit)
+            notes += [n for n in (fit_note, unfit) if n is not None]
             replicas = (*profile.target.replicas, *(e.url for e in target.started[1:]))
             if profile.target.reset_cache:  # after the counting, which may have warmed it, and before the load
                 notes.append(await reset_all(http, replicas, api_key))
@@ -154,7 +163,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                                started_replicas=tuple(
                                    StartedReplica(i, e.log, e.exit_code)
                                    for i, e in enumerate(target.started[1:], len(profile.target.replicas) + 1)),
-                               limits=limits, context=context, predictions=predictions(plan, profile, limits))
+                               limits=limits, context=context, predictions=predicted)
         async with Client(config) as client:
             workload = plan.workload if profile.workload.cache_bust == "none" else \
                 busted(plan.workload, f"{run_dir.resolve()}:{time.time_ns()}")

@@ -15,6 +15,11 @@ class VerdictStatus(StrEnum):
     RUNNING = "running"  # a checkpoint written while the run goes on
 
 
+# The rule that fails a run which tested nothing (not one request fit the target, and it refused them all): the
+# profile's failure against this target, not the engine's; `loadrepro run` exits 2 (usage) when it fails alone.
+NOTHING_FIT = "nothing_fit"
+
+
 class Severity(StrEnum):
     """What a rule's finding does to the verdict: fails it, or is said beside it."""
 

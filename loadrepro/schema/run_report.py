@@ -17,7 +17,7 @@ from loadrepro.schema.long_run_sections import (
     WatchedEndpointInfo,
     WindowRow,
 )
-from loadrepro.schema.report_kinds import Model, VerdictStatus
+from loadrepro.schema.report_kinds import NOTHING_FIT, Model, Severity, VerdictStatus
 from loadrepro.schema.report_sections import (
     AgentsInfo,
     Cache,
@@ -133,6 +133,12 @@ class RunReport(Model):
     @property
     def passed(self) -> bool:
         return self.verdict == VerdictStatus.PASS
+
+    @property
+    def tested_nothing(self) -> bool:
+        """It failed on rule nothing_fit alone: the profile does not fit its target (a usage outcome, exit 2), which
+        is not the engine's failure."""
+        return {r.name for r in self.rules if r.fired and r.severity is Severity.FAIL} == {NOTHING_FIT}
 
     @property
     def findings(self) -> list[RuleResult]:

@@ -1,0 +1,92 @@
+"""A run in which not one request fit the target tested nothing: rule nothing_fit fails it and `run` exits 2 (the
+profile does not fit this target, not the engine's failure), having said so before the load; `--fit` scales the
+workload to what the target publishes. Must fire: every prompt beyond the context a stub publishes in /props, each
+refused. Must not: some requests fit and the others are refused as they should be; a run whose refusals are a fault's
+on purpose (oversize); the same workload with --fit."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from loadrepro.config.capacity import EngineLimits
+from loadrepro.config.profile_files import load_profile
+from loadrepro.errors import UsageError
+from loadrepro.runs.sizing import FIT_SHARE, _longest, fitted
+from tests.context_server import ContextServer
+from tests.helpers import cli, facts, fired, report, small
+
+N_CTX = 150  # shorter than every prompt of SMALL (200-token prefixes)
+TURNS = ("workload.turns=3", "workload.turn_tokens=60", "workload.max_tokens=4")
+
+
+def test_a_run_where_no_request_fits_the_published_context_exits_2_having_said_so_before(tmp_path):
+    server = ContextServer(N_CTX, refuses=True)
+    with server.running():
+        done = cli("run", "--base-url", server.url, "--out", str(tmp_path / "run"), *small())
+    found = report(tmp_path / "run")
+    assert done.returncode == 2 and found["verdict"] == "fail", (done.returncode, fired(found))
+    said = facts(found, "nothing_fit")
+    assert (said["refused"], said["requests"], said["context_tokens"]) == (3, 3, N_CTX), said
+    assert said["largest_tokens"] > N_CTX, said
+    said_before = done.stderr[done.stderr.index("fit: none of the"):]  # said before the load, with the fix
+    assert "--fit" in said_before and "load" not in said_before.partition("\n")[0][:0], done.stderr
+    assert "verdict: FAIL" in done.stdout and "rerun with --fit" in done.stdout, done.stdout
+    assert any(n.startswith("fit: none of the 6 planned requests") for n in found["notes"]), found["notes"]
+
+
+def test_a_run_where_some_requests_fit_and_the_others_are_refused_is_judged_as_before(tmp_path):
+    server = ContextServer(250, refuses=True)  # the first turns (about 200 tokens) fit, the later ones do not
+    with server.running():
+        done = cli("run", "--base-url", server.url, "--out", str(tmp_path / "run"), "--quiet", *small(*TURNS))
+    found = report(tmp_path / "run")
+    rules = fired(found)
+    assert done.returncode == 0 and "nothing_fit" not in rules and "rejections" in rules, rules
+    assert any(n.startswith("fit: only 3 of the 9 planned requests") for n in found["notes"]), found["notes"]
+
+
+def test_fit_scales_the_workload_to_the_published_context_and_says_what_changed(tmp_path):
+    longer = (*TURNS, "workload.turn_tokens=120")  # third turns of about 520 tokens: refused without --fit
+    server = ContextServer(300, refuses=True)
+    with server.running():
+        done = cli("run", "--base-url", server.url, "--out", str(tmp_path / "run"), "--quiet", "--fit",
+                   *small(*longer))
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = report(tmp_path / "run")
+    assert found["requests"]["by_outcome"] == {"ok": 9}, (done.stdout, found["requests"])
+    note = next(n for n in found["notes"] if n.startswith("fit: scaled"))
+    assert "the 300 tokens a request may have" in note and "prefix_tokens 200 -> " in note, note
+    ran = tomllib.loads((tmp_path / "run" / "profile.toml").read_text())["workload"]
+    assert ran["prefix_tokens"] < 200 and ran["turn_tokens"] < 120 and ran["turns"] == 3, ran
+    assert ran["prefix_tokens"] + 2 * (ran["turn_tokens"] + 40) + ran["max_tokens"] <= FIT_SHARE * 300, ran
+
+
+def test_fit_needs_a_published_limit_and_is_one_sizing_of_two():
+    done = cli("run", "--fit", "--size-to-overrun", "2", "--profile", "quickstart")
+    assert done.returncode == 2 and "--size-to-overrun" in done.stderr, done.stderr
+
+
+def test_fit_keeps_the_shape_of_the_readme_profile_on_a_2048_token_slot():
+    profile = load_profile("dsa-prefix-shared")
+    scaled, said = fitted(profile, None, (2048, "n_ctx per slot in llama.cpp's /props"))
+    w = scaled.workload
+    assert _longest(w) <= FIT_SHARE * 2048 and w.turns == 2 and w.conversations == 12, w
+    assert w.prefix_tokens > w.max_tokens > w.warm_max_tokens and w.turn_tokens >= 16, w
+    assert said.startswith("fit: scaled to the 2,048 tokens a request may have") and "max_tokens 32,768 -> " in said
+
+
+def test_fit_binds_to_the_kv_pool_when_it_is_smaller_than_the_longest_sequence():
+    limits = EngineLimits("vLLM vllm:cache_config_info", 16, 64, 8192)  # a pool of 1,024 tokens
+    scaled, said = fitted(load_profile("dsa-prefix-shared"), limits, (8192, "max_model_len in /v1/models"))
+    assert _longest(scaled.workload) <= FIT_SHARE * 1024 and "KV pool of 1,024 tokens" in said, said
+
+
+def test_fit_says_nothing_changed_when_the_profile_already_fits_and_refuses_a_context_too_small():
+    profile = load_profile("dsa-prefix-shared")
+    same, said = fitted(profile, None, (1_000_000, "max_model_len in /v1/models"))
+    assert same == profile and said.endswith("nothing changed"), said
+    with pytest.raises(UsageError, match="too small"):
+        fitted(profile, None, (120, "n_ctx per slot in llama.cpp's /props"))
+    with pytest.raises(UsageError, match="publishes none"):
+        fitted(profile, None, None)
