@@ -13,9 +13,10 @@ import pytest
 from loadrepro.config.capacity import EngineLimits
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
-from loadrepro.runs.sizing import FIT_SHARE, _longest, fitted
+from loadrepro.runs.sizing import FIT_SHARE, fitted, longest_request
 from tests.context_server import ContextServer
 from tests.helpers import cli, facts, fired, report, small
+from tests.vllm_limits_server import VllmLimitsServer
 
 N_CTX = 150  # shorter than every prompt of SMALL (200-token prefixes)
 TURNS = ("workload.turns=3", "workload.turn_tokens=60", "workload.max_tokens=4")
@@ -71,7 +72,7 @@ def test_fit_keeps_the_shape_of_the_readme_profile_on_a_2048_token_slot():
     profile = load_profile("dsa-prefix-shared")
     scaled, said = fitted(profile, None, (2048, "n_ctx per slot in llama.cpp's /props"))
     w = scaled.workload
-    assert _longest(w) <= FIT_SHARE * 2048 and w.turns == 2 and w.conversations == 12, w
+    assert longest_request(w) <= FIT_SHARE * 2048 and w.turns == 2 and w.conversations == 12, w
     assert w.prefix_tokens > w.max_tokens > w.warm_max_tokens and w.turn_tokens >= 16, w
     assert said.startswith("fit: scaled to the 2,048 tokens a request may have") and "max_tokens 32,768 -> " in said
 
@@ -79,7 +80,7 @@ def test_fit_keeps_the_shape_of_the_readme_profile_on_a_2048_token_slot():
 def test_fit_binds_to_the_kv_pool_when_it_is_smaller_than_the_longest_sequence():
     limits = EngineLimits("vLLM vllm:cache_config_info", 16, 64, 8192)  # a pool of 1,024 tokens
     scaled, said = fitted(load_profile("dsa-prefix-shared"), limits, (8192, "max_model_len in /v1/models"))
-    assert _longest(scaled.workload) <= FIT_SHARE * 1024 and "KV pool of 1,024 tokens" in said, said
+    assert longest_request(scaled.workload) <= FIT_SHARE * 1024 and "KV pool of 1,024 tokens" in said, said
 
 
 def test_fit_says_nothing_changed_when_the_profile_already_fits_and_refuses_a_context_too_small():
@@ -90,3 +91,14 @@ def test_fit_says_nothing_changed_when_the_profile_already_fits_and_refuses_a_co
         fitted(profile, None, (120, "n_ctx per slot in llama.cpp's /props"))
     with pytest.raises(UsageError, match="publishes none"):
         fitted(profile, None, None)
+
+
+def test_an_output_cap_beyond_vllms_longest_sequence_refused_every_time_tested_nothing(tmp_path):
+    """vLLM refuses prompt + max_tokens beyond max_model_len: prompts that fit with answers that do not."""
+    server = VllmLimitsServer(1024)
+    with server.running():
+        done = cli("run", "--base-url", server.url, "--out", str(tmp_path / "run"), "--quiet",
+                   *small("workload.max_tokens=2000", "workload.warm_max_tokens=2000"))
+    found = report(tmp_path / "run")
+    assert done.returncode == 2 and server.refused == 3 and "nothing_fit" in fired(found), fired(found)
+    assert "capacity_mismatch" not in fired(found), fired(found)  # refused as the KV arithmetic says

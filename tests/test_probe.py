@@ -10,6 +10,7 @@ from loadrepro.cli.summary_lines import describe_probe
 from loadrepro.load.probe import probe
 from loadrepro.sim.config import sim_config
 from loadrepro.sim.serve import sim_in_thread
+from tests.context_server import ContextServer
 from tests.examples import save_example
 from tests.helpers import cli
 from tests.stub_server import StubServer
@@ -89,3 +90,13 @@ def test_the_probe_lists_which_apis_answer_and_whether_streams_carry_reasoning()
         bare = asyncio.run(probe(stub.url))
     assert [api for api, c in bare.apis.items() if c.answers] == ["chat", "completions"]
     assert bare.apis["messages"].detail.startswith("rejected") and not bare.apis["chat"].reasoning
+
+
+def test_a_llamacpp_server_without_metrics_is_told_the_flag_and_its_slot_context():
+    with ContextServer(2048).running() as server:
+        result = asyncio.run(probe(server.url))
+    assert result.flavour == "llama.cpp" and result.metrics.status == 404 and result.max_model_len == 2048
+    metrics = next(line for line in result.plan if line.startswith("metrics:"))
+    assert "--metrics" in metrics, result.plan
+    context = next(line for line in result.plan if line.startswith("context:"))
+    assert "2,048 tokens a request (n_ctx per slot in /props)" in context and "--fit" in context, context

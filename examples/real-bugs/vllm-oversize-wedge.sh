@@ -8,7 +8,7 @@
 #   examples/real-bugs/vllm-oversize-wedge.sh MODEL_DIR [OUT]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-MODEL="${1:?usage: $0 MODEL_DIR [OUT] (a Hugging Face model directory; the tests make a tiny one)}"
+MODEL="${1:?usage: $0 MODEL_DIR [OUT] (a Hugging Face model directory; scripts/engines/hf.sh makes a tiny one)}"
 OUT="${2:-vllm-oversize-wedge}"
 STOCK="${STOCK:-0.20.0}"
 PATCHED="${PATCHED:-0.20.1}"

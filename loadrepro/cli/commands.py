@@ -30,6 +30,7 @@ for name, command in (("sim", load.sim), ("run", load.run), ("ab", load.ab), ("s
                       ("compare", read.compare_reports), ("bundle", read.bundle), ("report", read.report),
                       ("capacity", read.capacity_command),
                       ("diagnose", read.diagnose_command), ("probe", read.probe_command),
+                      ("init", read.init_command),
                       ("shrink", load.shrink_command), ("profiles", read.list_profiles)):
     app.command(name)(command)
 trace_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,

@@ -170,6 +170,38 @@ def probe_command(
     echo(result.model_dump_json(indent=2) if json_ else "\n".join(describe_probe(result)))
 
 
+def init_command(
+    engine: Annotated[str, typer.Argument(help="The engine at the URL: llamacpp or vllm.", metavar="llamacpp|vllm")],
+    base_url: Annotated[str, typer.Option(help="The engine's OpenAI-compatible URL.")],
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write the profile here (default: print it).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite --out when it exists.")] = False,
+    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = API_KEY_ENV,
+    target_is_isolated: Annotated[bool, typer.Option(
+        help="Confirm a non-loopback target is an isolated test engine.")] = False,
+) -> None:
+    """Write a starter profile for the llama.cpp or vLLM server at --base-url, from a probe of it: prefix-shared
+    conversations sized to the context a request may have and to its slots or KV pool, each number commented."""
+    import asyncio
+    import os
+
+    from loadrepro.load.target import check_base_url
+    from loadrepro.runs.starter import FLAVOURS, probed, starter_profile
+
+    if engine not in FLAVOURS:
+        raise UsageError(f"loadrepro init: the engine is one of {', '.join(FLAVOURS)}, not {engine!r}")
+    if out is not None and out.exists() and not force:
+        raise UsageError(f"{out} exists: give another -o, or --force to overwrite it")
+    url = check_base_url(base_url, target_is_isolated)
+    target = asyncio.run(probed(engine, url, os.environ.get(api_key_env) or None))
+    text = starter_profile(engine, target)
+    if out is None:
+        echo(text.rstrip("\n"))
+        return
+    out.write_text(text, encoding="utf-8")
+    echo(f"profile: {out}")
+    echo(f"next: loadrepro run --profile {out} --base-url {url}")
+
+
 def list_profiles() -> None:
     """List the built-in profiles with their descriptions."""
     from loadrepro.config.profile_files import builtin_profiles, load_profile

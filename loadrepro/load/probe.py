@@ -268,8 +268,16 @@ def plan(p: Probe) -> list[str]:
     if p.series:
         lines.append(f"metrics: {', '.join(p.series)} watched and plotted" +
                      (f"; no {', '.join(missing)}" if missing else ""))
+    elif p.flavour == "llama.cpp" and p.metrics.status != 200:
+        lines.append(f"metrics: GET {p.metrics.path} answered {p.metrics.status or 'nothing'}: llama.cpp serves "
+                     "them only when started with --metrics (llama-server --metrics); without them KV pressure, "
+                     "waiting and running requests are not shown")
     else:
         lines.append(f"metrics: nothing loadrepro recognises at {p.metrics.path}; KV pressure is not shown")
+    if p.max_model_len:
+        lines.append(f"context: {p.max_model_len:,} tokens a request ("
+                     f"{'n_ctx per slot in /props' if p.flavour == 'llama.cpp' else 'max_model_len in /v1/models'}); "
+                     "a run says before its load how many of a profile's requests fit, and --fit scales them to it")
     lines.append(_reuse_line(p.usage))
     lines.append(_trace_line(p.tokenize))
     lines.append(f"capacity predictions: from {p.limits}" if p.limits else

@@ -119,7 +119,7 @@ def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, st
         raise UsageError("--fit sizes conversation workloads, not trace or agent replays")
     budget, why = _budget(limits, context)
     room = int(budget * FIT_SHARE)
-    before = _longest(w)
+    before = longest_request(w)
     if before <= room:
         return profile, (f"fit: the longest request ({before:,} tokens of prompt and output) already fits "
                          f"{why}; nothing changed")
@@ -130,18 +130,18 @@ def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, st
     fitted_spec = _given_way(fitted_spec, room, "prefix_tokens", FIT_MIN_PREFIX)
     fitted_spec = _given_way(fitted_spec, room, "turn_tokens", FIT_MIN_TOKENS)
     fitted_spec = _given_way(fitted_spec, room, "max_tokens", FIT_MIN_TOKENS)
-    while _longest(fitted_spec) > room and fitted_spec.turns > 1:
+    while longest_request(fitted_spec) > room and fitted_spec.turns > 1:
         fitted_spec = fitted_spec.model_copy(update={"turns": fitted_spec.turns - 1})
     fitted_spec = _given_way(fitted_spec, room, "max_tokens", 1)
-    if _longest(fitted_spec) > room:
+    if longest_request(fitted_spec) > room:
         raise UsageError(f"--fit: {why} is too small for a {fitted_spec.prefix_tokens}-token prefix")
     changed = [f"{key} {getattr(w, key):,} -> {getattr(fitted_spec, key):,}"
                for key in ("prefix_tokens", "prefix_tokens_p95", "group_prefix_tokens", "turns", "turn_tokens",
                            "max_tokens", "warm_max_tokens") if getattr(w, key) != getattr(fitted_spec, key)]
-    said = (f"fit: scaled to {why}: the longest request {before:,} -> {_longest(fitted_spec):,} tokens of prompt "
-            f"and output (at most {FIT_SHARE:.0%} of it); {', '.join(changed)}")
+    said = (f"fit: scaled to {why}: the longest request {before:,} -> {longest_request(fitted_spec):,} tokens of "
+            f"prompt and output (at most {FIT_SHARE:.0%} of it); {', '.join(changed)}")
     if limits is not None:
-        at_once = min(profile.load.concurrency, fitted_spec.conversations) * _longest(fitted_spec)
+        at_once = min(profile.load.concurrency, fitted_spec.conversations) * longest_request(fitted_spec)
         said += (f"; {min(profile.load.concurrency, fitted_spec.conversations)} at once need up to {at_once:,} of "
                  f"the KV pool's {smallest_pool_tokens(limits):,} tokens")
     return profile.model_copy(update={"workload": fitted_spec}), said
@@ -162,7 +162,7 @@ def _budget(limits: EngineLimits | None, context: tuple[int, str] | None) -> tup
     return min(bounds, key=lambda bound: bound[0])  # at a tie, what a request is said to take
 
 
-def _longest(w: WorkloadSpec) -> int:
+def longest_request(w: WorkloadSpec) -> int:
     """A conversation's last (longest) request: its prefix, every later turn (a reply and a tool result) and the
     answer asked of it."""
     prefix = max(w.prefix_tokens, w.prefix_tokens_p95) + (w.group_prefix_tokens if w.groups else 0)
@@ -172,7 +172,7 @@ def _longest(w: WorkloadSpec) -> int:
 def _given_way(w: WorkloadSpec, room: int, key: str, least: int) -> WorkloadSpec:
     """`w` with `key` (a length the longest request holds once, or once a later turn) shortened, no further than
     `least` nor lengthened to it, until the longest request fits `room`."""
-    over = _longest(w) - room
+    over = longest_request(w) - room
     now = getattr(w, key)
     if over <= 0 or now <= least:
         return w

@@ -4,7 +4,6 @@ be installed on this machine."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -26,12 +25,6 @@ def _install(script: str) -> str:
     if done.returncode != 0:
         pytest.skip(f"{script} could not install its engine here: {done.stderr.strip()[-600:]}")
     return done.stdout.strip().splitlines()[-1]
-
-
-def _model_dir(name: str, maker: Path) -> Path:
-    """A cache folder for a model, keyed by the script that writes it."""
-    digest = hashlib.sha256(maker.read_bytes()).hexdigest()[:12]
-    return CACHE / "models" / f"{name}-{digest}"
 
 
 @pytest.fixture(scope="session")
@@ -72,17 +65,9 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="session")
 def vllm_model(vllm_python) -> Path:
-    maker = SCRIPTS / "make_tiny_hf.py"
-    folder = _model_dir("hf-llama", maker)
-    if not (folder / "config.json").exists():
-        from loadrepro.workload.corpus import record_pool
-
-        corpus = folder.parent / "corpus.txt"
-        corpus.parent.mkdir(parents=True, exist_ok=True)
-        corpus.write_text("\n".join(record_pool(7).texts + record_pool(8).texts))
-        subprocess.run([vllm_python, str(maker), str(folder), "--corpus", str(corpus)], check=True, timeout=600,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return folder
+    done = subprocess.run(["bash", str(SCRIPTS / "hf.sh")], capture_output=True, text=True, check=True, timeout=600,
+                          env={**os.environ, "PYTHON": sys.executable})
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def loadrepro(*args: str) -> Done:
