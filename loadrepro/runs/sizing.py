@@ -140,6 +140,10 @@ def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, st
                            "max_tokens", "warm_max_tokens") if getattr(w, key) != getattr(fitted_spec, key)]
     said = (f"fit: scaled to {why}: the longest request {before:,} -> {longest_request(fitted_spec):,} tokens of "
             f"prompt and output (at most {FIT_SHARE:.0%} of it); {', '.join(changed)}")
+    if context is not None and "llama.cpp" in context[1] and profile.load.concurrency > 1:
+        said += ("; llama.cpp does not publish whether its slots share one KV pool of a slot's context (they do "
+                 "without -np): if they do, requests at once overflow it, and llama.cpp fails them mid-stream "
+                 "(rule failures_while_healthy; profile llamacpp-unified-pool)")
     if limits is not None:
         at_once = min(profile.load.concurrency, fitted_spec.conversations) * longest_request(fitted_spec)
         said += (f"; {min(profile.load.concurrency, fitted_spec.conversations)} at once need up to {at_once:,} of "

@@ -59,9 +59,16 @@ async def probed(engine: str, base_url: str, api_key: str | None) -> Target:
 def starter_profile(engine: str, target: Target) -> str:
     """The profile's TOML, commented: conversations of a shared prefix, a warm-up and two follow-ups, the longest
     request at most FIT_SHARE of the context, and more of them than the target serves at once."""
-    c, source = target.context, target.context_source
+    c, source = target.context, f"the {target.context:,} tokens a request may have ({target.context_source})"
     if target.pool_tokens is not None and target.pool_tokens < c:  # a pool smaller than one longest sequence binds
-        c, source = target.pool_tokens, f"its whole KV pool, {target.pool_source}"
+        c, source = target.pool_tokens, f"its whole KV pool of {target.pool_tokens:,} tokens ({target.pool_source})"
+    if target.slots is not None and target.slots > 1:
+        # llama.cpp does not publish whether its slots share one KV pool of a slot's n_ctx (what it runs without
+        # -np: kv_unified in its log); when they do, requests that fit a slot each overflow it together
+        c, source = target.context // target.slots, (
+            f"1/{target.slots} of the {target.context:,} tokens a slot may have ({target.context_source}): "
+            f"llama.cpp does not publish whether its {target.slots} slots share one pool of that size, as they do "
+            "without -np, so their requests are sized to fit it together")
     spec = WorkloadSpec(conversations=1, turns=3, prefix_tokens=max(128, c // 2), turn_tokens=max(16, c // 20),
                         max_tokens=max(16, c // 10), ignore_eos=True)
     sized, _ = fitted(Profile(name="starter", workload=spec), None, (c, source))
@@ -76,7 +83,7 @@ def starter_profile(engine: str, target: Target) -> str:
         "# Run it: loadrepro run --profile THIS_FILE --base-url URL. Every number says why it is what it is; change",
         "# them to your own traffic (docs/workloads.md, docs/reference/profile.md).",
         f'description = "Prefix-shared conversations on {flavour} ({model or "its first model"}), sized to its '
-        f'{c:,}-token context"',
+        f'{target.context:,}-token context"',
         'api = "chat"',
         f'model = "{model}"  # the first model /v1/models lists',
         "",
@@ -85,10 +92,10 @@ def starter_profile(engine: str, target: Target) -> str:
         "seed = 7  # the same seed, the same workload: a rerun sends the same requests",
         f"conversations = {conversations}  # {why}",
         f"turns = {w.turns}  # a warm-up, then follow-ups that reuse its prefix (prefix caching is seen on them)",
-        f"prefix_tokens = {w.prefix_tokens}  # {half} the {c:,} tokens a request may have ({source})",
+        f"prefix_tokens = {w.prefix_tokens}  # {half} {c:,} tokens: {source}",
         f"turn_tokens = {w.turn_tokens}  # what each later turn adds: the follow-ups grow, as agents' do",
         f"max_tokens = {w.max_tokens}  # each follow-up's answer; the longest request is {longest:,} tokens, at most "
-        f"{FIT_SHARE:.0%} of the context (room for the chat template and a count's error)",
+        f"{FIT_SHARE:.0%} of {c:,} (room for the chat template and a count's error)",
         "warm_max_tokens = 1  # the warm-up only fills the prefix",
         "ignore_eos = true  # every answer is max_tokens long, so every request is as long as planned",
         "",

@@ -137,3 +137,27 @@ def test_a_run_that_started_llamacpp_is_shrunk_on_fresh_ports(gguf_tiny, tmp_pat
     minimal = report(tmp_path / "shrink" / "run")
     assert minimal["requests"]["total"] < 8 and "Context size has been exceeded" in minimal["first_failure"]["detail"]
     assert minimal["target"]["base_url"] != report(run)["target"]["base_url"]
+
+
+def test_the_readme_profile_on_a_2048_token_server_tested_nothing_and_a_starter_fits_it(gguf_26m, tmp_path):
+    """llama-server -c 2048 (4 slots of 2,048 tokens sharing one pool): dsa-prefix-shared's 81k-token prompts are
+    all refused, which is no pass (exit 2, rule nothing_fit, said before the load); `init llamacpp`'s profile runs
+    clean on the same server."""
+    engine = ManagedEngine(command(gguf_26m, "-c", "2048"), tmp_path / "engine.log")
+    engine.start(timeout_s=120)
+    try:
+        nothing = loadrepro("run", "--profile", "dsa-prefix-shared", "--base-url", engine.url,
+                            "--out", str(tmp_path / "dsa"))
+        starter = tmp_path / "starter.toml"
+        written = loadrepro("init", "llamacpp", "--base-url", engine.url, "-o", str(starter))
+        ran = loadrepro("run", "--profile", str(starter), "--base-url", engine.url, "--out", str(tmp_path / "starter"),
+                        "--quiet")
+    finally:
+        engine.stop()
+    found = report(tmp_path / "dsa")
+    assert nothing.returncode == 2 and found["requests"]["by_outcome"] == {"rejected": 12}, nothing.stdout
+    assert next(r for r in found["rules"] if r["name"] == "nothing_fit")["facts"]["context_tokens"] == 2048
+    assert "fit: none of the 24 planned requests fit the target" in nothing.stderr, nothing.stderr
+    assert written.returncode == 0, written.stderr
+    clean = report(tmp_path / "starter")
+    assert ran.returncode == 0 and set(clean["requests"]["by_outcome"]) == {"ok"}, (ran.stdout, clean["requests"])
