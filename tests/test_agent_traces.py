@@ -11,6 +11,7 @@ import pytest
 
 from loadrepro.load.backend.processes import split
 from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.tokens import block_lead
 from loadrepro.workload.trace_formats import detect
 from tests.agent_trace_files import BLOCK, weka_trace, write_lines, write_whole
 from tests.test_trace_replay import replay
@@ -25,11 +26,11 @@ def _lcp(a, b):
 
 def _content(got, marker):
     """Whether a received request's last message holds block `marker` (its own new input)."""
-    return f"[block {marker}]" in got.body["messages"][-1]["content"]
+    return block_lead(marker) in got.body["messages"][-1]["content"]
 
 
 def _replayed(tmp_path, trace, *overrides):
-    server = TraceServer(answer_s=0.2, hold=lambda body: ASYNC_HOLD_S if "[block 60]" in str(body) else 0.0)
+    server = TraceServer(answer_s=0.2, hold=lambda body: ASYNC_HOLD_S if block_lead(60) in str(body) else 0.0)
     with server.running() as url:
         plan, result = replay(url, tmp_path, trace, f"workload.trace_block_tokens={BLOCK}", *overrides)
     return server.received, plan

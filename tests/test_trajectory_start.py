@@ -10,6 +10,7 @@ from aiohttp import web
 
 from loadrepro.config.profile_files import load_profile
 from loadrepro.workload.plan import trace_of
+from loadrepro.workload.tokens import block_lead
 from tests.agent_trace_files import BLOCK, weka_trace, write_lines
 from tests.helpers import cli
 from tests.stub_server import chat_app, serving
@@ -52,7 +53,7 @@ def test_warm_ups_go_first_and_only_the_load_after_them_is_judged(tmp_path):
                    "--out", str(tmp_path / "run"), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
     first, *load = server.received
-    assert first.max_tokens == 1 and "[block 7]" in first.body["messages"][-1]["content"]
+    assert first.max_tokens == 1 and block_lead(7) in first.body["messages"][-1]["content"]
     assert len(load) == 3 and all(g.max_tokens > 1 for g in load)
     assert all(g.arrived_ns >= first.ended_ns for g in load)  # the load begins once the warm-up answered
     report = json.loads((tmp_path / "run" / "report.json").read_text())
@@ -115,7 +116,7 @@ def test_a_warm_up_carries_its_trees_cache_bust_marker(tmp_path):
         return got.body["messages"][0]["content"].split("\n", 1)[0]
 
     warm = next(g for g in server.received if g.max_tokens == 1)
-    compaction = next(g for g in server.received if "[block 91]" in g.body["messages"][-1]["content"])
+    compaction = next(g for g in server.received if block_lead(91) in g.body["messages"][-1]["content"])
     assert marker(warm).startswith("[rid:") and marker(warm) == marker(compaction)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 
 from loadrepro.errors import TraceError
+from loadrepro.workload.tokens import SCOPE_BITS
 from loadrepro.workload.trace_rows import (
     Segment,
     Skipped,
@@ -43,7 +44,6 @@ from loadrepro.workload.trace_rows import (
     read_hash_ids,
 )
 
-SCOPE_BITS = 32  # a local scope's hash ids are offset by its trace's number << SCOPE_BITS, so no two traces share
 ASYNC = "async_launched"  # a subagent its parent does not wait for
 ROUNDING_S = 0.001  # a subagent's first time this much before its spawn is still read as absolute
 

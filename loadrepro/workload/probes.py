@@ -24,7 +24,7 @@ import numpy as np
 from loadrepro.errors import TargetError
 from loadrepro.workload.conversations import QUESTION, SYSTEM_PROMPT
 from loadrepro.workload.corpus import KINDS, RecordPool, record_pool
-from loadrepro.workload.tokens import FILLER_WORD, Calibration, Messages, TokenCounter
+from loadrepro.workload.tokens import FILLER_WORD, Calibration, Messages, TokenCounter, block_lead, plain_words
 
 MAX_PROBES = 64
 MAX_SHARE = 0.05
@@ -148,7 +148,10 @@ def _calibration(source: str, prober: _Prober, pool: RecordPool, figures: _Figur
         filler_tokens=figures.filler, tokens_per_char=prose or per_char,
         chat_base=template + figures.per_message if prober.chat else 0.0,
         chat_per_message=figures.per_message if prober.chat else 0.0,
-        text_base=0.0 if prober.chat else template)
+        text_base=0.0 if prober.chat else template,
+        # a block's lead is not probed (each probe is a request): its characters, at the rate of prose
+        lead_tokens=len(block_lead(0)) * (prose or per_char), words=(words := plain_words(list(pool.texts[:64]))),
+        word_tokens=np.array([(len(w) + 1) * (prose or per_char) for w in words]), counted=np.arange(len(pool)))
 
 
 async def _fillers(prober: _Prober, f: _Figures) -> None:

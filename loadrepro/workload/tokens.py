@@ -27,11 +27,39 @@ from loadrepro.workload.apis import PATHS, chat_form, openai_usage, wire_body
 from loadrepro.workload.corpus import KINDS, RecordPool
 
 Messages = list[dict[str, Any]]
+SCOPE_BITS = 32  # a local hash-id scope's ids are offset by its trace's number << SCOPE_BITS, so no two traces share
 FILLER_WORD = "pad"
+LEAD_DIGITS = 8  # a block's lead names its hash id in its scope in this many digits, so leads cost alike
+_WORDS = 48  # plain words whose cost is counted, one by one: what ends a trace's block
+_WORD_REPEATS = 9
 _SAMPLE_PER_KIND = 12
 _PROBE_SYSTEM = "You are a careful analyst."
 _PROBE_USER = "List the accounts that changed tier this month and say why."
 _PROBE_REPLY = "Three accounts changed tier; the details follow."
+
+
+def block_lead(hash_id: int) -> str:
+    """The first line of a trace's hash-id block: its scope (a later trace's local ids are offset by its number
+    << SCOPE_BITS, workload/agent_traces.py) and its id within it, zero-padded to a fixed width. Tokenizers that
+    split numbers into digits (Llama 3, Qwen) made a later tree's bare id (`[block 4294967297]`) cost three times
+    `[block 1]`; at a fixed width, and with every tree's ids counted from its own 1, every tree's leads cost alike,
+    and calibration counts one."""
+    scope, local = divmod(hash_id, 1 << SCOPE_BITS)
+    return f"[block {scope % 100:02d}:{local % 10 ** LEAD_DIGITS:0{LEAD_DIGITS}d}]"
+
+
+def plain_words(texts: list[str], most: int = _WORDS) -> tuple[str, ...]:
+    """The first `most` distinct words of ASCII letters alone in these texts, in their order, punctuation around
+    them dropped."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for word in text.split():
+            word = word.strip(".,;:!?\"'()[]{}")
+            if word.isalpha() and word.isascii():
+                found.setdefault(word)
+                if len(found) == most:
+                    return tuple(found)
+    return tuple(found)
 
 
 class TokenCounter(Protocol):
@@ -238,6 +266,14 @@ class Calibration:
     chat_base: float  # tokens the chat template adds around a system + user exchange
     chat_per_message: float  # and per further message
     text_base: float  # tokens added to a bare completions prompt (BOS and the like)
+    lead_tokens: float  # a hash-id block's lead line (block_lead), without the newline after it
+    # plain words of the pool (plain_words) and what each costs after a space: counted, not estimated, so that the
+    # end of a trace's block costs what was planned; a filler word makes up the rest
+    words: tuple[str, ...]
+    word_tokens: np.ndarray
+    # the records whose cost was counted, not estimated (all of them when counting is local): the text of a trace's
+    # blocks, which must each cost what was planned, is read from these
+    counted: np.ndarray
     exact_count: Callable[[str], int] | None = None  # where counting is local, any text is counted exactly
 
     def estimate(self, text: str) -> float:
@@ -250,7 +286,7 @@ class Calibration:
         return dataclasses.replace(
             self, record_tokens=self.record_tokens * factor, join_tokens=self.join_tokens * factor,
             filler_tokens=self.filler_tokens * factor, tokens_per_char=self.tokens_per_char * factor,
-            exact_count=None)
+            lead_tokens=self.lead_tokens * factor, word_tokens=self.word_tokens * factor, exact_count=None)
 
 
 async def gather_limited(calls: list[Awaitable[int]], limit: int = 8) -> list[int]:
@@ -282,17 +318,35 @@ async def calibrate(counter: TokenCounter, pool: RecordPool) -> Calibration:
         ratios = np.array([counts[pool.kinds[sample] == k].sum() / pool.chars[sample][pool.kinds[sample] == k].sum()
                            for k in range(len(KINDS))])
         record_tokens = pool.chars * ratios[pool.kinds]
+        record_tokens[sample] = counts  # those counted cost what was counted
     joined = sample[:24]
     join_count = await counter.count_text("\n".join(pool.texts[i] for i in joined)) - base
     join_tokens = max(0.0, (join_count - record_tokens[joined].sum()) / (len(joined) - 1))
     filler_tokens = (await counter.count_text(" ".join([FILLER_WORD] * 256)) - base) / 256
+    lead_tokens = float(await counter.count_text(block_lead(0)) - base)
+    words = plain_words([pool.texts[i] for i in sample])
+    word_tokens = await _word_costs(counter, words)
     tokens_per_char = float(counts.sum() / pool.chars[sample].sum())
     chat_base, chat_per_message = await _chat_overheads(counter, base)
     if filler_tokens <= 0 or tokens_per_char <= 0 or not np.all(record_tokens > 0):
         raise TargetError(f"the target's token counts ({counter.source}) do not grow with the text: it counted "
                           f"{one} tokens for one word and {two} for two")
     return Calibration(counter.source, len(sample), record_tokens, join_tokens, filler_tokens, tokens_per_char,
-                       chat_base, chat_per_message, float(base), counter.count_now if counter.local else None)
+                       chat_base, chat_per_message, float(base), lead_tokens, words, word_tokens, sample,
+                       counter.count_now if counter.local else None)
+
+
+async def _word_costs(counter: TokenCounter, words: tuple[str, ...]) -> np.ndarray:
+    """Each word's cost after a space: the difference of the word alone and repeated (special tokens cancel)."""
+    def texts(word: str) -> tuple[str, str]:
+        return word, " ".join([word] * _WORD_REPEATS)
+
+    if counter.local:
+        counts = [counter.count_now(t) for w in words for t in texts(w)]
+    else:
+        counts = await gather_limited([counter.count_text(t) for w in words for t in texts(w)])
+    pairs = np.array(counts, float).reshape(-1, 2)
+    return np.asarray((pairs[:, 1] - pairs[:, 0]) / (_WORD_REPEATS - 1))
 
 
 async def _chat_overheads(counter: TokenCounter, base: int) -> tuple[float, float]:

@@ -15,7 +15,7 @@ from loadrepro.config.workload_spec import WorkloadSpec
 from loadrepro.sim.tokenizer import message_text
 from loadrepro.workload.assemble import Assembler
 from loadrepro.workload.generation import generation
-from loadrepro.workload.tokens import Calibration
+from loadrepro.workload.tokens import Calibration, block_lead
 from loadrepro.workload.trace_rows import Segment, TraceRow
 
 _BLOCK, _TAIL = 4, 5  # SeedSequence streams, apart from those of conversations
@@ -33,7 +33,6 @@ class _Blocks:
         self._caches()
 
     def _caches(self) -> None:
-        self._records = functools.lru_cache(_CACHED_BLOCKS)(self._make_records)
         self.full = functools.lru_cache(_CACHED_BLOCKS)(self._full)
 
     def __getstate__(self) -> tuple[Assembler, int, int]:
@@ -43,25 +42,25 @@ class _Blocks:
         self._assembler, self._seed, self.tokens = state
         self._caches()
 
-    def _make_records(self, hash_id: int) -> tuple[str, np.ndarray, np.ndarray, float]:
-        c = self._assembler.calibration
-        lead = f"[block {hash_id}]"
-        lead_cost = c.estimate(lead) + c.join_tokens
-        budget = self.tokens - c.join_tokens - lead_cost
-        rng = np.random.default_rng([self._seed, _BLOCK, hash_id])
-        return (lead, *self._assembler.records(rng, budget), lead_cost)
+    def _rng(self, stream: int, key: int) -> np.random.Generator:
+        """What a block's (or a request's own tail's) text is drawn with: the seed's, the same for the same key."""
+        return np.random.default_rng([self._seed, stream, key])
 
     def text(self, hash_id: int, tokens: float) -> str:
-        """Block `hash_id` cut to `tokens` (the whole block when `tokens` is the block size less its join)."""
-        lead, indices, cumulative, lead_cost = self._records(hash_id)
-        if tokens < lead_cost + self._assembler.calibration.filler_tokens:
-            # Too short for the block's lead (small blocks, Bailian's 16 tokens): filler alone, so the length is
-            # right; it shares less than a block with the whole block.
-            return self._assembler.join("", indices[:0], 0.0, tokens + self._assembler.calibration.join_tokens)
-        budget = tokens - lead_cost
-        keep = int(np.searchsorted(cumulative, budget, side="right"))
-        spent = float(cumulative[keep - 1]) if keep else 0.0
-        return self._assembler.join(lead, indices[:keep], spent, budget)
+        """Block `hash_id` cut to `tokens` (the whole block when `tokens` is the block size less its join): its lead,
+        then text of the record pool drawn from the seed and the id, so the same id is the same bytes everywhere."""
+        c = self._assembler.calibration
+        lead_cost = c.lead_tokens + c.join_tokens
+        if tokens < lead_cost + c.filler_tokens:
+            # Too short for the block's lead (small blocks, Bailian's 16 tokens in a tokenizer that splits digits):
+            # words drawn for the id alone, so the length is right and the block still its own.
+            return self.tail(_BLOCK, hash_id, tokens + c.join_tokens)
+        return self._assembler.window(block_lead(hash_id), self._rng(_BLOCK, hash_id), tokens - lead_cost)
+
+    def tail(self, stream: int, key: int, tokens: float) -> str:
+        """Text of the record pool with no lead, drawn from the seed, `stream` and `key`: `tokens` with the newline
+        that joins it to the text before it."""
+        return self._assembler.window("", self._rng(stream, key), tokens)
 
     def _full(self, hash_id: int) -> str:
         return self.text(hash_id, self.tokens - self._assembler.calibration.join_tokens)
@@ -121,7 +120,7 @@ class Bodies:
             parts = [self.blocks.full(h) for h in row.hash_ids[k:k + segment.blocks]]
             k += segment.blocks
             if i == last and rest > 0:
-                parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
+                parts.append(self.blocks.tail(_TAIL, j, rest))
             messages.append(agent_message(segment, "\n".join(parts), self.spec.trace_tool_messages))
         return {"messages": messages} if self.chat else {"prompt": prompt_text(tuple(messages))}
 
@@ -133,7 +132,7 @@ class Bodies:
         if rest > 0 and whole < len(row.hash_ids):
             parts.append(self.blocks.text(row.hash_ids[whole], rest))
         elif rest > 0:  # the trace's hash ids cover less than input_length: this request's own records
-            parts.append(self.assembler.text(np.random.default_rng([self.seed, _TAIL, j]), rest))
+            parts.append(self.blocks.tail(_TAIL, j, rest))
         text = "\n".join(parts)
         return {"messages": [{"role": "user", "content": text}]} if self.chat else {"prompt": text}
 

@@ -5,6 +5,7 @@ import pytest
 
 from loadrepro.errors import TraceError
 from loadrepro.sim.tokenizer import render_chat, tokenize
+from loadrepro.workload.tokens import block_lead
 from loadrepro.workload.trace_formats import read_rows
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "../../profiles/trace-example.jsonl")
@@ -25,9 +26,9 @@ def test_common_hash_ids_share_exactly_that_many_block_tokens(plan_local):
             common = len(os.path.commonprefix([a, b]))
             if common == 0 or common == min(len(a), len(b)):
                 continue  # no shared block, or one ends inside the shared run (cut short)
-            shared_text = contents[i][:contents[i].index(f"\n[block {a[common]}]") + 1]
+            shared_text = contents[i][:contents[i].index("\n" + block_lead(a[common])) + 1]
             assert contents[j].startswith(shared_text)
-            assert not contents[j].startswith(shared_text + f"[block {a[common]}]")
+            assert not contents[j].startswith(shared_text + block_lead(a[common]))
             assert len(tokenize(shared_text)) == common * 512
             compared += 1
     assert compared >= 5
