@@ -24,6 +24,7 @@ class Received:
     max_tokens: int
     body: dict
     ended_ns: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -40,7 +41,8 @@ class TraceServer:
             tokens = tokenize(render_chat(body["messages"]))
             return web.json_response({"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
                                       "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1}})
-        seen = Received(time.perf_counter_ns(), tokenize(render_chat(body["messages"])), body["max_tokens"], body)
+        seen = Received(time.perf_counter_ns(), tokenize(render_chat(body["messages"])), body["max_tokens"], body,
+                        headers=dict(request.headers))
         self.received.append(seen)
         self.first.set()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -43,6 +43,12 @@ class WorkloadSpec(Section):
     trace_idle_cap_s: float = Field(
         0.0, ge=0, description="> 0: every gap between the trace's request starts, and every think time, longer than "
         "this many seconds (after trace_speed) is cut to it; 0: as recorded.")
+    trace_pacing: Literal["recorded", "end_to_start", "think_only"] = Field(
+        "recorded", description="When a session's later turn is sent. recorded: at its recorded time, and no sooner "
+        "than its think time after the turn before answered; end_to_start: the recorded gap after the turn before "
+        "answered, from that answer's recorded end (its start plus its recorded duration, WEKA's api_time; the "
+        "start alone where the trace gives none) to this turn's start; think_only: its recorded think time after "
+        "the turn before answered, nothing more. A session's first turn keeps its recorded time in every mode.")
     trace_max_sessions: int = Field(
         0, ge=0, description="> 0: replay at most this many of the trace's sessions, the first to begin (a request "
         "of no session counts as one).")
@@ -53,6 +59,10 @@ class WorkloadSpec(Section):
         "recorded", description="Text traces (sharegpt, openai-log), chat-form APIs: recorded: a later turn's "
         "history holds the recorded answers, so every run sends the same bytes, stock and patched alike; live: the "
         "engine's own answers, as an agent would see them (its prompt lengths then are not checked).")
+    session_header: str = Field(
+        "", pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]*$", description="A header name (e.g. x-session-id) sent with every "
+        "request, its value the request's session: a trace's session (an agent's or subagent's), or "
+        "conversation-N; for routers that keep a session on one replica. Empty: no header.")
     cache_bust: Literal["none", "tree"] = Field(
         "none", description="tree: a marker unique to the run and the tree ([rid:...]) starts the first message of "
         "every request of a tree (an agent and its subagents, or a conversation), so that a run meets no prefix "

@@ -148,7 +148,7 @@ class Client:
                               if self.config.compare_tokens or kept else None, began=began, replica=replica)
             try:
                 outcome, detail = await self._attempt(self._transports[replica], content, streamed, attempt,
-                                                      cancel_after_chunks)
+                                                      cancel_after_chunks, planned.headers)
             except asyncio.CancelledError:
                 on_record(self._record(request_id, planned, queued_ns, wall_time, attempt, Outcome.CANCELLED,
                                        "cancelled by loadrepro", retries, reconnects + attempt.reconnects, streamed))
@@ -178,7 +178,8 @@ class Client:
         return record
 
     async def _attempt(self, transport: Transport, content: bytes, streamed: bool, a: Attempt,
-                       cancel_after_chunks: int | None) -> tuple[Outcome, str]:
+                       cancel_after_chunks: int | None, headers: tuple[tuple[str, str], ...] = ()
+                       ) -> tuple[Outcome, str]:
         """One attempt (the transport may have sent it twice, see load/transport.py)."""
         deadline = asyncio.timeout(self.config.request_timeout_s)
         try:
@@ -188,7 +189,8 @@ class Client:
                     watchdog = _Watchdog(self, a, silence) if streamed else None
                     try:
                         a.sent_ns = a.last_byte_ns = self._clock()
-                        async with transport.open("POST", self._path, content, _JSON, trace=a) as response:
+                        sent = {**_JSON, **dict(headers)} if headers else _JSON
+                        async with transport.open("POST", self._path, content, sent, trace=a) as response:
                             a.first_byte_ns = a.last_byte_ns = self._clock()
                             a.status = response.status
                             if response.status != 200:

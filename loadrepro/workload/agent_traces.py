@@ -175,8 +175,9 @@ class _Agent:
         think = number(entry, "think_time", where, optional=True) or 0.0
         if think < 0:
             raise fail(where, "think_time", f"negative: {think}")
+        answer = number(entry, "api_time", where, optional=True) or 0.0
         return TraceRow(where, at, length(entry, "in", where), max(1, length(entry, "out", where, least=0)), ids,
-                        self.session, think, messages=None, layout=layout, joins=joins,
+                        self.session, think, max(0.0, answer), messages=None, layout=layout, joins=joins,
                         tree=None if self.tree == self.session else self.tree, stop=str(entry.get("stop") or ""))
 
 

@@ -44,6 +44,7 @@ class PlannedRequest:
     # agent traces: of shared_prefix_tokens, those its own tree (an agent and its subagents) sent before; the rest
     # only other trees had (None: not counted, a workload of no trees)
     own_prefix_tokens: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # sent with it besides the body's ([workload] session_header)
 
     def payload(self) -> Body:
         """The request body (a deferred one made now: keep it no longer than the request)."""

@@ -73,8 +73,19 @@ def build_workload(profile: Profile, pool: RecordPool, calibration: Calibration,
 
         workload = build_trace(trace, profile.workload, profile.api, assembler)
     else:
-        workload = build_conversations(profile.workload, profile.api, assembler, corrections, only)
+        workload = _with_session_headers(build_conversations(profile.workload, profile.api, assembler, corrections,
+                                                             only), profile.workload.session_header)
     return workload if profile.verify.outputs == "off" else _deterministic(workload, profile)
+
+
+def _with_session_headers(workload: Workload, name: str) -> Workload:
+    """[workload] session_header: each conversation's requests carry conversation-N under that name (a trace's
+    rows carry their session's own: workload/trace.py)."""
+    if not name:
+        return workload
+    return dataclasses.replace(workload, conversations=tuple(dataclasses.replace(c, turns=tuple(
+        dataclasses.replace(r, headers=((name, f"conversation-{c.index}"),)) for r in c.turns))
+        for c in workload.conversations))
 
 
 def _deterministic(workload: Workload, profile: Profile) -> Workload:

@@ -308,6 +308,27 @@ def _cap(seconds: float, cap_s: float) -> float:
     return min(seconds, cap_s) if cap_s else seconds
 
 
+def _paced(row: TraceRow, before: TraceRow | None, spec: WorkloadSpec, recorded_s: float | None,
+           ) -> tuple[float | None, float]:
+    """When a row is sent (trace_pacing): its offset from the start (None: once the turn before answered) and its
+    wait after the turn before answered. A session's first turn keeps its recorded time (`recorded_s`)."""
+    think = _cap(row.delay_s / spec.trace_speed, spec.trace_idle_cap_s)
+    if spec.trace_pacing == "recorded" or before is None:
+        return recorded_s, think
+    if spec.trace_pacing == "think_only" or row.joins or row.timestamp_s is None or before.timestamp_s is None:
+        # a turn that joins subagents waited for them in the recording too: what follows their end is its think time
+        return None, think
+    gap = max(0.0, row.timestamp_s - before.timestamp_s - before.answer_s)
+    return None, _cap(gap / spec.trace_speed, spec.trace_idle_cap_s)
+
+
+def session_headers(spec: WorkloadSpec, row: TraceRow, j: int) -> tuple[tuple[str, str], ...]:
+    """[workload] session_header: the row's session (a request of none: its own) under that name."""
+    if not spec.session_header:
+        return ()
+    return ((spec.session_header, row.session if row.session is not None else f"request-{j}"),)
+
+
 class _IdleCap:
     """trace_idle_cap_s: every gap between the trace's request starts longer than the cap is cut to it, so an agent
     trace's hours of idle replay in minutes; the order of the starts, and each gap within the cap, stay."""
@@ -346,16 +367,17 @@ def build_trace(trace: Trace, spec: WorkloadSpec, api: str, assembler: Assembler
             if row.session is not None:
                 sessions[row.session] = turns
         index = turns[0].conversation if turns else len(order) - 1
-        arrival = None if row.timestamp_s is None else capped(
-            max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed)
-        tail = builder.live_tail(row, last_row.get(row.session) if row.session is not None else None)
+        before = last_row.get(row.session) if row.session is not None else None
+        arrival, delay = _paced(row, before, spec, capped(
+            max(0.0, row.timestamp_s - trace.origin_s - spec.trace_start_s) / speed) if row.timestamp_s is not None
+            else None)
+        tail = builder.live_tail(row, before)
         if row.session is not None:
             last_row[row.session] = row
         turns.append(PlannedRequest(index, len(turns) + 1, builder.body(j, row, max_tokens), max_tokens, expected,
-                                    shared_tokens, arrival, _cap(row.delay_s / speed, spec.trace_idle_cap_s), tail,
-                                    streams(spec.stream, spec.seed, (j,)),
+                                    shared_tokens, arrival, delay, tail, streams(spec.stream, spec.seed, (j,)),
                                     own_prefix_tokens=builder.shared(row, trace.own_common[j])[1]
-                                    if trace.own_common else None))
+                                    if trace.own_common else None, headers=session_headers(spec, row, j)))
         if row.joins or row.tree is not None:  # agent traces' only: a million-row trace holds none
             row_of[(index, len(turns))] = j
     conversations = tuple(_joined(i, turns, trace.rows, row_of, sessions) for i, turns in enumerate(order))
@@ -376,5 +398,6 @@ def _warmup(builder: _Builder, j: int, row: TraceRow, common: int, conversation:
     seeds)."""
     expected, shared = builder.shared(row, common)
     return PlannedRequest(conversation, 0, builder.body(j, row, row.output_length), row.output_length, expected,
-                          shared, None, 0.0, None, streams(builder.spec.stream, builder.spec.seed, (j,)))
+                          shared, None, 0.0, None, streams(builder.spec.stream, builder.spec.seed, (j,)),
+                          headers=session_headers(builder.spec, row, j))
 

@@ -37,6 +37,7 @@ class TraceRow:
     hash_ids: tuple[int, ...] = ()
     session: str | None = None  # the conversation it belongs to (None: a request of its own)
     delay_s: float = 0.0  # think time after the previous turn of its session answered
+    answer_s: float = 0.0  # how long its recorded answer took (WEKA's api_time; 0: not recorded)
     messages: tuple[Message, ...] | None = None  # a text row's request
     answer: str | None = None  # a text row's recorded answer, when the trace has it
     # Agent traces (workload/agent_traces.py):
