@@ -20,6 +20,17 @@ async def pause(stop: asyncio.Event, seconds: float) -> bool:
     return True
 
 
+async def woken(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> bool:
+    """`pause`, cut short also when `wake` is set (a watcher asked to read now); True when `stop` was set."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waits:
+            waiter.cancel()
+    return stop.is_set()
+
+
 async def unless(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
     """`work`'s result; or None when it has not come ANSWER_GRACE_S after `stop` is set (or was), `work` then cancelled:
     a poll of a hung engine waits its whole timeout, which no one who pressed Ctrl-C should wait out."""

@@ -89,7 +89,7 @@ class Recorder:
         self.notes: list[Note] = []
         self.canaries: list[CanarySample] = []
         self.memory: list[MemorySample] = []
-        self._rss_from_metrics = rss_from_metrics
+        self.rss_from_metrics = rss_from_metrics
         self.watched: dict[str, tuple[list[HealthSample], list[MetricsSample]]] = {}  # by endpoint name
         self._requests_out: JsonlWriter | _Unwritten = _Unwritten()
         self._samples_out: JsonlWriter | _Unwritten = _Unwritten()
@@ -137,7 +137,7 @@ class Recorder:
                     before, self.health = len(self.health), quiet_stretches_cut(self.health, self._fast_health_ns)
                     self.tally.thinned += before - len(self.health)
             case MetricsSample():
-                if self._rss_from_metrics and (rss := sample.values.get(ENGINE_RSS)) is not None:
+                if self.rss_from_metrics and (rss := sample.values.get(ENGINE_RSS)) is not None:
                     self.sample(MemorySample(sample.t_ns, int(rss), None, None, sum(self.tally.by_outcome.values()), 0))
                 self.metrics.append(sample)
                 if len(self.metrics) > MAX_SAMPLES:

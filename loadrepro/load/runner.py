@@ -42,7 +42,7 @@ from loadrepro.load.watch.endpoint_polls import watch_endpoint
 from loadrepro.load.watch.health_polls import HealthWatcher
 from loadrepro.load.watch.introspection import INTROSPECTION, watch_introspection
 from loadrepro.load.watch.logs import LogWatcher, engine_log, fatal_context
-from loadrepro.load.watch.memory import MemoryWatcher, readable
+from loadrepro.load.watch.memory import MemoryWatcher, Milestones, readable
 from loadrepro.load.watch.metrics_scrapes import MetricsWatcher, progressed
 from loadrepro.load.watch.replicas import Replicas
 from loadrepro.records import (
@@ -100,6 +100,11 @@ class Runner:
                                      profile.watch.memory_interval_s, self._on_sample, clock,
                                      lambda: sum(self.live.outcomes.values())) \
             if engine is not None and profile.watch.memory_interval_s > 0 and readable() else None
+        self._metrics: MetricsWatcher | None = None
+        # Memory is read at request milestones too, not only on the clock: a run of 300 requests in half a second
+        # would otherwise be read twice, too few to tell growth with the requests from a warm-up.
+        self._milestones = Milestones(None if self._load.duration_s else len(workload.requests)) \
+            if profile.watch.memory_interval_s > 0 else Milestones(None)
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
@@ -127,12 +132,22 @@ class Runner:
         if self._live_metrics is not None:
             self._live_metrics.record(record)
         self.live.outcomes[record.outcome] += 1
+        if self._milestones.passed(sum(self.live.outcomes.values())):
+            self._read_memory_now()
         if record.replica:  # another replica's: its death is judged by its /health (rule replica_death)
             return
         self._judged(self._judge.request_ended(record.outcome, record.signature, record.end_ns,
                                                self.client.activity.last_ns))
         if self._judge.failed(record.outcome) and self._health is not None:
             self._health.poke()
+
+    def _read_memory_now(self) -> None:
+        """A reading of the engine's memory now: from /proc for an engine loadrepro started, else by a scrape of
+        the /metrics that publish it (a target at a URL)."""
+        if self._memory is not None:
+            self._memory.poke()
+        elif self._recorder.rss_from_metrics and self._metrics is not None:
+            self._metrics.poke()
 
     def _on_sample(self, sample: Sample) -> None:
         if isinstance(sample, MetricsSample):  # what the engine's running count is judged against: its own requests
@@ -256,8 +271,9 @@ class Runner:
                 # marks time zero in samples.jsonl
                 self._on_sample(Note(self.live.started_ns, NoteSource.RUN, "the load started"))
                 async with asyncio.TaskGroup() as tg:
-                    metrics = MetricsWatcher(http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
-                                             self._clock) if watch.metrics_path else None
+                    metrics = self._metrics = MetricsWatcher(
+                        http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
+                        self._clock) if watch.metrics_path else None
                     if metrics and self.profile.chaos.events:  # the quiet moment each fault's KV is held to
                         await self._watch(NoteSource.METRICS, metrics.scrape())
                     for source, watcher in self._watchers(health, metrics, logs, stop_watching):

@@ -23,4 +23,5 @@ def memory_section(m: MemoryFigures | None) -> EngineMemoryInfo | None:
     return EngineMemoryInfo(start_mb=m.start_mb, peak_mb=m.peak_mb, warm_mb=m.warm_mb, end_mb=m.end_mb,
                             anon_end_mb=m.anon_end_mb, swap_peak_mb=m.swap_peak_mb, growth_mb=m.growth_mb,
                             growth_per_1000_requests_mb=m.per_1000_mb, r=m.r, readings=m.readings,
+                            not_judged=m.not_judged, plateaued=m.plateaued, cache_cap_mb=m.cache_cap_mb,
                             source="metrics" if m.from_metrics else "proc")

@@ -275,9 +275,14 @@ def _memory(r: RunReport) -> list[str]:
     swap = f"; up to {m.swap_peak_mb:g} MiB swapped" if m.swap_peak_mb else ""
     anon = f" ({m.anon_end_mb:g} anonymous)" if m.anon_end_mb is not None else ""
     whose = "" if m.source == "proc" else " (the serving process's, as its /metrics publish it)"
+    bounded = (", levelled off by the end" if m.plateaued else "") + \
+        (f", its prompt cache in RAM may keep up to {m.cache_cap_mb:g} MiB" if m.cache_cap_mb is not None else "")
+    growth = f"growth not judged: {m.not_judged}" if m.not_judged else \
+        f"{m.growth_mb:+g} MiB from the warm-up's end{rate}{bounded}"
     return ["## Engine memory", "", f"Resident{whose} {m.start_mb:g} MiB at the start, {m.peak_mb:g} at the peak, "
-            f"{m.end_mb:g} idle at the end{anon}: {m.growth_mb:+g} MiB from the warm-up's end{rate}{swap}; "
-            f"{m.readings} readings.", ""]
+            f"{m.end_mb:g} idle at the end{anon}: {growth}{swap}" +
+            ("." if m.not_judged and m.not_judged.startswith(f"{m.readings} readings") else
+             f"; {m.readings} readings."), ""]
 
 
 def _speculative(r: RunReport) -> list[str]:

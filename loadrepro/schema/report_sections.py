@@ -179,6 +179,15 @@ class EngineMemoryInfo(Model):
     r: float | None = Field(description="How closely memory followed the requests served (Pearson's r; null: too few "
                             "readings, or flat).")
     readings: int = Field(description="Readings kept.")
+    not_judged: str | None = Field(
+        None, description="Why rule engine_memory_growth did not judge the growth (too few readings or requests "
+        "after the warm-up, an interrupt, a fault on purpose, an engine that left service); null: it was judged.")
+    plateaued: bool = Field(
+        False, description="The growth levelled off over the last third of the requests (at most a tenth of the "
+        "whole rate): bounded, a pool or cache that filled, not a leak.")
+    cache_cap_mb: float | None = Field(
+        None, description="The cap of a prompt cache the engine keeps in RAM by design (llama.cpp's --cache-ram, "
+        "from its command; 8192 MiB by default): growth within it is not judged a leak (null: none known).")
 
 
 class SpeculativeInfo(Model):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadrepro.load.pause import pause
+from loadrepro.load.pause import woken
 from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import (
     CACHE_HITS,
@@ -120,6 +120,11 @@ class MetricsWatcher:
         self._http, self._path, self._interval_s = http, path, interval_s
         self._on_sample, self._clock = on_sample, clock
         self.unusable = False  # the endpoint proved unusable: it is neither scraped nor noted again
+        self._wake = asyncio.Event()
+
+    def poke(self) -> None:
+        """Scrape now rather than at the next interval (a request milestone: memory read from /metrics)."""
+        self._wake.set()
 
     async def scrape(self) -> bool:
         """One scrape; False once the endpoint proved unusable (noted once: the scrapes before the load, during it
@@ -145,8 +150,11 @@ class MetricsWatcher:
         return False
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set() and await self.scrape():
-            await pause(stop, self._interval_s)
+        while not stop.is_set():
+            self._wake.clear()
+            if not await self.scrape():
+                return
+            await woken(stop, self._wake, self._interval_s)
 
 
 # How many requests wait or run says nothing of progress: a deadlocked engine keeps those steady, or not.
