@@ -88,8 +88,9 @@ def test_count_rules_name_how_many_and_the_first_to_end():
         found = rule(result([record(1), record(2, outcome, end_s=3.0), record(3, outcome, end_s=2.0)]), SPEC)
         assert (found.rule, found.severity, found.summary) == (
             rule.__name__, Severity.FAIL, f"2 {words} (first: request 3 at 2.0 s)")
+        cold = {"cold_start_s": -1.0} if rule is stalled_streams else {}  # no fresh engine known: not a cold start
         assert found.facts == {"requests": 2, "first_request": 3, "first_t_s": 2.0, "waited_behind": "",
-                                 "cancelled_before": 0}
+                                 "cancelled_before": 0, **cold}
         assert rule.__doc__.startswith(f"Any request whose outcome is `{outcome}` ({words}); threshold: one.")
 
 

@@ -56,6 +56,12 @@ class LoadSpec(Section):
     checkpoint_s: float | None = Field(
         None, ge=0, description="Reports rewritten this often while the run goes on (unset: 60 s in soaks; 0: never).")
     max_rps: float = Field(0.0, ge=0, description="> 0: at most this many request starts in any one second.")
+    warmup_requests: int = Field(
+        0, ge=0, description="Requests sent before the load, at most concurrency at once, and not judged, so that an "
+        "engine's cold start (kernels compiled, buffers allocated at its first requests) is not judged as its failure: "
+        "each one of the run's first requests in shape (lengths, max_tokens, parameters), its words shuffled and "
+        "salted, so that none warms the engine's cache for the run's own prefixes. Their records: "
+        "engine-warmup.jsonl; the report's notes say how many were sent and how they ended.")
     keep_records: int = Field(
         20_000, ge=1,
         description=("Completed records kept in memory (and as many others); beyond, they are counted, and "

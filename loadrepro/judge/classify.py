@@ -19,6 +19,7 @@ from loadrepro.judge.admission import (
     throttling,
 )
 from loadrepro.judge.answers import ANSWER_RULES
+from loadrepro.judge.cold_start import COLD_START_S, cold_start_s, cold_start_words
 from loadrepro.judge.deployment import DEPLOYMENT_RULES
 from loadrepro.judge.findings import FAILED, Finding, Rule, Severity, quote
 from loadrepro.judge.health import frontend_unresponsive, health_latency, liveness, wedged_while_healthy
@@ -174,31 +175,39 @@ def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
                                       "log_line": log.line_number if log else 0, "responses": len(in_responses)})
 
 
-def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False) -> Rule:
-    """`explained`: the words say what those that got no first token waited behind (judge/waits.py)."""
+def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False, cold: bool = False) -> Rule:
+    """`explained`: the words say what those that got no first token waited behind (judge/waits.py). `cold`: they
+    say when every such request was among a fresh engine's first (judge/cold_start.py)."""
     def rule(result: RunResult, spec: VerdictSpec) -> Finding | None:
         hits = [r for r in result.records if r.outcome is outcome]
         if not hits:
             return None
         first = min(hits, key=lambda r: r.end_ns)
         why = behind(result, hits) if explained else None
+        since_s = cold_start_s(result, hits) if cold else None
         whose = sent_to(result, hits)
+        facts: dict[str, int | float | str] = {
+            "requests": len(hits), "first_request": first.id, "first_t_s": round(result.seconds(first.end_ns), 3),
+            "waited_behind": why.why if why else "", "cancelled_before": why.cancelled if why else 0}
+        if cold:
+            facts["cold_start_s"] = -1.0 if since_s is None else since_s
         return Finding(name, Severity.FAIL, f"{len(hits)} {words} ({f'{whose}; ' if whose else ''}first: request "
-                       f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why.words}" if why else ""),
-                       {"requests": len(hits), "first_request": first.id,
-                        "first_t_s": round(result.seconds(first.end_ns), 3), "waited_behind": why.why if why else "",
-                        "cancelled_before": why.cancelled if why else 0})
+                       f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why.words}" if why else "") +
+                       (f"; {cold_start_words(since_s)}" if since_s is not None else ""), facts)
 
     rule.__name__ = name
     rule.__doc__ = (f"Any request whose outcome is `{outcome}` ({words}); threshold: one.\n\nFacts: `requests`, "
                     "`first_request`, `first_t_s`, `waited_behind` (`held`: by requests loadrepro was not sending, "
                     "`queued`: behind its own, or empty), `cancelled_before` (held: the requests loadrepro had "
-                    "cancelled before, which the engine seemed to keep running).")
+                    "cancelled before, which the engine seemed to keep running)" +
+                    (", `cold_start_s` (every such request was sent within this many seconds of a fresh engine "
+                     f"becoming ready, before it answered any, at most {COLD_START_S:g}: the words say a cold start "
+                     "may be the cause; -1: not so)" if cold else "") + ".")
     return rule
 
 
 stalled_streams = _count_rule("stalled_streams", Outcome.STALLED, "streams stalled (no byte for stall_timeout_s)",
-                              explained=True)
+                              explained=True, cold=True)
 truncated_streams = _count_rule("truncated_streams", Outcome.TRUNCATED, "streams or connections cut before a finish")
 protocol_errors = _count_rule("protocol_errors", Outcome.PROTOCOL_ERROR, "responses were not valid OpenAI JSON/SSE")
 

@@ -158,6 +158,7 @@ class ManagedEngine:
         self.ended: EngineEnd | None = None
         self.down = False  # ended on purpose and not yet started again: its exit is not the engine dying
         self.starts = 0
+        self.ready_ns: int | None = None  # perf_counter_ns of its last start's first /health 200
 
     def _on_port(self, port: int) -> None:
         self.port = port
@@ -218,6 +219,7 @@ class ManagedEngine:
                             f"started again on port {self.port}")
                 continue
             if await asyncio.to_thread(self._healthy):
+                self.ready_ns = time.perf_counter_ns()
                 return self.url
             await asyncio.sleep(0.25)
         await asyncio.to_thread(self.stop)

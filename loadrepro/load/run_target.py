@@ -35,4 +35,7 @@ class RunTarget:
     # What preparing the target found, handed to the result as it is made (never added to it after the run):
     limits: EngineLimits | None = None  # its KV limits, when known
     context: tuple[int, str] | None = None  # the longest sequence a request may have, and where it was read
-    predictions: tuple[Prediction, ...] = ()  # per planned request: fits, must wait, or can never fit
+    predictions: tuple[Prediction, ...] = ()
+    # An engine loadrepro started and nothing warmed before the load: when it first answered /health 200
+    # (perf_counter_ns; None: not known, or a warm-up answered before the load)
+    fresh_engine_ns: int | None = None  # per planned request: fits, must wait, or can never fit

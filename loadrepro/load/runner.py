@@ -390,6 +390,7 @@ class Runner:
             not_caused=tuple(sorted(self._chaos.not_caused, key=lambda f: f.at_s)),
             sampled_answers=recorded.sampled_answers(), slo=self.profile.slo,
             limits=self.target.limits, context=self.target.context, predictions=self.target.predictions,
+            fresh_engine_ns=self.target.fresh_engine_ns,
             engine_running=self._engine.running(),
             watched=tuple(self._watched(e) for e in self.profile.watch.endpoints),
             replicas=self._replicas.watched(self._watched))

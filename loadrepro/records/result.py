@@ -70,6 +70,9 @@ class RunResult:
     # The longest sequence one request may have (max_model_len, a llama.cpp slot's n_ctx) and where it was read; None
     # when the target publishes none: an answered prompt planned longer than it was cut by the engine.
     context: tuple[int, str] | None = None
+    # An engine loadrepro started that nothing warmed before the load: when it became ready (its first /health 200);
+    # None when that is not known or a warm-up answered first. Stalls that all began soon after it may be a cold start.
+    fresh_engine_ns: int | None = None
 
     def noted(self, source: NoteSource) -> Note | None:
         """The first note of `source`, if any."""

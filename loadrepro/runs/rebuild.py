@@ -103,7 +103,7 @@ def _result(run_dir: Path, facts: RunFacts, profile: Profile, reason: StopReason
         faults=tuple(sorted(files.faults, key=lambda f: f.at_ns)),
         not_caused=tuple(sorted(files.not_caused, key=lambda f: f.at_s)),
         introspection=tuple(kept.watched.get(INTROSPECTION, ([], []))[0]), health_owner=facts.health_owner,
-        limits=facts.limits, context=facts.context,
+        limits=facts.limits, context=facts.context, fresh_engine_ns=facts.fresh_engine_ns,
         predictions=predictions,
         watched=tuple(_watched(kept, e) for e in profile.watch.endpoints),
         replicas=_replicas(kept, files, facts, profile),

@@ -37,6 +37,8 @@ class RunFacts(BaseModel):
                                                               "was read, when it publishes one.")
     health_owner: str | None = Field(None, description="Whose the health path is when it is not the engine's (a "
                                                        "gateway's), in words.")
+    fresh_engine_ns: int | None = Field(None, description="When the engine loadrepro started first answered /health "
+                                        "200 (the run's perf_counter_ns), if no warm-up answered before the load.")
     replicas: list[str] = Field(default_factory=list, description="The base URLs of the replicas beside the target "
                                                                   "([target] replicas, then those started), in order.")
 

@@ -27,7 +27,7 @@ from loadrepro.load.run_target import RunTarget, StartedReplica
 from loadrepro.load.runner import Runner
 from loadrepro.load.target import check_reachable, discover_model
 from loadrepro.load.transport import Transport
-from loadrepro.load.warmup import warm_up
+from loadrepro.load.warmup import WarmupKind, warm_up
 from loadrepro.load.watch.introspection import introspection_for
 from loadrepro.records import RunResult, Verification
 from loadrepro.runs.checkpoints import Checkpoints, interval_s
@@ -40,9 +40,10 @@ from loadrepro.runs.sizing import fitted, overrun, oversize_for, predictions, un
 from loadrepro.runs.target import started_target
 from loadrepro.workload.cache_bust import busted
 from loadrepro.workload.export import PLAIN_WORKLOAD_FILE, WORKLOAD_FILE, compress_workload, write_workload
-from loadrepro.workload.model import Workload
+from loadrepro.workload.model import PlannedRequest, Workload
 from loadrepro.workload.plan import Plan
 from loadrepro.workload.summary import WorkloadSummary, summarize
+from loadrepro.workload.warmups import engine_warmups
 
 if TYPE_CHECKING:
     from loadrepro.config.profile import Profile
@@ -167,10 +168,21 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
         async with Client(config) as client:
             workload = plan.workload if profile.workload.cache_bust == "none" else \
                 busted(plan.workload, f"{run_dir.resolve()}:{time.time_ns()}")
-            if workload.warmups:  # before the load, in the start (a signal stops it as it stops the planning)
-                warmed = await warm_up(client, workload.warmups, profile.load.concurrency, stopped, run_dir)
-                say(warmed.note())
-                notes.append(warmed.note())
+            # Before the load, in the start (a signal stops them as it stops the planning): the engine's warm-ups,
+            # then a mid-trajectory start's, which find the engine warm.
+            sent_first: tuple[tuple[WarmupKind, tuple[PlannedRequest, ...]], ...] = (
+                ("engine", engine_warmups(plan.workload, profile.load.warmup_requests,
+                                          f"{run_dir.resolve()}:{time.time_ns()}")),
+                ("trajectory", workload.warmups))
+            answered = 0
+            for kind, warmups in sent_first:
+                if warmups:
+                    warmed = await warm_up(client, warmups, profile.load.concurrency, stopped, run_dir, kind)
+                    say(warmed.note())
+                    notes.append(warmed.note())
+                    answered += warmed.outcomes.get("ok", 0)
+            if target.engine is not None and not answered:  # a fresh engine, which stalls may be the cold start of
+                run_target = dataclasses.replace(run_target, fresh_engine_ns=target.engine.ready_ns)
             runner = Runner(profile, workload, client, run_target, run_dir, workers=options.workers,
                             ray=options.ray, live_metrics=live)
 
@@ -185,7 +197,8 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 engine_cmd_template=target.template,
                 command=options.command, started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 workload=summary_json(summary), limits=run_target.limits, context=run_target.context,
-                health_owner=run_target.health_owner, replicas=list(replicas)))
+                health_owner=run_target.health_owner, replicas=list(replicas),
+                fresh_engine_ns=run_target.fresh_engine_ns))
             interval = interval_s(profile.load)
             judged = _reporter(profile, summary, options.command, notes, run_dir, live) if interval else None
             checkpoints = Checkpoints(interval, runner.snapshot, judged.checkpoint if judged else _no_checkpoint)
