@@ -82,3 +82,31 @@ def test_warm_ups_share_no_prefix_and_no_run_of_words_with_the_run(tmp_path):
         shared = next(i for i, (a, b) in enumerate(zip(_text(body), _text(run[0]) + "\0", strict=False)) if a != b)
         assert shared <= 1 and not _ngrams(_text(body)) & run_grams
         assert any(abs(len(_text(body).split()) - len(_text(b).split())) <= 3 for b in run)  # as long
+
+
+def test_every_form_of_body_is_scrambled_and_led_by_its_marker():
+    """A completions prompt, and chat messages whose first content is parts (an image and text): each warm-up's text
+    starts with a salted marker of its own and keeps its words and its other parts; there are as many as asked,
+    taken from the first requests in turn."""
+    from loadrepro.workload.model import Conversation, PlannedRequest, Workload
+    from loadrepro.workload.warmups import WARMUP_CONVERSATION, engine_warmups
+
+    words = " ".join(f"w{i}" for i in range(40))
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    prompt = PlannedRequest(0, 1, {"prompt": words}, 4, 40, 0)
+    first_message = {"role": "user", "content": [image, {"type": "text", "text": words}]}
+    parts = PlannedRequest(1, 1, {"messages": [first_message]}, 8, 40, 30, arrival_s=2.0, joins=(0,))
+    conversations = (Conversation(0, None, (prompt,)), Conversation(1, None, (parts,)))
+    workload = Workload("trace", "chat", 7, "x", "", conversations)
+    warm = engine_warmups(workload, 3, "salt")
+    assert [(w.conversation, w.turn, w.max_tokens, w.arrival_s, w.joins, w.shared_prefix_tokens) for w in warm] == [
+        (WARMUP_CONVERSATION, 0, 4, None, (), 0), (WARMUP_CONVERSATION, 0, 8, None, (), 0),
+        (WARMUP_CONVERSATION, 0, 4, None, (), 0)]
+    first, second, third = (w.payload() for w in warm)
+    assert first["prompt"].startswith("[warm-up ") and first["prompt"] != third["prompt"]
+    assert sorted(first["prompt"].split("\n\n", 1)[1].split()) == sorted(words.split())
+    assert first["prompt"].split("\n\n", 1)[1] != words
+    marker, kept_image, text = second["messages"][0]["content"]
+    assert marker["text"].startswith("[warm-up ") and kept_image == image and sorted(text["text"].split()) == \
+        sorted(words.split())
+    assert engine_warmups(workload, 0, "salt") == ()

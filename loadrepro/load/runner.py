@@ -103,7 +103,8 @@ class Runner:
         self._metrics: MetricsWatcher | None = None
         # Memory is read at request milestones too, not only on the clock: a run of 300 requests in half a second
         # would otherwise be read twice, too few to tell growth with the requests from a warm-up.
-        self._milestones = Milestones(None if self._load.duration_s else len(workload.requests)) \
+        planned = sum(len(c.turns) for c in workload.conversations)
+        self._milestones = Milestones(None if self._load.duration_s else planned) \
             if profile.watch.memory_interval_s > 0 else Milestones(None)
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""

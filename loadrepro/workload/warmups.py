@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import random
 from dataclasses import dataclass
-from itertools import cycle
+from itertools import cycle, islice
 from typing import Any
 
 from loadrepro.workload.model import Body, PlannedRequest, Workload
@@ -34,10 +34,10 @@ class _Scrambled:
         if isinstance(body.get("prompt"), str):
             return {**body, "prompt": marker + _shuffled(body["prompt"], rng)}
         messages = [_message(m, rng) for m in body.get("messages") or []]
-        if messages and isinstance(messages[0].get("content"), str):
-            messages[0] = {**messages[0], "content": marker + messages[0]["content"]}
-        elif messages:
-            messages.insert(0, {"role": "user", "content": marker.strip()})
+        if messages and isinstance(content := messages[0].get("content"), str):
+            messages[0] = {**messages[0], "content": marker + content}
+        elif messages and isinstance(content, list):  # parts (an image): the marker as the first text part
+            messages[0] = {**messages[0], "content": [{"type": "text", "text": marker}, *content]}
         return {**body, "messages": messages} if "messages" in body else body
 
 
@@ -61,8 +61,11 @@ def _shuffled(text: str, rng: random.Random) -> str:
 def engine_warmups(workload: Workload, count: int, salt: str) -> tuple[PlannedRequest, ...]:
     """`count` warm-ups shaped as the run's first requests (in turn, again from the first when there are fewer),
     each scrambled under `salt` and its own number (`salt`: the run's own, so that no two runs send the same)."""
-    sources = [r for r in workload.requests if r.live_tail is None]
-    if not count or not sources:
+    if not count:
+        return ()
+    # the first `count` only: a trace of a million rows is not listed for a few warm-ups
+    sources = list(islice((t for c in workload.conversations for t in c.turns if t.live_tail is None), count))
+    if not sources:
         return ()
     return tuple(dataclasses.replace(source, conversation=WARMUP_CONVERSATION, turn=0, arrival_s=None, delay_s=0.0,
                                      joins=(), shared_prefix_tokens=0, own_prefix_tokens=None)
