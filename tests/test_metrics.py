@@ -31,7 +31,7 @@ def scraped(name: str, **replace: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("engine,expected", [
     ("vllm", {"kv_usage": 0.0, "running": 0.0, "waiting": 0.0, "preemptions": 0.0, "prefix_cache_hits": 224.0,
-              "prefix_cache_queries": 512.0, "engine_rss_bytes": 5.6891392e+08}),
+              "prefix_cache_queries": 512.0, "engine_rss_bytes": 5.6891392e+08, "engine_finished_requests": 2.0}),
     ("llamacpp", {"running": 0.0, "waiting": 0.0}),
     ("sglang", {"kv_usage": 0.97, "running": 6.0, "waiting": 3.0, "preemptions": 4.0}),
     ("trtllm", {"kv_usage": 0.88, "running": 12.0, "waiting": 4.0}),

@@ -41,6 +41,24 @@ def test_stalls_once_the_engine_answered_are_not_called_a_cold_start(tmp_path):
     assert stalled["facts"]["cold_start_s"] == -1 and "cold start" not in stalled["detail"]
 
 
+def test_a_target_at_a_url_is_fresh_when_its_metrics_counted_no_finished_request(tmp_path):
+    """At a URL, loadrepro did not see the engine start: an engine whose /metrics counted no finished request at the
+    run's first scrape is fresh (the note), one that had served 5 before the run is not."""
+    from tests.cold_server import app
+    from tests.stub_server import serving
+
+    def url_run(out, served_before: int) -> dict:
+        with serving(app(4, None, served_before)) as url:
+            cli("run", *SMALL[:-3], "--set", "watch.metrics_interval_s=0.1", "--quiet", "--base-url", url, "--out",
+                str(out))
+        return json.loads((out / "report.json").read_text())
+
+    fresh, served = url_run(tmp_path / "fresh", 0), url_run(tmp_path / "served", 5)
+    assert 0 <= facts(fresh, "stalled_streams")["cold_start_s"] <= 60, rule(fresh, "stalled_streams")
+    assert "cold start may be the cause" in rule(fresh, "stalled_streams")["detail"]
+    assert facts(served, "stalled_streams")["requests"] == 4 and facts(served, "stalled_streams")["cold_start_s"] == -1
+
+
 def test_warm_ups_take_the_cold_start_and_are_not_judged(tmp_path):
     """The same cold engine with 4 warm-ups first: they stall, are kept apart and said, and the run passes."""
     code, report = _cold_run(tmp_path, "--stall-first", "4", more=("--set", "load.warmup_requests=4"))

@@ -193,7 +193,7 @@ def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False
             facts["cold_start_s"] = -1.0 if since_s is None else since_s
         return Finding(name, Severity.FAIL, f"{len(hits)} {words} ({f'{whose}; ' if whose else ''}first: request "
                        f"{first.id} at {result.seconds(first.end_ns):.1f} s)" + (f"; {why.words}" if why else "") +
-                       (f"; {cold_start_words(since_s)}" if since_s is not None else ""), facts)
+                       (f"; {cold_start_words(result, since_s)}" if since_s is not None else ""), facts)
 
     rule.__name__ = name
     rule.__doc__ = (f"Any request whose outcome is `{outcome}` ({words}); threshold: one.\n\nFacts: `requests`, "
@@ -201,8 +201,9 @@ def _count_rule(name: str, outcome: Outcome, words: str, explained: bool = False
                     "`queued`: behind its own, or empty), `cancelled_before` (held: the requests loadrepro had "
                     "cancelled before, which the engine seemed to keep running)" +
                     (", `cold_start_s` (every such request was sent within this many seconds of a fresh engine "
-                     f"becoming ready, before it answered any, at most {COLD_START_S:g}: the words say a cold start "
-                     "may be the cause; -1: not so)" if cold else "") + ".")
+                     "becoming ready, or of the run's start against a target at a URL whose /metrics counted no "
+                     f"finished request, before it answered any of the run's, at most {COLD_START_S:g}: the words "
+                     "say a cold start may be the cause; -1: not so)" if cold else "") + ".")
     return rule
 
 

@@ -25,6 +25,7 @@ from loadrepro.records.vocabulary import (
     ANSWER_KINDS,
     CACHE_HITS,
     CACHE_QUERIES,
+    ENGINE_FINISHED,
     ENGINE_RSS,
     FAILED,
     KV_USAGE,
@@ -63,8 +64,8 @@ from loadrepro.records.vocabulary import (
 )
 
 __all__ = [
-    "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "ENGINE_RSS", "FAILED", "KV_USAGE", "POOL_USAGE",
-    "PREEMPTIONS", "SPEC_ACCEPTED", "SPEC_DRAFTED",
+    "ANSWER_CHARS", "ANSWER_KINDS", "CACHE_HITS", "CACHE_QUERIES", "ENGINE_FINISHED", "ENGINE_RSS", "FAILED",
+    "KV_USAGE", "POOL_USAGE", "PREEMPTIONS", "SPEC_ACCEPTED", "SPEC_DRAFTED",
     "REUSE_SCALE", "RUNNING", "SKETCH_ACCURACY", "WAITING", "WRONG", "Answer", "AnswerCheck", "CanarySample",
     "EndpointSample", "Fault", "MemorySample",
     "FaultNotCaused", "FaultSpan", "FaultSpans", "HealthSample", "JsonlWriter", "LogMatch", "MetricsSample", "Note",

@@ -235,6 +235,7 @@ KV_USAGE, RUNNING, WAITING, PREEMPTIONS = "kv_usage", "running", "waiting", "pre
 CACHE_HITS, CACHE_QUERIES = "prefix_cache_hits", "prefix_cache_queries"
 SPEC_DRAFTED, SPEC_ACCEPTED = "spec_draft_tokens", "spec_accepted_tokens"  # counters of speculative decoding
 ENGINE_RSS = "engine_rss_bytes"  # the serving process's resident memory, where /metrics publish it
+ENGINE_FINISHED = "engine_finished_requests"  # requests the engine finished since it started (vLLM's counter)
 POOL_USAGE = "pool_usage:"  # + a pool's name: the share of its blocks in use (the simulated engine's pools)
 
 

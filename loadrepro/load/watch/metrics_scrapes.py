@@ -15,6 +15,7 @@ from loadrepro.load.transport import NoAnswer, Transport
 from loadrepro.records import (
     CACHE_HITS,
     CACHE_QUERIES,
+    ENGINE_FINISHED,
     ENGINE_RSS,
     KV_USAGE,
     POOL_USAGE,
@@ -38,7 +39,7 @@ KEPT = (
     "trtllm_kv_cache_utilization", "kv_cache_hit_rate", "num_requests_running", "num_requests_waiting",
     "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:n_tokens_max",
     "loadrepro_sim:", "process_resident_memory_bytes", "vllm:spec_decode_num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens",
+    "vllm:spec_decode_num_accepted_tokens", "vllm:request_success",
 )
 _DROPPED_LABELS = {"model_name", "engine_type"}  # "engine" stays: data-parallel engines add up
 
@@ -52,6 +53,7 @@ CANONICAL = {
     "trtllm_kv_cache_utilization": KV_USAGE, "num_requests_running": RUNNING, "num_requests_waiting": WAITING,
     "llamacpp:requests_processing": RUNNING, "llamacpp:requests_deferred": WAITING,
     "process_resident_memory_bytes": ENGINE_RSS,  # prometheus_client's process collector (vLLM's API server)
+    "vllm:request_success_total": ENGINE_FINISHED,  # by finished_reason, added up: 0 is an engine that served none
     "vllm:spec_decode_num_draft_tokens_total": SPEC_DRAFTED,
     "vllm:spec_decode_num_accepted_tokens_total": SPEC_ACCEPTED,
 }
