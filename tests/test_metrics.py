@@ -83,3 +83,74 @@ def test_data_parallel_engines_add_up_and_the_fullest_pool_counts():
                                                'vllm:num_requests_waiting{engine="0",model_name="tiny"} 2.0')
                                   + "\n" + second.replace("} 0.0", "} 0.5")))
     assert values["waiting"] == 2.5 and values["kv_usage"] == 0.5
+
+
+class Answers:
+    """A /metrics that answers each scrape with the next of `statuses` (200: a vLLM-style exposition), then 200."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses, self.asked = list(statuses), 0
+
+    async def metrics(self, _request):
+        from aiohttp import web
+
+        self.asked += 1
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status != 200:
+            return web.Response(status=status, text="Loading model")
+        return web.Response(text="vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n")
+
+
+def watched(answers: Answers, scrapes: int) -> list:
+    """Up to `scrapes` scrapes by the metrics watcher, as its run loop makes them; what it said and sampled."""
+    import asyncio
+
+    from aiohttp import web
+
+    from loadrepro.load.transport import Transport
+    from loadrepro.load.watch.metrics_scrapes import MetricsWatcher
+    from tests.stub_server import serving
+
+    app = web.Application()
+    app.router.add_get("/metrics", answers.metrics)
+    said: list = []
+
+    async def watch(url: str) -> None:
+        async with Transport(url, None, timeout_s=5.0) as http:
+            watcher = MetricsWatcher(http, "/metrics", 0.0, said.append)
+            for _ in range(scrapes):  # the run loop's condition, bounded
+                if not await watcher.scrape():
+                    return
+
+    with serving(app) as url:
+        asyncio.run(watch(url))
+    return said
+
+
+def test_a_metrics_endpoint_that_answers_503_for_a_while_is_watched_again_once_it_answers():
+    """llama.cpp answers /metrics 503 while a restarted engine loads its model: an outage of /metrics, said once,
+    not "this engine publishes no metrics"."""
+    answers = Answers(200, 503, 503, 503, 200, 200)
+    said = watched(answers, 6)
+    assert answers.asked == 6
+    samples = [s for s in said if isinstance(s, MetricsSample)]
+    notes = [s.text for s in said if not isinstance(s, MetricsSample)]
+    assert len(samples) == 3 and samples[-1].values["running"] == 1.0, said
+    assert len(notes) == 2 and "answered HTTP 503" in notes[0] and "answered again" in notes[1], notes
+
+
+def test_a_target_whose_metrics_are_down_from_the_start_is_scraped_until_they_answer():
+    answers = Answers(503, 502, 200)
+    said = watched(answers, 3)
+    assert [type(s).__name__ for s in said] == ["Note", "Note", "MetricsSample"], said
+    assert answers.asked == 3
+
+
+@pytest.mark.parametrize("status", [404, 501])
+def test_a_target_that_publishes_no_metrics_is_not_scraped_again(status):
+    """llama.cpp without --metrics answers 501; a server with no such route 404: metrics are not watched, said once."""
+    answers = Answers(status, 200)
+    said = watched(answers, 5)
+    assert answers.asked == 1, answers.asked
+    [note] = said
+    assert f"answered HTTP {status}; metrics are not watched" in note.text

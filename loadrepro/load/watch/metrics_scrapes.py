@@ -115,13 +115,21 @@ def parse_kept(text: str) -> dict[str, float]:
     return values
 
 
+# What a target answers at a path it does not serve: metrics are not published there (llama.cpp without --metrics
+# answers 501). Any other answer that is not 200 (a 503 while a restarted engine loads its model, a proxy's 502) is
+# an outage of /metrics, and so is any answer at all once it has published metrics.
+NOT_PUBLISHED = frozenset({401, 403, 404, 405, 410, 501})
+
+
 class MetricsWatcher:
     def __init__(self, http: Transport, path: str, interval_s: float,
                  on_sample: Callable[[MetricsSample | Note], None],
                  clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self._http, self._path, self._interval_s = http, path, interval_s
         self._on_sample, self._clock = on_sample, clock
-        self.unusable = False  # the endpoint proved unusable: it is neither scraped nor noted again
+        self.off = False  # the target publishes no metrics at the path: nothing more is scraped
+        self._published = False  # it answered Prometheus text at least once
+        self._down_ns: int | None = None  # since when /metrics answered otherwise (an outage of it), noted once
         self._wake = asyncio.Event()
 
     def poke(self) -> None:
@@ -129,27 +137,47 @@ class MetricsWatcher:
         self._wake.set()
 
     async def scrape(self) -> bool:
-        """One scrape; False once the endpoint proved unusable (noted once: the scrapes before the load, during it
-        and after it are one watcher's, and a user is told once that metrics are not watched)."""
-        if self.unusable:
+        """One scrape; False once the target proved to publish no metrics at the path (noted once, and not asked
+        again). A refused or unanswered scrape, or one answered otherwise while the target publishes metrics or
+        may yet (a 503 while a restarted engine loads), is an outage of /metrics: scraped on, and watched again
+        once it answers."""
+        if self.off:
             return False
         started = self._clock()
         response = await self._http.get(self._path, SCRAPE_TIMEOUT_S)  # a busy engine answers late
         if isinstance(response, NoAnswer):
             return True  # the engine may be busy or gone; /health tells which
         if response.status != 200:
-            return self._unusable(f"{self._path} answered HTTP {response.status}; metrics are not watched")
+            if not self._published and response.status in NOT_PUBLISHED:
+                return self._unusable(f"{self._path} answered HTTP {response.status}; metrics are not watched")
+            return self._down(f"answered HTTP {response.status}")
         try:
             values = parse_kept(response.text)
         except (ValueError, TypeError, IndexError) as exc:
-            return self._unusable(f"{self._path} is not Prometheus text ({exc}); metrics are not watched")
+            if not self._published:
+                return self._unusable(f"{self._path} is not Prometheus text ({exc}); metrics are not watched")
+            return self._down(f"answered what is not Prometheus text ({exc})")
+        self._published = True
+        if self._down_ns is not None:
+            self._note(f"{self._path} answered again after {(started - self._down_ns) / 1e9:.1f} s; metrics are "
+                       "watched again")
+            self._down_ns = None
         self._on_sample(MetricsSample(started, canonical(values)))
         return True
 
+    def _down(self, what: str) -> bool:
+        if self._down_ns is None:
+            self._down_ns = self._clock()
+            self._note(f"{self._path} {what}; scraped on, and watched again once it answers")
+        return True
+
     def _unusable(self, text: str) -> bool:
-        self.unusable = True
-        self._on_sample(Note(self._clock(), NoteSource.METRICS, text))
+        self.off = True
+        self._note(text)
         return False
+
+    def _note(self, text: str) -> None:
+        self._on_sample(Note(self._clock(), NoteSource.METRICS, text))
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
