@@ -4,7 +4,9 @@ process to stop. It counts its starts in `--state`; from its second start on it 
 - "slow": every first token 20x later than before (an engine back up but never back to its latency);
 - "zombies": /metrics reports 6 more requests running than it serves (requests it never freed);
 - "dead": /health 503 and every request a 500 (up, but never back in service).
-From its second start it listens only after `--slow-start` seconds (an engine slow to load again).
+From its second start it listens only after `--slow-start` seconds (an engine slow to load again), and its /metrics
+answers 503 for `--metrics-late` seconds once it listens (as llama.cpp's while it loads its model, though its
+/health and requests are back).
 The process of start `--crash-start` (a replica of `--replicas N`: the target is start 1) logs vLLM's fatal line
 and is killed by SIGSEGV once it has streamed `--crash-after` answers (a replica that crashes while others serve).
 Streams of `--tokens` tokens every `--delay` seconds, the first after `--ttft` seconds; /metrics in vLLM's names.
@@ -40,9 +42,10 @@ def _crash() -> None:
 
 
 def app(after: str, restarted: bool, tokens: int, delay_s: float, ttft_s: float,
-        crash_after: int | None = None) -> web.Application:
+        crash_after: int | None = None, metrics_late_s: float = 0.0) -> web.Application:
     mode = after if restarted else "healthy"
     running = answered = 0
+    metrics_from = time.monotonic() + (metrics_late_s if restarted else 0.0)
 
     async def chat(request: web.Request) -> web.StreamResponse:
         nonlocal running, answered
@@ -71,6 +74,8 @@ def app(after: str, restarted: bool, tokens: int, delay_s: float, ttft_s: float,
         return response
 
     async def metrics(_: web.Request) -> web.Response:
+        if time.monotonic() < metrics_from:
+            return web.json_response({"error": {"code": 503, "message": "Loading model"}}, status=503)
         extra = 6 if mode == "zombies" else 0
         return web.Response(text=f"vllm:num_requests_running {running + extra}\nvllm:num_requests_waiting 0\n")
 
@@ -87,6 +92,7 @@ def main() -> None:
     parser.add_argument("--state", type=Path, required=True)
     parser.add_argument("--after", choices=("healthy", "slow", "zombies", "dead"), default="healthy")
     parser.add_argument("--slow-start", type=float, default=0.0)
+    parser.add_argument("--metrics-late", type=float, default=0.0)
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.02)
     parser.add_argument("--ttft", type=float, default=0.05)
@@ -98,7 +104,8 @@ def main() -> None:
     if start > 1:
         time.sleep(args.slow_start)
     crash_after = args.crash_after if start == args.crash_start else None
-    web.run_app(app(args.after, start > 1, args.tokens, args.delay, args.ttft, crash_after), host="127.0.0.1",
+    web.run_app(app(args.after, start > 1, args.tokens, args.delay, args.ttft, crash_after, args.metrics_late),
+                host="127.0.0.1",
                 port=args.port, access_log=None, print=None)
 
 

@@ -235,3 +235,28 @@ def test_faults_that_stop_the_engine_are_judged_alike_with_the_load_sent_from_tw
     assert fired(report).get("engine_death") is None
     if action == "kill":
         assert report.requests.by_outcome.get("faulted", 0) >= 1, report.requests.by_outcome
+
+
+@pytest.mark.parametrize("late", ["metrics", "engine"])
+@pytest.mark.slow
+def test_a_kills_recovery_is_what_says_the_engine_is_back_not_when_its_metrics_answer(late, tmp_path, tokenizer_dir):
+    """llama.cpp's /metrics answers 503 while a killed engine loads its model again. That switched metrics watching
+    off for the rest of the run, and the kill's recovery read the time to the scrapes after the load (46.7 s) where
+    /health was back in 0.3 s. An engine whose /metrics 503s for 5 s after it is back, /health and requests at once:
+    watched again once /metrics answers, its recovery short. One that really takes 4 s to come back: read long."""
+    fault = 'chaos.events=[{at_s=3, action="kill", duration_s=0.5, recover_within_s=30}]'
+    slow = "--metrics-late 5" if late == "metrics" else "--slow-start 4"
+    engine = f"{sys.executable} -m tests.restart_server --port {{port}} --state {tmp_path / 'starts'} {slow}"
+    path = tmp_path / "recovery.toml"
+    path.write_text(PROFILE.format(action="kill", duration=0.5))
+    report = loadrepro.run(path, engine_cmd=engine, tokenizer=tokenizer_dir, out=tmp_path / "run",
+                           overrides=["load.duration_s=16", fault])
+    [row] = report.chaos
+    assert row.recovered and row.health_s is not None and row.recovery_s is not None, row
+    if late == "metrics":
+        assert row.recovery_s < row.health_s + 3 and row.running_s == row.health_s, row.detail
+        assert any("/metrics answered HTTP 503" in n for n in report.notes), report.notes
+        assert any("/metrics answered again after" in n for n in report.notes), report.notes
+    else:
+        assert row.health_s >= 3.5 and row.recovery_s >= row.health_s, row
+    assert report.passed, report

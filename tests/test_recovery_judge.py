@@ -8,7 +8,7 @@ import dataclasses
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.recovery import recovery
 from loadrepro.records import Fault, Outcome
-from tests.builders import START, S, record, result
+from tests.builders import START, S, metrics, record, result
 
 PAUSE = Fault("pause", START + 3 * S, START + 4 * S, START + 4 * S, 10.0, "SIGSTOP ...")
 
@@ -54,3 +54,53 @@ def test_a_run_that_ends_before_the_recovery_window_is_over_leaves_the_way_back_
         assert not r.recovered and r.health_s is not None and r.cut_short is cut_short, r.detail
         found = no_recovery(run, spec, measure(run, spec))
         assert found is not None and found.severity == severity, found
+
+
+KILL = Fault("kill", START + 3 * S, START + 4 * S, START + 4 * S + S // 4, 30.0, "SIGKILL ...")
+
+
+def with_scrapes(fault: Fault, scrapes: list[tuple[float, float, int]], after: list[Outcome]):
+    """Requests before and after `fault`, and scrapes (t_s, the engine's running count, loadrepro's in flight)."""
+    before = [record(i, end_s=0.6 + i * 0.1) for i in range(20)]
+    later = [record(100 + i, outcome, end_s=4.6 + i * 0.05) for i, outcome in enumerate(after)]
+    scraped = [dataclasses.replace(metrics(t, vllm__num_requests_running=running), in_flight=flight)
+               for t, running, flight in scrapes]
+    run = dataclasses.replace(result(before + later, metrics=scraped, duration_s=60.0), faults=(fault,))
+    return recovery(run, fault, VerdictSpec())
+
+
+def test_a_metrics_endpoint_silent_for_a_while_after_a_restart_does_not_stretch_the_recovery():
+    """llama.cpp's /metrics answers 503 while it loads its model again, and went on being unscraped: the first scrape
+    after the engine was back came 40 s later, and the recovery read 40 s where /health and first tokens were back
+    in a fraction of a second. The running count was back when /health was, the first scrape after it says so."""
+    r = with_scrapes(KILL, [(2.0, 4, 4), (44.0, 0, 0)], [Outcome.OK] * 8)
+    assert r.recovered and r.running_s == r.health_s == 0.25, r.detail
+    assert r.recovery_s is not None and r.recovery_s < 1.5, r.detail
+
+
+def test_an_engine_seen_running_more_than_loadrepro_sent_after_a_restart_is_back_only_once_it_is_not():
+    """Scrapes after /health 200 that see requests the engine never freed: the running count is back at the first
+    scrape that sees no more than loadrepro's in flight, and the recovery is that long."""
+    r = with_scrapes(KILL, [(2.0, 4, 4), (5.0, 9, 2), (8.0, 9, 2), (20.0, 1, 1)], [Outcome.OK] * 8)
+    assert r.recovered and r.running_s == 16.0 and r.recovery_s == 16.0, r.detail
+    never = with_scrapes(KILL, [(2.0, 4, 4), (5.0, 9, 2), (20.0, 9, 1)], [Outcome.OK] * 8)
+    assert not never.recovered and never.parts()["running"] == "not_back", never.detail
+
+
+def test_a_metrics_endpoint_that_never_answers_after_a_restart_leaves_the_running_count_unjudged():
+    """No scrape answered after /health 200 again: nothing says the engine kept requests, nor that it did not."""
+    r = with_scrapes(KILL, [(2.0, 4, 4)], [Outcome.OK] * 8)
+    assert r.recovered and r.parts()["running"] == "not_judged", r.detail
+    assert "/metrics answered no running count after /health 200 again" in r.detail, r.detail
+
+
+def test_a_fault_that_stops_nothing_owns_none_of_the_requests_an_outage_failed():
+    """A malformed fault going on while a kill had the engine down: the kill's failed requests are the kill's, not
+    the malformed fault's (one definition, records.FaultSpans, for the runner and for each fault's row)."""
+    malformed = Fault("malformed", START + 1 * S, START + 1 * S, START + 50 * S, 60.0, "40 malformed requests")
+    failed = [dataclasses.replace(record(200 + i, Outcome.FAULTED, end_s=4.1), queued_ns=START + 3 * S,
+                                  sent_ns=START + 3 * S) for i in range(6)]
+    before = [record(i, end_s=0.6 + i * 0.1) for i in range(20)]
+    run = dataclasses.replace(result(before + failed, duration_s=60.0), faults=(malformed, KILL))
+    assert recovery(run, malformed, VerdictSpec()).faulted == 0
+    assert recovery(run, KILL, VerdictSpec()).faulted == 6

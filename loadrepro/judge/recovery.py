@@ -6,14 +6,17 @@ SIGCONT after a pause; at once for an abort burst or an oversize request): /heal
 fault's own polls); requests sent after that got their first tokens within [verdict] max_ttft_growth of the TTFT
 p95 of the last BEFORE requests before the fault (groups of GROUP requests, in the order they were sent, until
 one group's p95 is within it); and the engine ran no more requests than loadrepro had in flight (its running
-count at a scrape against loadrepro's in-flight count then: more is requests it never freed); and its KV usage at
+count at a scrape against loadrepro's in-flight count then: more is requests it never freed; back with /health when
+the first scrape after it already says so, since a /metrics that answers late or not at all for a while, as
+llama.cpp's 503 while it loads its model again, says nothing against the engine); and its KV usage at
 the last quiet moment after the fault (nothing running or waiting, the scrapes after the load included) was within
 [verdict] max_kv_leak of the lowest at a quiet moment before it (more is blocks it never freed; quiet moments up
 to the next fault; with faults on purpose the engine is scraped once at the load's start, a quiet moment). When
 quiet moments come is the load's doing, not the engine's, so KV's time back is reported but not counted in the
 recovery time. A part with nothing to judge it by (too few requests before the fault, fewer than GROUP sent after
 it before the load ended, no running count, no quiet moment before or after it) is said, and not held against the
-engine. An oversize request must also have been refused cleanly.
+engine. An oversize request must also have been refused cleanly. The requests that failed while it was in effect are
+counted by the one definition the runner marks them `faulted` by (records.FaultSpans): an outage's only.
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ import numpy as np
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
-from loadrepro.records import KV_USAGE, RUNNING, Fault, MetricsSample, Outcome, RequestRecord, RunResult, quiet
+from loadrepro.records import (
+    KV_USAGE,
+    RUNNING,
+    Fault,
+    FaultSpans,
+    MetricsSample,
+    Outcome,
+    RequestRecord,
+    RunResult,
+    quiet,
+)
 
 BEFORE = 16  # the TTFT before a fault: the last this many completed requests sent before it (since any earlier
 # fault): a count, not a time, so that the load's ramp-up leaves it once the load is steady
@@ -60,6 +73,8 @@ class Recovery:
     # Not back, though /health was, when the run ended within recover_within_s of it: the rest of the way back was
     # not watched, so it is not judged (an engine whose /health never came back is judged all the same).
     cut_short: bool = False
+    # A scrape answered the running count after /health was back (False: /metrics did not, so it is not judged).
+    running_scraped: bool = True
 
     # The report's chaos row is this measurement (run_report.ChaosRow reads these by name).
     @property
@@ -75,7 +90,8 @@ class Recovery:
         ttft = ("not_judged" if self.before_ttft_p95_ms is None or not self.ttft_judged
                 else "back" if self.ttft_s is not None else "not_back")
         # a dead engine's metrics, frozen at its last scrape, say nothing of what it runs
-        running = ("not_judged" if not self.running_judged or (self.running_s is None and self.health_s is None)
+        running = ("not_judged" if not self.running_judged or not self.running_scraped
+                   or (self.running_s is None and self.health_s is None)
                    else "back" if self.running_s is not None else "not_back")
         kv = ("not_judged" if self.before_kv_usage is None or self.after_kv_usage is None
               else "held" if self.kv_held else "back")
@@ -122,13 +138,16 @@ def _kv_back(result: RunResult, from_ns: int, until_ns: int | None, before: floa
     return back, after[-1][1] if after else None
 
 
-def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, int | None]:
-    """Whether the running count is published, and the first scrape from `from_ns` (None: never) where it was no
-    more than loadrepro's requests in flight."""
+def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, bool, int | None]:
+    """Whether the running count is published; whether a scrape answered it from `from_ns` (/health 200 again) on;
+    and when it was no more than loadrepro's requests in flight (None: never seen so): at `from_ns` when the first
+    such scrape says so, since how long /metrics took to answer is not the engine's way back; else at the first
+    scrape that did, after those that saw more running."""
     scrapes = [m for m in result.metrics if RUNNING in m.values and m.in_flight is not None]
-    back = next((m.t_ns for m in scrapes if from_ns is not None and m.t_ns >= from_ns
-                 and m.values[RUNNING] <= (m.in_flight or 0)), None)
-    return bool(scrapes), back
+    after = [m for m in scrapes if from_ns is not None and m.t_ns >= from_ns]
+    first = next((i for i, m in enumerate(after) if m.values[RUNNING] <= (m.in_flight or 0)), None)
+    back = None if first is None else from_ns if first == 0 else after[first].t_ns
+    return bool(scrapes), bool(after), back
 
 
 def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
@@ -144,13 +163,13 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     sent_after = sum(1 for r in records if back is not None and r.sent_or_queued_ns >= back)
     judged = before is not None and (back is None or sent_after >= GROUP)
     ttft_ns = _ttft_back(records, back, limit) if back is not None and limit is not None and judged else None
-    published, running_ns = _running_back(result, back)
+    published, scraped, running_ns = _running_back(result, back)
     until = min([f.at_ns for f in result.faults if f.at_ns > at], default=None)
     kv_ns, kv_after = _kv_back(result, back or fault.done_ns, until, kv, spec)
     kv_held = kv is not None and kv_after is not None and kv_after > kv + spec.max_kv_leak
-    faulted = sum(1 for r in records if r.outcome is Outcome.FAULTED and r.end_ns >= at
-                  and r.sent_or_queued_ns <= fault.over_ns)
-    parts = [back, *([ttft_ns] if judged else []), *([running_ns] if published else [])]
+    own = FaultSpans.of([fault])
+    faulted = sum(1 for r in records if r.outcome is Outcome.FAULTED and own.overlaps(r.sent_or_queued_ns, r.end_ns))
+    parts = [back, *([ttft_ns] if judged else []), *([running_ns] if published and scraped else [])]
     known = [p for p in parts if p is not None]
     recovered_ns = max(known) if len(known) == len(parts) else None
     done = fault.done_ns  # the engine's time to be back runs from when loadrepro's part of the fault ended
@@ -167,7 +186,8 @@ def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
                    recovered, seconds, "")
     watched_s = (result.end_ns - done) / 1e9
     cut_short = not recovered and clean and not kv_held and back is not None and watched_s < fault.recover_within_s
-    return _with_words(dataclasses.replace(rec, cut_short=cut_short), limit, watched_s)
+    return _with_words(dataclasses.replace(rec, cut_short=cut_short, running_scraped=scraped or back is None), limit,
+                       watched_s)
 
 
 def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recovery:
@@ -195,6 +215,8 @@ def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recove
         parts.append("running requests not judged: the engine publishes no running count")
     elif running == "back":
         parts.append(f"running no more than loadrepro's in flight after {r.running_s or 0.0:.1f} s")
+    elif running == "not_judged" and not r.running_scraped:
+        parts.append("running requests not judged: /metrics answered no running count after /health 200 again")
     elif running == "not_judged":
         parts.append("running requests not judged: /health did not answer 200 again")
     else:
