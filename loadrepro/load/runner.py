@@ -109,6 +109,7 @@ class Runner:
         self._judge = LiveJudge(frozenset(s.name for s in client.config.signatures if s.upstream))
         self._started_at = ""
         self._logs: LogWatcher | None = None
+        self._canaries: Canaries | None = None
         self._turns = RoutedTurns(client.config.spreads_conversations)
         self._chaos = FaultsOnPurpose(list(profile.chaos.events), clock, self._stopped, self._note,
                                       self._recorder.written)
@@ -152,7 +153,9 @@ class Runner:
 
     def _on_sample(self, sample: Sample) -> None:
         if isinstance(sample, MetricsSample):  # what the engine's running count is judged against: its own requests
-            sample = dataclasses.replace(sample, in_flight=self.live.at_target)
+            # in flight when the scrape was sent or when it was answered, whichever were more: the engine counted
+            # at some moment between, and a request that ended meanwhile was still running for it then
+            sample = dataclasses.replace(sample, in_flight=max(self._at_target(), sample.in_flight or 0))
         previous = self._recorder.metrics[-1] if self._recorder.metrics else None  # the last is never merged
         self._recorder.sample(sample)
         if self._live_metrics is not None:
@@ -173,6 +176,10 @@ class Runner:
                     # its /health starved, as dead).
                     self.client.activity.last_ns = max(self.client.activity.last_ns, sample.t_ns)
                 self.live.kv_usage = values.get(KV_USAGE, self.live.kv_usage)
+
+    def _at_target(self) -> int:
+        """loadrepro's requests in flight at the target: the load's, and a canary (the engine runs it too)."""
+        return self.live.at_target + (self._canaries.in_flight if self._canaries is not None else 0)
 
     def _note(self, source: NoteSource, text: str) -> None:
         self._on_sample(Note(self._clock(), source, scrub(text)))
@@ -274,7 +281,7 @@ class Runner:
                 async with asyncio.TaskGroup() as tg:
                     metrics = self._metrics = MetricsWatcher(
                         http, watch.metrics_path, watch.metrics_interval_s, self._on_sample,
-                        self._clock) if watch.metrics_path else None
+                        self._clock, self._at_target) if watch.metrics_path else None
                     if metrics and self.profile.chaos.events:  # the quiet moment each fault's KV is held to
                         await self._watch(NoteSource.METRICS, metrics.scrape())
                     for source, watcher in self._watchers(health, metrics, logs, stop_watching):
@@ -335,8 +342,8 @@ class Runner:
         if logs:
             table.append((NoteSource.ENGINE_LOG, logs.run(stop)))
         if watch.canary_interval_s > 0:
-            canaries = Canaries(self.client.config.alone(), watch.canary_interval_s, self.client.activity,
-                                self._on_sample, self._clock)
+            canaries = self._canaries = Canaries(self.client.config.alone(), watch.canary_interval_s,
+                                                 self.client.activity, self._on_sample, self._clock)
             table.append((NoteSource.CANARY, canaries.run(stop)))
         if self._load.stop_when_saturated:
             table.append((NoteSource.SATURATION, self._watch_saturation(stop)))

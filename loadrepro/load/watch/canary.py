@@ -48,6 +48,7 @@ class Canaries:
         self._config = replace(config, concurrency=1, max_retries=0)
         self._interval_s, self._activity, self._on_sample, self._clock = interval_s, activity, on_sample, clock
         self.sent = 0
+        self.in_flight = 0  # the engine runs it as one of its requests: its running count counts it
 
     async def run(self, stop: asyncio.Event) -> None:
         async with Client(self._config, self._clock, self._activity) as client:
@@ -67,8 +68,12 @@ class Canaries:
 
     async def _one(self, client: Client) -> None:
         self.sent += 1
-        record = await client.send(-self.sent, salted_request(self._config.api), self._clock(), time.time(),
-                                   lambda r: None)
+        self.in_flight += 1
+        try:
+            record = await client.send(-self.sent, salted_request(self._config.api), self._clock(), time.time(),
+                                       lambda r: None)
+        finally:
+            self.in_flight -= 1
         self._on_sample(_sample(record, self._activity.last_ns))
 
 

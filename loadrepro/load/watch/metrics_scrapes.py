@@ -124,9 +124,11 @@ NOT_PUBLISHED = frozenset({401, 403, 404, 405, 410, 501})
 class MetricsWatcher:
     def __init__(self, http: Transport, path: str, interval_s: float,
                  on_sample: Callable[[MetricsSample | Note], None],
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 clock: Callable[[], int] = time.perf_counter_ns, in_flight: Callable[[], int] | None = None) -> None:
+        """`in_flight`: loadrepro's requests in flight at the target, asked as each scrape is sent (the sample's
+        in_flight then; the runner takes the larger of it and those in flight when the answer came)."""
         self._http, self._path, self._interval_s = http, path, interval_s
-        self._on_sample, self._clock = on_sample, clock
+        self._on_sample, self._clock, self._in_flight = on_sample, clock, in_flight
         self.off = False  # the target publishes no metrics at the path: nothing more is scraped
         self._published = False  # it answered Prometheus text at least once
         self._down_ns: int | None = None  # since when /metrics answered otherwise (an outage of it), noted once
@@ -144,6 +146,7 @@ class MetricsWatcher:
         if self.off:
             return False
         started = self._clock()
+        flight = self._in_flight() if self._in_flight is not None else None
         response = await self._http.get(self._path, SCRAPE_TIMEOUT_S)  # a busy engine answers late
         if isinstance(response, NoAnswer):
             return True  # the engine may be busy or gone; /health tells which
@@ -162,7 +165,7 @@ class MetricsWatcher:
             self._note(f"{self._path} answered again after {(started - self._down_ns) / 1e9:.1f} s; metrics are "
                        "watched again")
             self._down_ns = None
-        self._on_sample(MetricsSample(started, canonical(values)))
+        self._on_sample(MetricsSample(started, canonical(values), flight))
         return True
 
     def _down(self, what: str) -> bool:
