@@ -118,3 +118,21 @@ def test_the_rules_table_holds_the_rules_that_fired_and_folds_what_the_others_lo
     assert folded.count("<tr>") == 1 + len(quiet) and all(f"<td>{x.name}</td>" in folded for x in quiet)
     assert "Any request whose outcome is stalled" in folded  # stalled_streams, in its own words
     assert "<h2>Notes</h2><ul><li>metrics: /metrics answered HTTP 404</li></ul>" in page
+
+
+def test_counts_agree_with_their_nouns_in_the_report_and_on_the_terminal():
+    """"1 requests sent": every count is put into words by one function (judge/findings.py counted)."""
+    from loadrepro.cli.summary_lines import describe_verdict
+    from loadrepro.judge.findings import counted
+    from loadrepro.report.markdown import latency_rows
+
+    assert (counted(1, "request"), counted(0, "request"), counted(1200, "request")) == \
+        ("1 request", "0 requests", "1,200 requests")
+    r = fixed_report()
+    queue = r.latency.queue_ms.model_copy(update={"count": 1})
+    one = r.model_copy(update={"latency": r.latency.model_copy(update={"queue_ms": queue}),
+                               "requests": r.requests.model_copy(update={"total": 1})})
+    rows = {name: over for name, _, over in latency_rows(one)}
+    assert rows["queued in loadrepro ([load] concurrency)"] == "1 request sent", rows
+    assert rows["time to first token"].endswith("requests with a token"), rows  # the fixed run's 4, plural
+    assert "(1 request in " in describe_verdict(one)[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadrepro.config.capacity import Capacity, KvConfig
+from loadrepro.judge.findings import counted
 from loadrepro.schema.report_sections import health_said
 from loadrepro.schema.run_report import RunReport
 
@@ -18,8 +19,9 @@ if TYPE_CHECKING:  # a run's last lines do not describe a probe: its models are 
 def describe_verdict(report: RunReport, written: list[Path] | None = None) -> list[str]:
     """The verdict and its reasons, what the run cost beside its load, then the files written (when given)."""
     outcomes = ", ".join(f"{k} {v}" for k, v in report.requests.by_outcome.items())
-    lines = [f"verdict: {report.verdict.upper()}  ({report.requests.total} requests in {report.duration_s:.1f} s: "
-             f"{outcomes}; /health after: {health_said(report.health.post)})"]
+    sent = counted(report.requests.total, "request")
+    lines = [f"verdict: {report.verdict.upper()}  ({sent} in {report.duration_s:.1f} s: {outcomes}; /health after: "
+             f"{health_said(report.health.post)})"]
     lines += [f"  - {reason}" for reason in report.reasons]
     t = report.timing
     if t is not None and t.to_first_request_s is not None and t.last_answer_to_verdict_s is not None:

@@ -35,6 +35,12 @@ def grouped(said: Iterable[str]) -> list[str]:
     return [f"{text} (x{n})" if n > 1 else text for text, n in counts.items()]
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, agreeing: "1 request", "1,200 requests" (`plural`, else `noun` and an s); the one
+    place counts are put into words."""
+    return f"{n:,} {noun if n == 1 else plural or f'{noun}s'}"
+
+
 def quote(text: str, limit: int = 160) -> str:
     """An engine's words in a finding: on one line, in backticks, cut at `limit` characters."""
     text = " ".join(text.split())

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadrepro.config.profile import VerdictSpec
+from loadrepro.judge.findings import counted
 from loadrepro.judge.windows import MIN_SAMPLES, TTFT_FLOOR_MS
 from loadrepro.records import (
     KV_USAGE,
@@ -223,7 +224,7 @@ def _with_words(r: Recovery, limit_ms: float | None, watched_s: float) -> Recove
         parts.append("the engine kept running more requests than loadrepro had in flight")
     parts.append(_kv_words(r))
     if r.faulted:
-        parts.append(f"{r.faulted} requests failed meanwhile (the fault's, not the engine's)")
+        parts.append(f"{counted(r.faulted, 'request')} failed meanwhile (the fault's, not the engine's)")
     late = r.recovery_s is None or r.recovery_s > f.recover_within_s
     heads = [*(["not refused cleanly"] if not f.clean and f.action != "malformed" else []),
              *([f"not back {window}"] if late else []),

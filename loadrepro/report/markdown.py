@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadrepro.judge.findings import counted
 from loadrepro.report.cells import cell, count, ms
 from loadrepro.report.diagnosis import verdict_words
 from loadrepro.report.long_run_markdown import chaos_section, slo_section, trials_section, windows_section
@@ -12,11 +13,13 @@ EXCERPT_LINES = 20
 
 
 # The latency rows of every report format: a name, and what the row's values are drawn from.
-LATENCY_ROWS = (("time to first token", "ttft_ms", "requests with a token"),
-                ("time to first content token", "ttfc_ms", "requests with content"),
-                ("inter-token", "itl_ms", "gaps between token chunks"),
-                ("end to end", "e2e_ms", "requests sent, failed ones too"),
-                ("queued for a slot", "queue_ms", "requests sent"))
+# The queue is loadrepro's own, before a request is sent: waiting for one of its [load] concurrency slots, not for
+# an engine's slot (llama.cpp's -np).
+LATENCY_ROWS = (("time to first token", "ttft_ms", ("request with a token", "requests with a token")),
+                ("time to first content token", "ttfc_ms", ("request with content", "requests with content")),
+                ("inter-token", "itl_ms", ("gap between token chunks", "gaps between token chunks")),
+                ("end to end", "e2e_ms", ("request sent, failed or not", "requests sent, failed ones too")),
+                ("queued in loadrepro ([load] concurrency)", "queue_ms", ("request sent", "requests sent")))
 
 
 def latency_rows(r: RunReport) -> list[tuple[str, Percentiles, str]]:
@@ -24,7 +27,7 @@ def latency_rows(r: RunReport) -> list[tuple[str, Percentiles, str]]:
     rows = []
     for name, field, what in LATENCY_ROWS:
         p: Percentiles = getattr(r.latency, field)
-        rows.append((name, p, f"{p.count:,} {what}" if p.count is not None else what))
+        rows.append((name, p, counted(p.count, *what) if p.count is not None else what[1]))
     return rows
 
 
