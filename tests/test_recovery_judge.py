@@ -104,3 +104,14 @@ def test_a_fault_that_stops_nothing_owns_none_of_the_requests_an_outage_failed()
     run = dataclasses.replace(result(before + failed, duration_s=60.0), faults=(malformed, KILL))
     assert recovery(run, malformed, VerdictSpec()).faulted == 0
     assert recovery(run, KILL, VerdictSpec()).faulted == 6
+
+
+def test_a_fault_still_going_on_when_another_is_caused_leaves_the_requests_before_it_to_judge_it_by():
+    """Malformed requests from 1 s to 50 s (each kind's /health watch), a kill at 3 s: the kill's TTFT before it is
+    the requests served before it, not none (those since the malformed fault was over, after the kill)."""
+    malformed = Fault("malformed", START + 1 * S, START + 1 * S, START + 50 * S, 60.0, "40 malformed requests")
+    before = [record(i, end_s=0.6 + i * 0.1) for i in range(20)]
+    later = [record(100 + i, end_s=4.9 + i * 0.05) for i in range(8)]
+    run = dataclasses.replace(result(before + later, duration_s=60.0), faults=(malformed, KILL))
+    r = recovery(run, KILL, VerdictSpec())
+    assert r.before_ttft_p95_ms is not None and r.parts()["ttft"] == "back", r.detail

@@ -154,7 +154,9 @@ def _running_back(result: RunResult, from_ns: int | None) -> tuple[bool, bool, i
 def recovery(result: RunResult, fault: Fault, spec: VerdictSpec) -> Recovery:
     records = list(result.records)
     at = fault.at_ns
-    since = max([result.start_ns, *(f.over_ns for f in result.faults if f.at_ns < at)])
+    # since the last fault over before it: one still going on when it was caused (malformed requests still being
+    # sent when a kill came) would leave no request before it to judge its TTFT by
+    since = max([result.start_ns, *(f.over_ns for f in result.faults if f.at_ns < at and f.over_ns <= at)])
     served = sorted((r for r in records if since <= r.sent_or_queued_ns < at and r.outcome is Outcome.OK
                      and r.ttft_ms is not None), key=lambda r: r.sent_or_queued_ns)
     before = _ttft(served[-BEFORE:])
