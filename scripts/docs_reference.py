@@ -69,16 +69,30 @@ def _table(model: type[BaseModel], defaults: bool) -> list[str]:
     return rows
 
 
+def _entries(model: type[BaseModel], prefix: str, heading: str = "###") -> list[str]:
+    """The keys of each repeatable entry `model` holds ([[chaos.events]], [[watch.endpoints]]...): a list of
+    sections whose own keys and defaults the section's table cannot show."""
+    lines: list[str] = []
+    for name, field in model.model_fields.items():
+        for inner in typing.get_args(field.annotation):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                doc = _cell(inner.__doc__ or "")
+                lines += [f"{heading} [[{prefix}{field.alias or name}]]", "", *([doc, ""] if doc else []),
+                          *_table(inner, defaults=True), ""]
+    return lines
+
+
 def profile_page() -> str:
     lines = ["# Profile reference", "", "A profile is a TOML file (`profiles/` holds the built-in ones). Top-level "
              "keys first, then each section; `--set section.key=VALUE` overrides any of them. Generated from "
              "`loadrepro/config/profile.py` and `loadrepro/config/workload_spec.py`.", "",
-             *_table(Profile, defaults=True), ""]
+             *_table(Profile, defaults=True), "", *_entries(Profile, "", "##")]
     for name, field in Profile.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             doc = _cell(annotation.__doc__ or "")
-            lines += [f"## [{name}]", "", *([doc, ""] if doc else []), *_table(annotation, defaults=True), ""]
+            lines += [f"## [{name}]", "", *([doc, ""] if doc else []), *_table(annotation, defaults=True), "",
+                      *_entries(annotation, f"{name}.")]
     return "\n".join(lines)
 
 

@@ -296,7 +296,7 @@ class ChaosEvent(Section):
     duration_s: float = Field(5.0, ge=0, description="kill: seconds before the engine is started again; pause: "
                               "seconds it stays stopped.")
     count: int = Field(8, ge=1, description="abort_burst: requests cancelled at once; malformed: requests of each "
-                       "kind.")
+                       "kind (by default 8 of each: 40 for all).")
     kind: MalformedKind | Literal["all"] = Field(
         "all", description="malformed: invalid_utf8 (bytes that are not UTF-8), bad_json (JSON cut short), "
         "wrong_types (fields of the wrong types), huge_body (a 4 MiB prompt), negative_max_tokens, or all of those "
