@@ -197,3 +197,107 @@ def test_requests_answered_alike_are_said_once_with_their_count(tmp_path, tokeni
     [row] = report.chaos
     assert server.refused == ["invalid UTF-8"] * 4 and report.passed, report.reasons
     assert row.detail.count("invalid_utf8: HTTP 400") == 1 and "BadRequestError\"}}) (x4)" in row.detail, row.detail
+
+
+def sent(mode: str, kinds, count: int):
+    """send_malformed against a BadInputServer in `mode`: what each got, and how many /health polls it made."""
+    import asyncio
+
+    import aiohttp
+
+    from loadrepro.load.malformed import send_malformed
+
+    polls = 0
+
+    async def go(url: str):
+        async with aiohttp.ClientSession() as session:
+            async def healthy() -> bool:
+                nonlocal polls
+                polls += 1
+                async with session.get(f"{url}/health") as response:
+                    return response.status == 200
+
+            return await send_malformed(url, "chat", "bad", None, tuple(kinds), count, healthy)
+
+    with BadInputServer(mode).running() as server:
+        done = asyncio.run(go(server.url))
+    return done.refusals, done.unanswered, polls
+
+
+def test_answers_not_a_4xx_are_watched_after_once_per_kind_not_after_each_request():
+    """llama.cpp answers every broken JSON with a 500 and serves on: /health was watched for 3 s after each of the
+    8 requests of the kind by default, and the run idled most of a minute after its load. Watched once after the last
+    of the kind (3 s, polled every 0.25 s), and asked once after each of the others."""
+    from loadrepro.load.malformed import SETTLE_POLL_S, SETTLE_S
+
+    refusals, unsent, polls = sent("500_on_bad_json", ["bad_json"], 8)
+    assert [r.status for r in refusals] == [500] * 8 and unsent == "", refusals
+    assert all(r.healthy_after for r in refusals)
+    assert polls <= 7 + SETTLE_S / SETTLE_POLL_S + 2, polls
+
+
+def test_an_engine_that_dies_a_moment_after_a_500_is_still_the_kinds_doing_with_the_next_kind_sent_after():
+    """vLLM 0.25.1's way: a 500, then dead half a second later. The kind's last request is watched for long enough
+    that the next kind is not sent into (and blamed for) the death."""
+    refusals, unsent, _ = sent("dies_after_500", ["bad_json", "wrong_types"], 3)
+    culprit = next(r for r in refusals if r.crashed)
+    assert culprit.kind == "bad_json" and "wrong_types" in unsent, (refusals, unsent)
+
+
+def test_a_malformed_request_a_kill_on_purpose_met_is_the_kills_not_a_crash():
+    """A kill on purpose while malformed requests are being sent: the one in flight when it struck got no answer,
+    which is the kill's doing, not the kind's (not judged, said); the next waits until the kill is over."""
+    import asyncio
+    import time
+
+    from aiohttp import web
+
+    from loadrepro.load.malformed import Meanwhile, send_malformed
+    from loadrepro.records import FaultSpan, FaultSpans
+    from tests.stub_server import serving
+
+    spans = FaultSpans()
+    got: list[float] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        got.append(time.perf_counter_ns())
+        if len(got) == 2:  # the kill strikes as the second arrives: no answer, and the engine down for 0.5 s
+            kill = FaultSpan("kill", time.perf_counter_ns())
+            spans.spans.append(kill)
+            asyncio.get_running_loop().call_later(0.5, lambda: setattr(kill, "over_ns", time.perf_counter_ns()))
+            assert request.transport is not None
+            request.transport.abort()
+            await asyncio.sleep(1)
+        return web.json_response({"error": {"message": "bad"}}, status=400)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+
+    async def healthy() -> bool:
+        return not spans.going_on()
+
+    with serving(app) as url:
+        done = asyncio.run(send_malformed(url, "chat", "m", None, ("bad_json",), 3, healthy,
+                                          meanwhile=Meanwhile(spans)))
+    assert [r.status for r in done.refusals] == [400, 400] and not any(r.crashed for r in done.refusals), done
+    assert (done.unanswered, done.after_load, done.met) == ("", "", "bad_json x1")
+    assert got[2] >= spans.spans[0].over_ns  # the third sent once the kill was over
+
+
+@pytest.mark.slow
+def test_malformed_requests_are_not_sent_after_the_load_and_a_watch_going_on_then_is_waited_for_and_said(
+        tmp_path, tokenizer_dir):
+    """Broken JSON answered with a 500 near the load's end: its kind's 3 s watch of /health outlasts the load, and
+    the run waits for it, saying so, rather than lengthening the run unsaid; the kinds after it are not sent."""
+    path = tmp_path / "malformed.toml"
+    path.write_text(PROFILE.replace("at_s = 1", "at_s = 3.5").replace("count = 1", 'count = 8\nkind = "all"'))
+    with BadInputServer("500_on_bad_json").running() as server:
+        report = loadrepro.run(path, base_url=server.url, tokenizer=tokenizer_dir, out=tmp_path / "run")
+    assert report.passed, report.reasons
+    [row] = report.chaos
+    assert "bad_json: HTTP 500" in row.detail and row.faulted == 0, row
+    assert "not sent, the load having ended: wrong_types x8, huge_body x8, negative_max_tokens x8" in row.detail, row
+    waited = [n for n in report.notes if "waited" in n and "after the load for the malformed at 3.5 s" in n]
+    assert waited, report.notes
+    assert report.duration_s < 4 + 3 + 3, report.duration_s  # one 3 s watch, not one after each of the 8

@@ -177,8 +177,9 @@ def errors_after_recovery(result: RunResult, spec: VerdictSpec, measured: Measur
 
 def bad_input_crash(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """A malformed request ([[chaos.events]] action = "malformed") the engine stopped answering (nothing within
-    15 s), or after which its /health turned (asked after each; for 3 s after an answer not a 4xx, since an engine
-    may die a moment after failing one). Names the first kind that did it. Threshold: one request. A warning when
+    15 s), or after which its /health turned (asked after each; for 3 s after the last of a kind of which one got an
+    answer not a 4xx, since an engine may die a moment after failing one). Names the first kind that did it; one a
+    kill, restart or pause on purpose met is that fault's, not judged. Threshold: one request. A warning when
     the engine kept serving but answered some otherwise than with a 4xx (a 500 for broken JSON, a 200 for a
     negative max_tokens): a wrong status, not a crash."""
     malformed = [f for f in result.faults if f.action == "malformed"]

@@ -11,14 +11,14 @@ import asyncio
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from loadrepro.config.profile import Api, ChaosEvent
-from loadrepro.judge.findings import grouped
-from loadrepro.load.malformed import KINDS, send_malformed
+from loadrepro.judge.findings import counted, grouped
+from loadrepro.load.malformed import KINDS, Meanwhile, send_malformed
 from loadrepro.load.watch.canary import one_token_request
-from loadrepro.records import Fault, Outcome, RequestRecord
+from loadrepro.records import Fault, FaultSpans, Outcome, RequestRecord
 from loadrepro.workload.model import PlannedRequest
 
 BACK_POLL_S = 0.25
@@ -60,6 +60,10 @@ class ChaosTools:
     # True once waiting for the engine is pointless: its process exited, its death was judged, or the run was
     # interrupted. Every wait of a fault ends then, and no more malformed requests are sent.
     gone: Callable[[], bool] = lambda: False
+    # The run's faults on purpose as they happen: malformed requests wait while one has the engine down, and one
+    # that met it is its doing.
+    spans: FaultSpans = field(default_factory=FaultSpans)
+    load_ended: Callable[[], bool] = lambda: False  # no more malformed requests are sent then
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +121,19 @@ async def _malformed(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool, s
     async def back() -> bool:  # /health 200 within recover_within_s: one slow or failed poll is not a crash
         return await _back(tools, tools.clock() + int(event.recover_within_s * 1e9)) is not None
 
-    refusals, unsent = await send_malformed(tools.base_url, tools.api, tools.model, tools.api_key, kinds,
-                                            event.count, back if tools.healthy else None, tools.gone)
+    sent = await send_malformed(tools.base_url, tools.api, tools.model, tools.api_key, kinds, event.count,
+                                back if tools.healthy else None, tools.gone,
+                                Meanwhile(tools.spans, tools.clock, tools.load_ended))
+    refusals = sent.refusals
     culprit = next((r for r in refusals if r.crashed), None)
     unrefused = tuple(r.describe() for r in refusals if not r.refused and not r.crashed)
-    rest = f"; not sent, the engine having stopped answering: {unsent}" if unsent else ""
-    return (f"{len(refusals)} malformed requests: " + "; ".join(grouped(r.describe() for r in refusals)) + rest,
-            culprit is None, culprit.describe() if culprit else None, unrefused)
+    rest = "".join(f"; {why}: {which}" for why, which in (
+        ("not sent, the engine having stopped answering", sent.unanswered),
+        ("not sent, the load having ended", sent.after_load),
+        ("not judged, a fault on purpose having stopped the engine meanwhile", sent.met)) if which)
+    said = "; ".join(grouped(r.describe() for r in refusals))
+    return (f"{counted(len(refusals), 'malformed request')}: {said}{rest}", culprit is None,
+            culprit.describe() if culprit else None, unrefused)
 
 
 async def _act(event: ChaosEvent, tools: ChaosTools) -> tuple[str, bool]:

@@ -30,19 +30,22 @@ class FaultsOnPurpose:
         self.faults: list[Fault] = []
         self.not_caused: list[FaultNotCaused] = []
         self.started_ns = 0  # the load's time zero, which the events' times count from
+        self._load_over = False
         self._wiped: list[int] = []  # when a fault restarted the engine, its prefix cache empty from then on
         self._turn_ends: dict[int, int] = {}  # each conversation's last turn's end, when a fault will restart
         self._wipes = any(e.action in WIPES for e in events)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], ChaosEvent] = {}  # each fault going on
         self._handles: list[asyncio.TimerHandle] = []
 
     def schedule(self, tools: ChaosTools) -> None:
         """Each event at its time from now (the load's time zero)."""
+        tools = dataclasses.replace(tools, load_ended=lambda: self._load_over or self._stopped.is_set())
         loop = asyncio.get_running_loop()
         self._handles = [loop.call_later(e.at_s, self._fault, e, tools) for e in self.events]
 
     def load_ended(self) -> None:
         """No fault is caused after the load: those whose time it never reached are kept, with why."""
+        self._load_over = True
         for handle in self._handles:
             handle.cancel()
         ended_s = (self._clock() - self.started_ns) / 1e9
@@ -52,10 +55,17 @@ class FaultsOnPurpose:
 
     async def done(self, interrupted: bool) -> None:
         """Faults still going on when the load ends: waited for (each ends within its recover_within_s, at once
-        when the engine is gone), unless the run was interrupted."""
+        when the engine is gone), unless the run was interrupted; a wait of a second or more is said, since it
+        lengthens the run."""
         if interrupted:
             self.interrupt()
+        going = [f"the {e.action.replace('_', ' ')} at {e.at_s:g} s" for e in self._tasks.values()]
+        waited = self._clock()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        waited_s = (self._clock() - waited) / 1e9
+        if going and not interrupted and waited_s >= 1.0:
+            self._note(NoteSource.CHAOS, f"the run waited {waited_s:.1f} s after the load for {', '.join(going)}, "
+                                         "still going on when the load ended")
 
     def interrupt(self) -> None:
         """The faults going on end now, whatever they wait for (the user stopped the run)."""
@@ -83,8 +93,8 @@ class FaultsOnPurpose:
         if self._stopped.is_set():
             return
         task = asyncio.get_running_loop().create_task(self._cause(event, tools))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = event
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     async def _engine_back(self) -> str | None:
         """Waits while an earlier fault has the engine down (until /health 200 again, or its time to be back ran
@@ -127,9 +137,11 @@ class FaultsOnPurpose:
 
 
 def lent_tools(target: RunTarget, config: ClientConfig, abort: Callable[[int], Awaitable[tuple[int, int]]],
-               health: HealthWatcher | None, clock: Callable[[], int], gone: Callable[[], bool]) -> ChaosTools:
+               health: HealthWatcher | None, clock: Callable[[], int], gone: Callable[[], bool],
+               spans: FaultSpans) -> ChaosTools:
     """What the run lends its faults: the engine it started, the load's abort, one request sent outside the load
-    (on its own connection, never retried), a /health poll, and `gone` (waiting for the engine is pointless)."""
+    (on its own connection, never retried), a /health poll, `gone` (waiting for the engine is pointless) and the
+    faults' spans as they happen."""
     async def healthy() -> bool:
         return (await health.poll()).healthy if health else True
 
@@ -139,4 +151,4 @@ def lent_tools(target: RunTarget, config: ClientConfig, abort: Callable[[int], A
             return await own.send(-1, planned, clock(), time.time(), lambda r: None)
 
     return ChaosTools(target.engine, abort, send, healthy if health else None, config.api, target.oversize, clock,
-                      target.base_url, config.api_key, target.model, gone)
+                      target.base_url, config.api_key, target.model, gone, spans)

@@ -2,21 +2,27 @@
 that are not UTF-8, JSON cut short, fields of the wrong types, a body far beyond any prompt, a negative max_tokens,
 and (named only) a grammar that cannot compile.
 An engine must refuse each with a 4xx and keep serving; what each got, and whether /health still answered 200
-after it, is the fault's detail. The first kind after which it stopped answering, or its /health turned, is the
+after it, is the fault's detail. /health is asked once after each, and watched for SETTLE_S after the last of a kind
+when any of that kind got another answer: a kind costs at most SETTLE_S of waiting whatever its count, and an engine
+that dies a moment after one of them is seen dead before the next kind is sent (the same kind's next request finds
+it dead), so the death is that kind's. The first kind after which it stopped answering, or its /health turned, is the
 culprit of rule bad_input_crash; another status while it kept serving (llama.cpp answers broken JSON with a 500)
 is said as a warning."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
 
 from loadrepro.config.profile import Api, MalformedKind
+from loadrepro.records import FaultSpans
 from loadrepro.workload.apis import PATHS
 
 # "all": bad_grammar is sent only when named (vLLM's structured_outputs; other engines ignore the field and answer).
@@ -26,10 +32,34 @@ KINDS: tuple[MalformedKind, ...] = ("invalid_utf8", "bad_json", "wrong_types", "
 BAD_GRAMMAR = 'root ::= "a"\nroot ::= "b"'
 HUGE_BODY_BYTES = 4 << 20  # a prompt far beyond any context (about a million tokens), quick to send here
 ANSWER_S = 15.0  # how long a malformed request may take to be refused
-# How long /health is watched after an answer that is not a 4xx: vLLM 0.25.1 answered the bad grammar with a 500
-# and its process exited about half a second later, so a /health asked at once still said 200.
+# How long /health is watched after the last request of a kind that got an answer not a 4xx: vLLM 0.25.1 answered
+# the bad grammar with a 500 and its process exited about half a second later, so a /health asked at once still
+# said 200. Once per kind, not per request: llama.cpp answers every broken JSON with a 500, and 3 s after each of 8
+# idled the run for most of a minute.
 SETTLE_S = 3.0
 SETTLE_POLL_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Meanwhile:
+    """What goes on in the run while malformed requests are sent: the faults on purpose that stop the engine (kill,
+    restart, pause) as the run keeps them, so that one is sent only while none has the engine down, and one that met
+    an outage is the outage's, not judged; and the load's end, after which none is sent (the run would wait for
+    them: a 4 MiB body takes llama.cpp seconds to refuse)."""
+
+    spans: FaultSpans = field(default_factory=FaultSpans)
+    clock: Callable[[], int] = time.perf_counter_ns
+    load_ended: Callable[[], bool] = lambda: False
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What became of the malformed requests asked for."""
+
+    refusals: list[Refusal]  # what each judged got
+    unanswered: str  # not sent, the engine having stopped answering (or gone), in words ("bad_json x3, ...")
+    after_load: str  # not sent, the load having ended
+    met: str  # sent, but an outage on purpose met them: not judged
 
 
 def body(kind: MalformedKind, api: Api, model: str) -> bytes:
@@ -65,12 +95,12 @@ class Refusal:
     kind: MalformedKind
     status: int | None  # None: no answer
     said: str  # the answer's first words, or why there was none
-    healthy_after: bool  # /health answered 200 after it (watched for SETTLE_S after an answer not a 4xx)
+    healthy_after: bool  # /health answered 200 after it (watched for SETTLE_S after the last of its kind)
 
     @property
     def refused(self) -> bool:
         """Refused as a client's mistake should be: a 4xx, the engine still answering /health 200."""
-        return self.status is not None and 400 <= self.status < 500 and self.healthy_after
+        return _refused(self.status) and self.healthy_after
 
     @property
     def crashed(self) -> bool:
@@ -97,13 +127,17 @@ async def post(session: aiohttp.ClientSession, url: str, data: bytes, api_key: s
         return None, f"{type(exc).__name__}: {exc}"[:160]
 
 
-async def _healthy_after(status: int | None, healthy: Callable[[], Awaitable[bool]] | None,
+def _refused(status: int | None) -> bool:
+    return status is not None and 400 <= status < 500
+
+
+async def _healthy_after(settle: bool, healthy: Callable[[], Awaitable[bool]] | None,
                          gone: Callable[[], bool]) -> bool:
-    """Whether the engine still serves after one answer (no health path: while it is not `gone()`): asked once
-    after a 4xx; after anything else, asked until SETTLE_S has passed, since an engine that failed the request may
-    be dying behind a /health that still answers."""
+    """Whether the engine still serves after one answer (no health path: while it is not `gone()`): asked once;
+    with `settle`, asked until SETTLE_S has passed, since an engine that failed a request may be dying behind a
+    /health that still answers."""
     loop = asyncio.get_running_loop()
-    settled = loop.time() + (0.0 if status is not None and 400 <= status < 500 else SETTLE_S)
+    settled = loop.time() + (SETTLE_S if settle else 0.0)
     while not gone() and (healthy is None or await healthy()):
         if loop.time() >= settled:
             return True
@@ -111,21 +145,52 @@ async def _healthy_after(status: int | None, healthy: Callable[[], Awaitable[boo
     return False
 
 
+async def _engine_up(meanwhile: Meanwhile, gone: Callable[[], bool]) -> None:
+    """Waits while an outage on purpose has the engine down (it ends within its recover_within_s, or `gone()`)."""
+    while meanwhile.spans.going_on() and not gone():
+        await asyncio.sleep(SETTLE_POLL_S)
+
+
 async def send_malformed(base_url: str, api: Api, model: str, api_key: str | None, kinds: tuple[MalformedKind, ...],
                          count: int, healthy: Callable[[], Awaitable[bool]] | None,
-                         gone: Callable[[], bool] = lambda: False) -> tuple[list[Refusal], str]:
+                         gone: Callable[[], bool] = lambda: False,
+                         meanwhile: Meanwhile | None = None) -> Sent:
     """`count` requests of each kind, in turn, `healthy` asked after each (no health path: taken as 200 while the
-    engine is not `gone()`); and, in words, those not sent: once one crashed the engine (or `gone()`), the rest
-    would only wait on a broken engine (each up to ANSWER_S) and could tell nothing of how it takes them."""
+    engine is not `gone()`), and watched for SETTLE_S after the last of a kind when one of that kind was answered
+    otherwise than with a 4xx; and, in words, those not sent: once one crashed the engine (or `gone()`), the rest
+    would only wait on a broken engine (each up to ANSWER_S) and could tell nothing of how it takes them, or once
+    the load ended; and those an outage on purpose met (from the request to the last /health asked after it): the
+    outage's doing, not judged."""
     url = base_url.rstrip("/") + PATHS[api]
     refusals: list[Refusal] = []
-    planned = [kind for kind in kinds for _ in range(count)]
+    planned = [(kind, i == count - 1) for kind in kinds for i in range(count)]
     connector = aiohttp.TCPConnector(force_close=True)  # a connection of its own each: not the load's pool
+    otherwise: set[MalformedKind] = set()  # kinds of which one was answered otherwise than with a 4xx
+    met: list[MalformedKind] = []  # sent, but an outage on purpose met them
+    meanwhile = meanwhile or Meanwhile()
+    ended = False
     async with aiohttp.ClientSession(connector=connector) as session:
-        for kind in planned:
+        for kind, last in planned:
+            await _engine_up(meanwhile, gone)
             if gone() or any(r.crashed for r in refusals):
                 break
+            if ended := meanwhile.load_ended():
+                if refusals and refusals[-1].kind in otherwise:  # its kind's watch of /health, cut short
+                    settled = await _healthy_after(True, healthy, gone)
+                    refusals[-1] = dataclasses.replace(refusals[-1], healthy_after=settled)
+                break
+            began = meanwhile.clock()
             status, said = await post(session, url, body(kind, api, model), api_key)
-            refusals.append(Refusal(kind, status, said, await _healthy_after(status, healthy, gone)))
-    left = planned[len(refusals):]
-    return refusals, ", ".join(f"{kind} x{left.count(kind)}" for kind in dict.fromkeys(left))
+            if not _refused(status):
+                otherwise.add(kind)
+            refusal = Refusal(kind, status, said, await _healthy_after(last and kind in otherwise, healthy, gone))
+            if meanwhile.spans.overlaps(began, meanwhile.clock()):
+                met.append(kind)
+            else:
+                refusals.append(refusal)
+    left = _counted([kind for kind, _ in planned[len(refusals) + len(met):]])
+    return Sent(refusals, "" if ended else left, left if ended else "", _counted(met))
+
+
+def _counted(kinds: list[MalformedKind]) -> str:
+    return ", ".join(f"{kind} x{kinds.count(kind)}" for kind in dict.fromkeys(kinds))

@@ -294,7 +294,7 @@ class Runner:
                     deadline = (loop.call_later(self._load.duration_s, self._stop, StopReason.DURATION, GRACE_S)
                                 if self._load.duration_s else None)
                     self._chaos.schedule(lent_tools(self.target, self.client.config, self._backend.abort, health,
-                                                    self._clock, self._gone))
+                                                    self._clock, self._gone, self._chaos.spans))
                     try:
                         await self._load_task
                     except asyncio.CancelledError:
