@@ -181,10 +181,12 @@ def test_capacity_is_judged_on_every_request_past_the_kept_ones(tmp_path, policy
     table = data["capacity"]["outcomes_by_prediction"]
     assert sum(n for outcomes in table.values() for n in outcomes.values()) == len(records), table
     found = {r["name"]: r for r in data["rules"]}["capacity_mismatch"]
-    if policy == "stock":  # served (and died on) the request that can never fit: a request not kept
+    if policy == "stock":  # served (and died on) the request that can never fit, found among every record
+        # (which failure is kept first is a race between the streams the engine's death ends; the judge reading
+        # records it did not keep is test_classify_exact.py's, with a recorder whose order the test sets)
         assert done.returncode == 1 and found["fired"], found
         named = int(re.search(r"\(request (\d+),", found["detail"]).group(1))
-        assert named not in {row["id"] for row in kept}, (named, kept)
+        assert named in {r["id"] for r in records} and "can never fit" in found["detail"], found
     else:  # refused each at admission, kept or not
         refused = sum(1 for r in records if r["outcome"] == "rejected")
         assert done.returncode == 0 and not found["fired"] and table["never_fits"] == {"rejected": refused}
