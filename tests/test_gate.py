@@ -165,3 +165,17 @@ def test_a_history_reads_every_earlier_run_of_the_workload_and_nothing_else(runs
     found = history_runs(history, baseline, (history / "tonight",))
     assert len(found) == 3
     assert len(history_runs(history, baseline)) == 4
+
+
+def test_a_history_is_read_in_the_order_its_runs_started_and_names_each_by_its_directory(runs, tmp_path):
+    """A change point is found in time order: a night's directory name does not order it, its start does."""
+    from loadrepro.runs.repeats import history_runs
+
+    history = tmp_path / "history"
+    starts = {"b-first": "2026-01-01T00:00:00+00:00", "a-second": "2026-01-02T00:00:00+00:00"}
+    for name, started in starts.items():
+        shutil.copytree(runs["baseline"], history / name)
+        report = read_report(history / name).model_copy(update={"started_at": started})
+        (history / name / "report.json").write_text(report.model_dump_json())
+    found = history_runs(history, read_report(runs["baseline"]))
+    assert [name for name, _ in found] == ["b-first", "a-second"]

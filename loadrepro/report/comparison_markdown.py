@@ -25,6 +25,7 @@ def render_gate(g: Gate, baseline: str, run: str) -> str:
     """gate.md, and what `compare --gate` prints."""
     lines = [f"# loadrepro gate: {'open' if g.passed else 'CLOSED'}", "", g.detail, "",
              *([f"Noise between runs: {g.between_runs}.", ""] if g.between_runs else []),
+             *([f"Change points over the history and this run: {g.change_points}.", ""] if g.change_points else []),
              f"| Figure | baseline: {baseline} | run: {run} | change | gates |", "|---|---|---|---|---|"]
     for c in g.checks:
         cells = [c.figure, c.baseline, c.run, c.change, "**closed**" if c.closed else "open"]

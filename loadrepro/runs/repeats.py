@@ -211,10 +211,12 @@ def _same_workload(a: RunReport, b: RunReport) -> bool:
     return a.seed == b.seed and a.profile.get("workload") == b.profile.get("workload")
 
 
-def history_runs(history: Path, like: RunReport, leave_out: tuple[Path, ...] = ()) -> list[list[RequestRow]]:
+def history_runs(history: Path, like: RunReport,
+                 leave_out: tuple[Path, ...] = ()) -> list[tuple[str, list[RequestRow]]]:
     """Each earlier run of `like`'s workload under `history` (every report.json below it, trials included, their
-    summaries not), oldest path first; `leave_out`: the run directories gated, which are not their own history. A
-    report that does not read (a night killed while writing it) is no earlier run."""
+    summaries not), named by its directory under `history`, oldest first (by when each started: a change point is
+    found in time order); `leave_out`: the run directories gated, which are not their own history. A report that
+    does not read (a night killed while writing it) is no earlier run."""
     left = {d.resolve() for d in leave_out}
     found = []
     for path in sorted(history.rglob("report.json")):
@@ -225,8 +227,8 @@ def history_runs(history: Path, like: RunReport, leave_out: tuple[Path, ...] = (
         except UsageError:
             continue
         if report.trials is None and _same_workload(report, like):
-            found.append(report.request_table)
-    return found
+            found.append((report.started_at, path.parent.relative_to(history).as_posix(), report.request_table))
+    return [(name, rows) for _, name, rows in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 def gate_runs(baseline: RunReport, run: RunReport, tolerance: float, dirs: tuple[Path, Path] | None = None,
@@ -236,7 +238,10 @@ def gate_runs(baseline: RunReport, run: RunReport, tolerance: float, dirs: tuple
     if not _same_workload(baseline, run):
         raise UsageError("a gate compares two runs of one workload, and these differ (seed "
                          f"{baseline.seed} vs {run.seed}, or their [workload]): give runs of the same profile")
-    earlier = None if history is None else history_of(history_runs(history, baseline, dirs[1:] if dirs else ()))
+    earlier = None
+    if history is not None:
+        named = history_runs(history, baseline, dirs[1:] if dirs else ())
+        earlier = history_of([rows for _, rows in named], [name for name, _ in named])
     if baseline.trials is not None and run.trials is not None:
         where = dirs or (None, None)
         return gate(baseline, run, tolerance, (_every_trials_rows(baseline, where[0]),
