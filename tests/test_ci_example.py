@@ -102,11 +102,11 @@ def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_pat
     both nights, the gap between each side's trials the noise. An engine five times slower between tokens: the gate
     closes (exit 1) and the baseline is kept as it was. Every night writes to the same directory, as a nightly job
     does, and the baseline is a copy of an earlier night's: its trials are read from the copy, not from tonight's,
-    whose paths the copy lists. A 10 ms step: at 4 ms a busy machine's 1.5 ms of noise between two nights of one
-    engine was 60% of the time per token. And answers of 64 tokens: over 8, one night of one engine had a request's
-    mean gap at half the step (ITL p50 5.3 against 9.6 ms the next, on CI's busy machine): a few dozen ms of lag (the
-    client reading tokens late and then at once, or the engine making up late steps at once) is a large share of 7
-    gaps, and below the gate's 1 ms per token over 63."""
+    whose paths the copy lists. Every night is kept in the history, the closed one too. A 10 ms step: at 4 ms a busy
+    machine's 1.5 ms of noise between two nights of one engine was 60% of the time per token. And answers of 64
+    tokens: over 8, one night of one engine had a request's mean gap at half the step (ITL p50 5.3 against 9.6 ms
+    the next, on CI's busy machine): a few dozen ms of lag (the client reading tokens late and then at once, or the
+    engine making up late steps at once) is a large share of 7 gaps, and below the gate's 1 ms per token over 63."""
     loadrepro = f"{sys.executable} -m loadrepro"
 
     def night(step_s: float) -> subprocess.CompletedProcess[str]:
@@ -132,5 +132,5 @@ def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_pat
     assert "| baseline: baseline | run: nightly-run |" in slow.stdout
     assert (tmp_path / "baseline" / "report.json").read_text() == kept
     assert (tmp_path / "nightly-run" / "gate" / "gate.md").exists()
-    assert len(list((tmp_path / "history").iterdir())) == 3  # the good nights; with 9 trials, their spread too
-    assert "the spread of 9 earlier runs (--history)" in slow.stdout
+    assert "the spread of 9 earlier runs (--history)" in slow.stdout  # the three nights before, 9 trials
+    assert len(list((tmp_path / "history").iterdir())) == 4  # every night, the closed one too

@@ -8,9 +8,11 @@
 #
 # Two runs of one unchanged engine differ by more than the halves of one run do, so each night runs TRIALS runs
 # (3 by default, each on a fresh engine): the gap between them is the noise the gate allows. With HISTORY, a
-# directory kept between nights, every night whose gate was open is added to it (the newest KEEP kept) and the
-# gate also allows the spread of those earlier nights. TRIALS=1 and no HISTORY: the gate says it cannot tell a
-# latency change from the noise between runs, and only rules and the SLO's attainment can close it.
+# directory kept between nights, every night with a verdict is added to it, closed ones too (the newest KEEP kept):
+# the gate allows the spread of those earlier nights, and looks for a change point over them and tonight, which
+# is how a creep of a few % a night closes it. A history of open nights only would drop the very nights a change
+# shows in. TRIALS=1 and no HISTORY: the gate says it cannot tell a latency change from the noise between runs,
+# and only rules and the SLO's attainment can close it.
 set -euo pipefail
 
 LOADREPRO=${LOADREPRO:-loadrepro}
@@ -52,12 +54,12 @@ if [ -f "$BASELINE/report.json" ]; then
     set -e
     echo "loadrepro gate exited $code"
 fi
+if [ -n "$HISTORY" ]; then  # every night, open or closed: a change point needs the nights after it too
+    mkdir -p "$HISTORY"
+    cp -r "$OUT" "$HISTORY/$(date -u +%Y%m%dT%H%M%SZ)"
+    ls -1d "$HISTORY"/*/ | sort | head -n "-$KEEP" | xargs -r rm -rf  # the newest KEEP nights
+fi
 if [ "$code" -eq 0 ]; then
     rm -rf "$NEXT_BASELINE" && cp -r "$OUT" "$NEXT_BASELINE"
-    if [ -n "$HISTORY" ]; then
-        mkdir -p "$HISTORY"
-        cp -r "$OUT" "$HISTORY/$(date -u +%Y%m%dT%H%M%SZ)"
-        ls -1d "$HISTORY"/*/ | sort | head -n "-$KEEP" | xargs -r rm -rf  # the newest KEEP nights
-    fi
 fi
 exit "$code"
