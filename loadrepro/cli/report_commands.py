@@ -36,7 +36,8 @@ def compare_reports(
     history: Annotated[Path | None, typer.Option(help="With --gate: a directory of earlier runs of the workload "
                                                       "(every report.json below it; a nightly job's earlier "
                                                       "nights), whose spread is the noise between two runs of one "
-                                                      "engine.")] = None,
+                                                      "engine, and in which, with the second run, a change point "
+                                                      "that leaves it worse closes the gate.")] = None,
 ) -> None:
     """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
     first's failure. With --gate: exit 0 unless the second regressed against the first."""
