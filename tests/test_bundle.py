@@ -207,3 +207,52 @@ def test_the_engine_is_named_by_its_signatures_its_command_or_what_counted_the_l
     assert engine_of(started) == "vLLM" and default_title(started).startswith("vLLM: ")
     model = model_of(started)
     assert model is not None and model.given == "Qwen/Qwen3-0.6B" and "huggingface-cli download" in model.how
+
+
+def _unpacked(run_dir, tmp_path):
+    with zipfile.ZipFile(make_bundle(run_dir, tmp_path / "bundle.zip")) as bundle:
+        bundle.extractall(tmp_path / "unpacked")
+    return next((tmp_path / "unpacked").iterdir())
+
+
+def test_a_bundle_replays_the_warm_ups_the_run_sent_before_its_load(tmp_path):
+    """A cold engine that stalls its first 4 streams passed a run that warmed it with 4 requests first ([load]
+    warmup_requests): the bundle's replay.py sends those warm-ups first, as the run did, and passes on a fresh cold
+    engine; without them (--no-warmups) the same engine fails, which says that the failure needs a cold engine."""
+    from tests.cold_server import app
+    from tests.stub_server import serving
+    from tests.test_warmups import _cold_run
+
+    code, report = _cold_run(tmp_path / "run", "--stall-first", "4", more=("--set", "load.warmup_requests=4"))
+    assert code == 0, report["reasons"]
+    folder = _unpacked(tmp_path / "run", tmp_path)
+    with gzip.open(folder / "workload.jsonl.gz", "rt") as lines:
+        assert sum(json.loads(line)["type"] == "engine_warmup" for line in lines) == 4
+    assert "--no-warmups" in (folder / "README.md").read_text()
+    for flags, expected in (((), 0), (("--no-warmups",), 1)):
+        with serving(app(4, None)) as url:
+            done = subprocess.run([sys.executable, "replay.py", "--base-url", url, *flags], cwd=folder,
+                                  capture_output=True, text=True, timeout=60)
+        assert done.returncode == expected, done.stdout + done.stderr
+        assert ("warm-ups ([load] warmup_requests): 4 sent first, not judged: stalled 4" in done.stdout) is not flags
+
+
+def test_a_bundle_replays_each_request_with_its_session_header(tmp_path):
+    """[workload] session_header: each request of the bundle's replay carries the header its request carried in
+    the run (conversation-N under the profile's name), as a router with session affinity must see it."""
+    from tests.trace_server import TraceServer
+
+    run_dir = tmp_path / "run"
+    done = cli("run", "--profile", "healthy", "--quiet", "--out", str(run_dir), "--set", "workload.conversations=3",
+               "--set", "workload.turns=2", "--set", "workload.max_tokens=2", "--set",
+               "workload.session_header='x-sticky'")
+    assert done.returncode == 0, done.stderr
+    folder = _unpacked(run_dir, tmp_path)
+    assert "`x-sticky` header" in (folder / "README.md").read_text()
+    server = TraceServer(answer_s=0.01)
+    with server.running() as url:
+        replay = subprocess.run([sys.executable, "replay.py", "--base-url", url], cwd=folder, capture_output=True,
+                                text=True, timeout=60)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    sent = sorted(got.headers.get("x-sticky", "") for got in server.received)
+    assert sent == sorted(f"conversation-{c}" for c in range(3) for _ in range(2)), sent

@@ -165,7 +165,8 @@ def readme(report: RunReport, title: str, digest: LogDigest | None) -> str:
               "loadrepro run --profile profile.toml --base-url http://HOST:PORT", "```", "",
               "Without it (Python 3.11 or newer, standard library only), replaying the exact payloads:", "",
               "```bash", "python3 replay.py --base-url http://HOST:PORT", "```", "",
-              "`replay.py` exits 1 when the engine failed and 0 when it passed.", *_answers_readme(report),
+              "`replay.py` exits 1 when the engine failed and 0 when it passed.", *_sent_as_the_run_did(report),
+              *_answers_readme(report),
               "", "## Files", "",
               "- `report.md`, `report.json`: the full report", "- `profile.toml`: the resolved profile",
               "- `workload.jsonl.gz`: the request bodies and their schedule (a long trace's run: the first "
@@ -178,6 +179,21 @@ def readme(report: RunReport, title: str, digest: LogDigest | None) -> str:
               "- `engine-log-excerpt.txt`: the engine log up to its first fatal line (when there is one)",
               "- `replay.py`, `replay.json`: the standalone replay (`check_answers.py`: its --check-answers)", ""]
     return "\n".join(lines)
+
+
+def _sent_as_the_run_did(report: RunReport) -> list[str]:
+    """What replay.py sends besides the requests' bodies, as the run did: the warm-ups before the load, the session
+    header with each request."""
+    load, workload = report.profile.get("load", {}), report.profile.get("workload", {})
+    lines = []
+    if warmups := load.get("warmup_requests", 0):
+        lines.append(f"- The run sent {warmups} warm-up requests before its load (`[load] warmup_requests`, not "
+                     "judged): `replay.py` sends them first too, as the run did; `--no-warmups` leaves them out, to "
+                     "see whether the failure needs a cold engine.")
+    if header := workload.get("session_header", ""):
+        lines.append(f"- Each request carries the `{header}` header the run sent it with (`[workload] "
+                     "session_header`), for a router that keeps a session on one replica.")
+    return ["", *lines] if lines else []
 
 
 def _answers_readme(report: RunReport) -> list[str]:

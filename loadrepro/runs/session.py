@@ -146,7 +146,9 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             replicas = (*profile.target.replicas, *(e.url for e in target.started[1:]))
             if profile.target.reset_cache:  # after the counting, which may have warmed it, and before the load
                 notes.append(await reset_all(http, replicas, api_key))
-        notes += _workload_written(plan.workload, run_dir / PLAIN_WORKLOAD_FILE)
+        # The engine's warm-ups are made before the file is written, which holds them: a reproducer sends them first
+        warming = engine_warmups(plan.workload, profile.load.warmup_requests, f"{run_dir.resolve()}:{time.time_ns()}")
+        notes += _workload_written(plan.workload, run_dir / PLAIN_WORKLOAD_FILE, warming)
         config = ClientConfig(
             base_url=target.url, api=profile.api, model=model, concurrency=request_slots(profile.load, plan.workload),
             request_timeout_s=profile.load.request_timeout_s, stall_timeout_s=profile.load.stall_timeout_s,
@@ -171,9 +173,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             # Before the load, in the start (a signal stops them as it stops the planning): the engine's warm-ups,
             # then a mid-trajectory start's, which find the engine warm.
             sent_first: tuple[tuple[WarmupKind, tuple[PlannedRequest, ...]], ...] = (
-                ("engine", engine_warmups(plan.workload, profile.load.warmup_requests,
-                                          f"{run_dir.resolve()}:{time.time_ns()}")),
-                ("trajectory", workload.warmups))
+                ("engine", warming), ("trajectory", workload.warmups))
             answered = 0
             for kind, warmups in sent_first:
                 if warmups:
@@ -253,11 +253,11 @@ def _no_checkpoint(_: RunResult) -> None:
     """What a run without checkpoints writes at one: nothing (its Checkpoints never call it)."""
 
 
-def _workload_written(workload: Workload, path: Path) -> list[str]:
-    """workload.jsonl, before the load (compressed once the reports are out: _compressed); a failure to write it is
-    a note, and the run goes on."""
+def _workload_written(workload: Workload, path: Path, engine_warmups: tuple[PlannedRequest, ...]) -> list[str]:
+    """workload.jsonl, before the load (compressed once the reports are out: _compressed), with the engine's warm-ups;
+    a failure to write it is a note, and the run goes on."""
     try:
-        write_workload(workload, path)
+        write_workload(workload, path, engine_warmups)
     except OSError as exc:
         return [f"{WORKLOAD_FILE}: not written ({exc}); a bundle of this run holds no request bodies"]
     return []

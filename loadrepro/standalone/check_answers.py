@@ -74,7 +74,8 @@ async def check_answers(args: argparse.Namespace, replay: Any) -> int:
             key = (turn["conversation"], turn["turn"])
             answer = new_answer() if key in references else None
             async with gate:
-                outcome, _ = await send(target, path, {**turn["body"], "model": model}, fatal, answer)
+                outcome, _ = await send(target, path, {**turn["body"], "model": model}, fatal, answer,
+                                        turn.get("headers"))
             if answer is not None and outcome == "ok":
                 kind, words = judge(answer, references[key], config["compare_tokens"], config["min_margin"])
                 verdicts.append((kind, f"conversation {key[0]} turn {key[1]} under load: {kind}: {words}"))

@@ -2,12 +2,16 @@
 """Replay a loadrepro bundle's exact requests against an OpenAI-compatible engine. Standard library only.
 
     python replay.py --base-url http://127.0.0.1:8000 [--model NAME] [--concurrency N] [--api-key-env VAR]
+                     [--no-warmups]
     python replay.py --base-url http://127.0.0.1:8000 --check-answers [--copies N]
 
 Reads workload.jsonl.gz and replay.json beside this file (and check_answers.py for --check-answers). Conversations
 run concurrently (at most --concurrency requests in flight), their turns in order; trace requests start at their
 recorded offsets; an agent's subagents start once the turn that spawned them answered, and a turn that joins them
-waits for them to end. /health is checked before and after. Prints each request's outcome, the first failure and the
+waits for them to end. Each request carries the headers the run sent with it (a session header). The warm-ups the
+run sent before its load (the engine's, [load] warmup_requests, then a mid-trajectory start's) are sent first, as the
+run did, and not judged; --no-warmups leaves them out (does the failure need a cold engine?). /health is checked
+before and after. Prints each request's outcome, the first failure and the
 post-run health; exits 1 when the engine failed (a 5xx, an error inside a stream, a cut or stalled stream, a fatal
 error text, or /health not 200 after the run), 0 otherwise; clean 4xx rejections are not failures. An API key is
 read from $OPENAI_API_KEY (or --api-key-env's).
@@ -47,14 +51,16 @@ class Target:
         self.stall_s, self.timeout_s = stall_s, timeout_s
         self.auth = [f"Authorization: Bearer {api_key}"] if api_key else []
 
-    async def open(self, method: str, path: str, body: bytes | None = None, wait_s: float | None = None) -> tuple[
+    async def open(self, method: str, path: str, body: bytes | None = None, wait_s: float | None = None,
+                   extra: list[list[str]] | None = None) -> tuple[
             int, dict[str, str], asyncio.StreamReader, asyncio.StreamWriter]:
-        """Send a request; (status, headers, reader, writer) once the response headers are in, each read waiting
-        at most `wait_s` (default stall_s)."""
+        """Send a request with the `extra` headers ([name, value] pairs); (status, headers, reader, writer) once the
+        response headers are in, each read waiting at most `wait_s` (default stall_s)."""
         wait_s = wait_s or self.stall_s
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 10)
         head = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Connection: close",
-                "Accept: text/event-stream, application/json", *self.auth]
+                "Accept: text/event-stream, application/json", *self.auth,
+                *(f"{name}: {value}" for name, value in extra or ())]
         if body is not None:
             head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
@@ -116,8 +122,9 @@ def classify_status(status: int, text: str, fatal: list[re.Pattern[str]]) -> str
 
 
 async def send(target: Target, path: str, body: dict[str, Any], fatal: list[re.Pattern[str]],
-               answer: dict[str, Any] | None = None) -> tuple[str, str]:
-    """One request: (outcome, detail); its text and logprobs go into `answer` when given."""
+               answer: dict[str, Any] | None = None, headers: list[list[str]] | None = None) -> tuple[str, str]:
+    """One request, with the headers the run sent it with: (outcome, detail); its text and logprobs go into `answer`
+    when given."""
     content = json.dumps(body).encode()
     deadline = asyncio.timeout(target.timeout_s)
     answered = False
@@ -125,20 +132,20 @@ async def send(target: Target, path: str, body: dict[str, Any], fatal: list[re.P
         async with deadline:
             # A whole answer (stream false) says nothing until it is made: only the request's timeout bounds it.
             wait_s = None if body.get("stream", False) else target.timeout_s
-            status, headers, reader, writer = await target.open("POST", path, content, wait_s)
+            status, got, reader, writer = await target.open("POST", path, content, wait_s, headers)
             answered = True
             try:
                 if status != 200:
-                    text = b"".join([p async for p in target.body(headers, reader)]).decode(errors="replace")
+                    text = b"".join([p async for p in target.body(got, reader)]).decode(errors="replace")
                     return classify_status(status, text, fatal), text[:2000]
-                if "text/event-stream" not in headers.get("content-type", ""):
-                    data = json.loads(b"".join([p async for p in target.body(headers, reader, wait_s)]))
+                if "text/event-stream" not in got.get("content-type", ""):
+                    data = json.loads(b"".join([p async for p in target.body(got, reader, wait_s)]))
                     error = error_of(data)
                     if error:
                         return "stream_error", error
                     whole = data.get("choices") or data.get("object") == "response" or data.get("type") == "message"
                     return ("ok", "") if whole else ("protocol_error", "no answer in the response")
-                return await read_stream(target, headers, reader, answer)
+                return await read_stream(target, got, reader, answer)
             finally:
                 writer.close()
     except TimeoutError:
@@ -256,19 +263,26 @@ def read_requests(kind: str = "request") -> list[dict[str, Any]]:
     return requests
 
 
+WARMUPS = (("engine_warmup", "the engine's warm-ups ([load] warmup_requests)"),
+           ("warmup", "a mid-trajectory start's warm-ups (each session's history, one token asked)"))
+
+
 async def warm_up(target: Target, path: str, model: str, fatal: list[re.Pattern[str]], concurrency: int) -> None:
-    """A mid-trajectory start's warm-ups, before the requests: each session's history, one token asked; their
-    outcomes are printed, not judged."""
+    """The warm-ups the run sent before its load, in its order (the engine's, then a mid-trajectory start's), before
+    the requests; their outcomes are printed, not judged."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(warmup: dict[str, Any]) -> str:
         async with gate:
-            return (await send(target, path, {**warmup["body"], "model": model}, fatal))[0]
+            return (await send(target, path, {**warmup["body"], "model": model}, fatal, None,
+                               warmup.get("headers")))[0]
 
-    warmups = read_requests("warmup")
-    if warmups:
-        outcomes = await asyncio.gather(*(one(w) for w in warmups))
-        print(f"warm-ups sent first (not judged): {', '.join(f'{o} {outcomes.count(o)}' for o in set(outcomes))}")
+    for kind, what in WARMUPS:
+        warmups = read_requests(kind)
+        if warmups:
+            outcomes = await asyncio.gather(*(one(w) for w in warmups))
+            print(f"{what}: {len(warmups)} sent first, not judged: "
+                  f"{', '.join(f'{o} {outcomes.count(o)}' for o in sorted(set(outcomes)))}", flush=True)
 
 
 async def replay(args: argparse.Namespace) -> int:
@@ -284,7 +298,10 @@ async def replay(args: argparse.Namespace) -> int:
         model = json.loads(data)["data"][0]["id"]
     before, _ = await target.get(config.get("health_path", "/health"))
     print(f"/health before: {before}; {len(requests)} requests, model {model}, concurrency {args.concurrency}")
-    await warm_up(target, path, model, fatal, args.concurrency)
+    if args.no_warmups:
+        print("warm-ups left out (--no-warmups): the requests meet the engine as it is")
+    else:
+        await warm_up(target, path, model, fatal, args.concurrency)
     conversations: dict[int, list[dict[str, Any]]] = {}
     for r in requests:
         conversations.setdefault(r["conversation"], []).append(r)
@@ -316,7 +333,8 @@ async def replay(args: argparse.Namespace) -> int:
                 if offset:
                     await asyncio.sleep(max(0.0, offset - (time.monotonic() - started)))
                 async with gate:
-                    outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal)
+                    outcome, detail = await send(target, path, {**turn["body"], "model": model}, fatal, None,
+                                                 turn.get("headers"))
                 results.append((time.monotonic() - started, turn, outcome, detail))
                 print(f"{time.monotonic() - started:7.2f}s conversation {turn['conversation']} turn {turn['turn']}: "
                       f"{outcome}" + (f": {' '.join(detail.split())[:160]}" if detail else ""), flush=True)
@@ -363,6 +381,7 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=config["concurrency"])
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the target's API key")
+    parser.add_argument("--no-warmups", action="store_true", help="leave out the warm-ups the run sent first")
     parser.add_argument("--check-answers", action="store_true", help="re-check the wrong answers in answers.json")
     parser.add_argument("--copies", type=int, default=1, help="--check-answers: copies of the traffic at once")
     args = parser.parse_args()

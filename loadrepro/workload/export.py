@@ -7,13 +7,13 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import orjson
 import zstandard
 
 from loadrepro.workload.apis import wire_body
-from loadrepro.workload.model import Deferred, Workload
+from loadrepro.workload.model import Deferred, PlannedRequest, Workload
 
 SCHEMA = "loadrepro.workload/1"
 WORKLOAD_FILE, PLAIN_WORKLOAD_FILE = "workload.jsonl.zst", "workload.jsonl"
@@ -45,14 +45,16 @@ def bodies_written(workload: Workload) -> int:
     return min(len(requests), DEFERRED_BODIES_WRITTEN)
 
 
-def write_workload(workload: Workload, path: Path) -> Path:
+def write_workload(workload: Workload, path: Path, engine_warmups: tuple[PlannedRequest, ...] = ()) -> Path:
     """One JSON line describing the workload, then one per request in conversation and turn order, with its body
-    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many), then one per warm-up, with its body.
+    (a trace's: the first DEFERRED_BODIES_WRITTEN; the header says how many) and the headers sent with it ([workload]
+    session_header), then one per warm-up sent before the load, with its body: the engine's ([load]
+    warmup_requests, `engine_warmup`), then a mid-trajectory start's (`warmup`), in the order the run sent them.
     Plain text (compress_workload packs it). Written beside `path` and renamed to it when whole: a process killed
     while writing leaves no half file."""
     partial = path.with_name(path.name + ".partial")
     with partial.open("wb", buffering=_BUFFER) as out:
-        _write(workload, out)
+        _write(workload, out, engine_warmups)
     partial.replace(path)
     return path
 
@@ -90,7 +92,12 @@ def open_workload(path: Path) -> IO[str]:
     return io.TextIOWrapper(open_workload_bytes(path), encoding="utf-8")
 
 
-def _write(workload: Workload, out: IO[bytes]) -> None:
+def _headed(line: dict[str, Any], request: PlannedRequest) -> dict[str, Any]:
+    """The line with the headers its request was sent with, when it had any ([name, value] pairs)."""
+    return {**line, "headers": [list(h) for h in request.headers]} if request.headers else line
+
+
+def _write(workload: Workload, out: IO[bytes], engine_warmups: tuple[PlannedRequest, ...]) -> None:
     requests, written = workload.requests, bodies_written(workload)
     header = {"type": "workload", "schema": SCHEMA, "kind": workload.kind, "api": workload.api,
               "seed": workload.seed, "faker_version": workload.faker_version,
@@ -108,7 +115,8 @@ def _write(workload: Workload, out: IO[bytes]) -> None:
             line["spawned_by"] = list(spawners[r.conversation])
         if i < written:
             line["body"] = wire_body(workload.api, r.payload(), None)
-        out.write(orjson.dumps(line) + b"\n")
-    for w in workload.warmups:  # trajectory_start: sent before the requests, not judged
-        out.write(orjson.dumps({"type": "warmup", "conversation": w.conversation,
-                                "body": wire_body(workload.api, w.payload(), None)}) + b"\n")
+        out.write(orjson.dumps(_headed(line, r)) + b"\n")
+    for kind, warmups in (("engine_warmup", engine_warmups), ("warmup", workload.warmups)):  # sent first, not judged
+        for w in warmups:
+            out.write(orjson.dumps(_headed({"type": kind, "conversation": w.conversation,
+                                            "body": wire_body(workload.api, w.payload(), None)}, w)) + b"\n")
