@@ -180,6 +180,10 @@ def test_the_readme_is_for_the_engines_maintainer(tmp_path):
     assert title == '# llama.cpp: 4 of 12 requests failed (server_error), HTTP 500 "Context size has been exceeded."'
     assert "Simulated healthy engine" not in title
     assert "--host 127.0.0.1 \\" in readme and "--pool 2200 \\" in readme  # flags as given, one a line
+    # the command as given, which starts the engine again; the run's own port said beside it
+    port = json.loads(files["report.json"])["target"]["base_url"].rsplit(":", 1)[1]
+    assert "--port {port} \\" in readme and f"--port {port} " not in readme.split("This run's engine")[0]
+    assert f"This run's engine had port {port}: `" in readme
     assert "served from `/models/tiny.gguf`" in readme and "counted by POST /tokenize" in readme
     assert "| 12 | `decode: failed to find a memory slot for batch of size N` |" in readme
     tail = files["engine-log-tail.txt"].decode().splitlines()

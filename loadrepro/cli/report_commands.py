@@ -101,8 +101,9 @@ def bundle(
 ) -> None:
     """Pack a run into one zip a maintainer can replay without loadrepro (python3 replay.py --base-url URL)."""
     from loadrepro.report.bundle import make_bundle
+    from loadrepro.runs.run_facts import engine_template
 
-    path = make_bundle(run_dir, output, redact_host, title)
+    path = make_bundle(run_dir, output, redact_host, title, engine_template(run_dir))
     echo(f"bundle: {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
 

@@ -108,8 +108,11 @@ def _workload_rows(run_dir: Path) -> list[dict[str, Any]]:
         return [row for row in map(json.loads, lines) if row.get("type") == "request"]
 
 
-def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False, title: str | None = None) -> Path:
-    """The run's zip; `title` heads its README (default: the engine and what failed, from the run)."""
+def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = False, title: str | None = None,
+                engine_template: str | None = None) -> Path:
+    """The run's zip; `title` heads its README (default: the engine and what failed, from the run), which shows
+    `engine_template` (the engine command as the user gave it, {port} unfilled: run.json's, which the caller reads)
+    rather than the command filled in with the run's own port, when given."""
     if not (run_dir / "report.json").exists():
         raise UsageError(f"{run_dir} is not a run directory (no report.json)")
     report = read_report(run_dir)
@@ -117,7 +120,7 @@ def make_bundle(run_dir: Path, out: Path | None = None, redact_host: bool = Fals
     out = out or run_dir.resolve().parent / f"{name}.zip"
     log = run_dir / "engine.log"
     digest = log_digest(log, ENGINE_LOG_TAIL) if log.exists() else None
-    readme_text = readme(report, title or default_title(report), digest)
+    readme_text = readme(report, title or default_title(report), digest, engine_template)
     texts = {"README.md": readme_text, "replay.json": json.dumps(_replay_settings(report), indent=2)}
     if wrong := wrong_answers(run_dir, report):
         texts["answers.json"] = json.dumps(wrong, indent=1, ensure_ascii=False)

@@ -9,6 +9,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from loadrepro.judge.diagnose import LogDigest
 from loadrepro.schema.run_report import RunReport
@@ -102,10 +103,16 @@ def model_of(report: RunReport) -> Model | None:
     return Model(given, how)
 
 
-def _engine_section(report: RunReport) -> list[str]:
+def _engine_section(report: RunReport, template: str | None) -> list[str]:
     lines = ["## The engine", ""]
     engine = engine_of(report)
-    if report.target.engine_cmd:
+    if report.target.engine_cmd and template:
+        port = urlsplit(report.target.base_url).port
+        lines += [f"{engine or 'The engine'}, started by loadrepro with this command, its flags as given (put the port "
+                  "to serve on where `{port}` is, and the address where `{host}` is, if there):", "",
+                  "```bash", _one_flag_a_line(template), "```", "",
+                  f"This run's engine had port {port}: `{report.target.engine_cmd}`.", ""]
+    elif report.target.engine_cmd:
         lines += [f"{engine or 'The engine'}, started by loadrepro with this command (its flags as given):", "",
                   "```bash", _one_flag_a_line(report.target.engine_cmd), "```", ""]
     else:
@@ -140,7 +147,9 @@ def _log_section(digest: LogDigest | None) -> list[str]:
     return lines + [f"Its last {len(shown)} lines:", "", "```text", *shown, "```", ""]
 
 
-def readme(report: RunReport, title: str, digest: LogDigest | None) -> str:
+def readme(report: RunReport, title: str, digest: LogDigest | None, engine_template: str | None = None) -> str:
+    """The README; `engine_template`: the engine command as the user gave it ({port} unfilled), shown rather than
+    the command the run filled in, when known."""
     profile = report.profile
     lines = [f"# {title}", "", f"Verdict: **{report.verdict.upper()}** ({report.label}, {report.requests.total:,} "
              "requests: " + ", ".join(f"{k} {v:,}" for k, v in report.requests.by_outcome.items()) + ")", "",
@@ -154,7 +163,7 @@ def readme(report: RunReport, title: str, digest: LogDigest | None) -> str:
         lines += ["", "| error text | class | requests (failed) | log lines |", "|---|---|---:|---:|"]
         lines += [f"| {s.name} | {s.class_} | {s.requests} ({s.failed_requests}) | {s.log_lines} |"
                   for s in report.signatures]
-    lines += ["", *_engine_section(report), *_log_section(digest),
+    lines += ["", *_engine_section(report, engine_template), *_log_section(digest),
               "## What was run", "", f"- command: `{report.command}`",
               f"- target: {report.target.base_url} (model `{report.target.model}`)",
               f"- workload: loadrepro's profile `{profile['name']}`"

@@ -54,6 +54,13 @@ def read_facts(run_dir: Path) -> RunFacts | None:
     return RunFacts.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
+def engine_template(run_dir: Path) -> str | None:
+    """The engine command of a run that started one, as its user gave it ({port} unfilled); None when the run
+    started none, or was written before templates were kept."""
+    facts = read_facts(run_dir)
+    return facts.engine_cmd_template if facts is not None else None
+
+
 def summary_json(summary: WorkloadSummary) -> dict[str, object]:
     loaded: dict[str, object] = orjson.loads(orjson.dumps(dataclasses.asdict(summary)))
     return loaded

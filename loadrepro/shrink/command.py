@@ -18,6 +18,7 @@ from loadrepro.report.bundle import make_bundle
 from loadrepro.report.json import read_report
 from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
+from loadrepro.runs.run_facts import engine_template
 from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
 from loadrepro.shrink.output import render_first_interrupted, render_shrink, render_unshrunk
 from loadrepro.shrink.search import Shrinker, Shrunk, knobs_for
@@ -136,7 +137,7 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     report = read_report(run)
     write_reports(report, run, timeline_from_run_dir(run, report))  # the trials drew no pictures
     profile = write_profile(shrunk.profile, out / "profile.toml")
-    bundle = make_bundle(run, out / "bundle.zip")
+    bundle = make_bundle(run, out / "bundle.zip", engine_template=engine_template(run))
     markdown = out / "shrink.md"
     markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,
                                       report, knobs_for(options.profile), options.confirm_each), encoding="utf-8")
