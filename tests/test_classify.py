@@ -56,10 +56,28 @@ def test_engine_death_from_a_process_exit_and_not_from_a_health_endpoint_that_ne
 
 def test_failures_while_healthy_need_health_to_stay_200_around_them():
     hidden = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, detail="boom", status=500)])
-    assert failures_while_healthy(hidden, SPEC).facts == {"requests": 1, "first_request": 1,
+    assert failures_while_healthy(hidden, SPEC).facts == {"requests": 1, "failed": 1, "first_request": 1,
                                                           "first_outcome": "server_error"}
     at_death = result([record(1, Outcome.SERVER_ERROR, end_s=1.5, status=500)], health(200, 200, 503, 503, 503))
     assert failures_while_healthy(at_death, SPEC) is None
+
+
+def test_failures_the_load_ended_soon_after_count_by_the_last_word_of_health():
+    """Polls at 0..4 s: failures at 3.5 and 4.5 s have fewer than HEALTHY_MARGIN_POLLS polls after them before the
+    load ended; /health's 200 after the run stands for the rest, so all 3 count; a 503 after the run counts none of
+    those two, and the words say how many of the failed requests were counted and why not the others."""
+    failed = [record(i, Outcome.STREAM_ERROR, end_s=end, detail="Context size has been exceeded.")
+              for i, end in ((1, 1.5), (2, 3.5), (3, 4.5))]
+    finding = failures_while_healthy(result(failed, health(200, 200, 200, 200, 200)), SPEC)
+    assert finding.facts["requests"] == 3 and finding.facts["failed"] == 3
+    assert finding.summary.startswith("3 requests failed while /health answered 200 (first: request 1,")
+    dying = failures_while_healthy(result(failed, health(200, 200, 200, 200, 200), post=503), SPEC)
+    assert dying.facts["requests"] == 1 and dying.facts["failed"] == 3
+    assert dying.summary.startswith("1 of the 3 failed requests ended while /health answered 200")
+    assert dying.summary.endswith("; of the others, 2 met a /health other than 200")
+    unasked = failures_while_healthy(result(failed, health(200, 200, 200, 200, 200), post=None), SPEC)
+    assert unasked.facts["requests"] == 1 and unasked.summary.endswith("; of the others, 2 were not polled before "
+                                                                       "and after")
 
 
 def test_fatal_signature_names_the_log_line_and_strips_the_timestamp():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 from loadrepro.config.profile import VerdictSpec
 from loadrepro.judge.admission import (
@@ -38,6 +39,7 @@ from loadrepro.judge.waits import behind, queue_work
 from loadrepro.records import (
     KV_USAGE,
     RUNNING,
+    HealthSample,
     Outcome,
     RequestRecord,
     RunResult,
@@ -127,26 +129,48 @@ def engine_death(result: RunResult, spec: VerdictSpec) -> Finding | None:
 
 def failures_while_healthy(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Requests failed while /health kept answering 200 (before, at and HEALTHY_MARGIN_POLLS polls after the
-    failure): the engine fails work but tells its orchestrator all is well. With replicas, each request against
-    the /health of the replica it went to.
+    failure, or, for a failure the load's end came too soon after for that many, every poll after it and /health's
+    last word after the run): the engine fails work but tells its orchestrator all is well. With replicas, each
+    request against the /health of the replica it went to (a replica has no last word: its polls only). A failure
+    not polled around so is not counted, and the words say how many of the failed requests were.
 
-    Facts: `requests` (how many), `first_request` (its id) and `first_outcome`."""
+    Facts: `requests` (how many), `failed` (all the failed requests), `first_request` (its id) and
+    `first_outcome`."""
     healths = [usable_health(result), *(replica_health(w) for w in result.replicas)]
-    hidden = []
-    for record in _failed(result):
-        health = healths[record.replica] if record.replica < len(healths) else []
-        before = [h for h in health if h.t_ns <= record.end_ns][-1:]
-        after = [h for h in health if h.t_ns > record.end_ns][:HEALTHY_MARGIN_POLLS]
-        if before and len(after) == HEALTHY_MARGIN_POLLS and all(h.healthy for h in before + after):
-            hidden.append(record)
+    last_word = result.post_health if healths[0] else None  # the target's, which says nothing if it never said 200
+    failed = _failed(result)
+    around = [_health_around(r, healths[r.replica] if r.replica < len(healths) else [],
+                             last_word if r.replica == 0 else None) for r in failed]
+    hidden = [r for r, health in zip(failed, around, strict=True) if health == "200"]
     if not hidden:
         return None
     first = hidden[0]
-    return Finding("failures_while_healthy", Severity.FAIL,
-                   f"{len(hidden)} request{'' if len(hidden) == 1 else 's'} failed while /health answered 200 "
-                   f"(first: request {first.id}, "
-                   f"{first.outcome}, {quote(first.detail)})",
-                   {"requests": len(hidden), "first_request": first.id, "first_outcome": str(first.outcome)})
+    counted = (f"{len(hidden)} request{'' if len(hidden) == 1 else 's'} failed" if len(hidden) == len(failed) else
+               f"{len(hidden)} of the {len(failed)} failed requests ended")
+    words = f"{counted} while /health answered 200 (first: request {first.id}, {first.outcome}, {quote(first.detail)})"
+    others = [f"{n} met a /health other than 200" if health == "not 200" else f"{n} were not polled before and after"
+              for health in ("not 200", "unpolled") if (n := around.count(health))]
+    if others:
+        words += f"; of the others, {' and '.join(others)}"
+    return Finding("failures_while_healthy", Severity.FAIL, words,
+                   {"requests": len(hidden), "failed": len(failed), "first_request": first.id,
+                    "first_outcome": str(first.outcome)})
+
+
+def _health_around(record: RequestRecord, health: list[HealthSample],
+                   last_word: HealthSample | None) -> Literal["200", "not 200", "unpolled"]:
+    """What /health said around the record's end: at the poll before it and the HEALTHY_MARGIN_POLLS after it, or,
+    when the load ended before that many came, at every one that did and at its last word after the run
+    (`last_word`). "unpolled" when those polls were not all there to ask."""
+    before = [h for h in health if h.t_ns <= record.end_ns][-1:]
+    after = [h for h in health if h.t_ns > record.end_ns][:HEALTHY_MARGIN_POLLS]
+    ended_first = len(after) < HEALTHY_MARGIN_POLLS and last_word is not None
+    if ended_first and last_word is not None and all(h.t_ns != last_word.t_ns for h in after):
+        after.append(last_word)  # (the recorder keeps it among the polls too: not asked twice)
+    polls = before + after
+    if not all(h.healthy for h in polls):
+        return "not 200"
+    return "200" if before and (len(after) == HEALTHY_MARGIN_POLLS or ended_first) else "unpolled"
 
 
 def fatal_signature(result: RunResult, spec: VerdictSpec) -> Finding | None:
