@@ -35,6 +35,8 @@ def test_a_run_where_no_request_fits_the_published_context_exits_2_having_said_s
     assert "--fit" in said_before and "load" not in said_before.partition("\n")[0][:0], done.stderr
     assert "verdict: FAIL" in done.stdout and "rerun with --fit" in done.stdout, done.stdout
     assert any(n.startswith("fit: none of the 6 planned requests") for n in found["notes"]), found["notes"]
+    rebuilt = cli("report", str(tmp_path / "run"))  # one exit for the run and its rebuilt report
+    assert rebuilt.returncode == 2 and report(tmp_path / "run")["verdict"] == "fail", rebuilt.stdout + rebuilt.stderr
 
 
 def test_a_run_where_some_requests_fit_and_the_others_are_refused_is_judged_as_before(tmp_path):

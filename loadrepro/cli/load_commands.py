@@ -100,7 +100,7 @@ def run(
         echo(f"report: {path}")
     if done.interrupted or signalled():
         raise typer.Exit(130)
-    raise typer.Exit(0 if done.report.passed else 2 if done.report.tested_nothing else 1)
+    raise typer.Exit(done.report.exit_code)
 
 
 def say_verdict(report: RunReport) -> None:

@@ -289,7 +289,8 @@ def report(
     png: Annotated[bool, typer.Option("--png", help="Draw the pictures as PNG files too (timeline, latency).")] = False,
 ) -> None:
     """Rebuild a run's reports from its directory: a run killed before its report (SIGKILL) gets one, marked
-    incomplete, with every record that reached the disk."""
+    incomplete, with every record that reached the disk. Exits as `run` does: 0 pass, 1 fail, 2 when not one
+    request fit the target."""
     from loadrepro.runs.rebuild import rebuild
 
     rebuilt, written = rebuild(run_dir, png)
@@ -297,4 +298,4 @@ def report(
          f"{rebuilt.stop_reason})")
     for path in written:
         echo(f"report: {path}")
-    raise typer.Exit(0 if rebuilt.verdict == "pass" else 1)
+    raise typer.Exit(rebuilt.exit_code)

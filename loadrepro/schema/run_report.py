@@ -141,6 +141,12 @@ class RunReport(Model):
         return {r.name for r in self.rules if r.fired and r.severity is Severity.FAIL} == {NOTHING_FIT}
 
     @property
+    def exit_code(self) -> int:
+        """What a command that made or rebuilt this report exits with (`run`, `report`): 0 when it passed, 2 when it
+        tested nothing, 1 when it failed."""
+        return 0 if self.passed else 2 if self.tested_nothing else 1
+
+    @property
     def findings(self) -> list[RuleResult]:
         """The rules that fired, failures and notes alike, in the order the rules run."""
         return [r for r in self.rules if r.fired]
