@@ -6,6 +6,7 @@ on purpose (oversize); the same workload with --fit."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -14,6 +15,7 @@ from loadrepro.config.capacity import EngineLimits
 from loadrepro.config.profile_files import load_profile
 from loadrepro.errors import UsageError
 from loadrepro.runs.sizing import FIT_SHARE, fitted, longest_request
+from loadrepro.workload.export import WORKLOAD_FILE, open_workload
 from tests.context_server import ContextServer
 from tests.helpers import cli, facts, fired, report, small
 from tests.vllm_limits_server import VllmLimitsServer
@@ -104,3 +106,23 @@ def test_an_output_cap_beyond_vllms_longest_sequence_refused_every_time_tested_n
     found = report(tmp_path / "run")
     assert done.returncode == 2 and server.refused == 3 and "nothing_fit" in fired(found), fired(found)
     assert "capacity_mismatch" not in fired(found), fired(found)  # refused as the KV arithmetic says
+
+
+def test_a_dry_run_says_before_the_load_what_the_run_would_and_fits_with_fit(tmp_path):
+    """run --dry-run shows what the run would do: the warning that none of the planned requests fit the target,
+    and with --fit the workload scaled to it (its prompts within the context) and no warning; nothing is sent."""
+    server = ContextServer(N_CTX, refuses=True)
+    with server.running():
+        plain = cli("run", "--base-url", server.url, "--dry-run", *small())
+        fit = cli("run", "--base-url", server.url, "--dry-run", "--fit", "--out", str(tmp_path / "dry"), *small())
+    assert plain.returncode == 0 and "fit: none of the 6 planned requests fit the target" in plain.stderr, plain.stderr
+    assert fit.returncode == 0 and "fit: scaled to" in fit.stderr and "fit: none" not in fit.stderr, fit.stderr
+    with open_workload(tmp_path / "dry" / WORKLOAD_FILE) as lines:
+        rows = [json.loads(line) for line in lines if json.loads(line)["type"] == "request"]
+    assert rows and all(r["expected_prompt_tokens"] + r["max_tokens"] <= N_CTX for r in rows), rows
+
+
+def test_a_dry_run_that_starts_no_engine_says_it_could_not_check_the_fit():
+    done = cli("run", "--dry-run", "--fit", *small())
+    assert done.returncode == 0 and "fit: not checked" in done.stderr and "--fit and --size-to-overrun not applied" \
+        in done.stderr, done.stderr

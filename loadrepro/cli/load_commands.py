@@ -88,8 +88,7 @@ def run(
         from loadrepro.cli.dry_run import dry_run
         from loadrepro.workload.summary import format_summary
 
-        result = asyncio.run(dry_run(options.profile, options.base_url, args.model, args.out, options.tokenizer,
-                                     options.api_key, say))
+        result = asyncio.run(dry_run(options, args.model, args.out, say))
         echo(f"profile    {options.profile.name}: {options.profile.description}")
         echo(format_summary(result.summary))
         if result.written:
