@@ -98,3 +98,15 @@ def test_a_reader_that_went_away_does_not_change_the_exit_code(args, code):
     _, err = process.communicate(timeout=60)
     assert process.returncode == code, err.decode()
     assert b"Traceback" not in err and b"internal error" not in err
+
+
+@pytest.mark.parametrize(("profile", "code"), [("healthy", 0), ("quickstart", 1)])
+def test_a_run_whose_readers_went_away_writes_its_files_and_exits_with_its_verdict(tmp_path, profile, code):
+    """`loadrepro run ... 2>&1 | head`: stdout and stderr are closed before the run writes its first line; the run
+    goes on, writes its reports and exits with its verdict's code, not an internal error's."""
+    process = subprocess.Popen([sys.executable, "-m", "loadrepro", "run", "--profile", profile, "--out",
+                                str(tmp_path / "run")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    process.stderr.close()
+    assert process.wait(timeout=120) == code
+    assert (tmp_path / "run" / "report.json").exists() and not (tmp_path / "run" / "traceback.txt").exists()

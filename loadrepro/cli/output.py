@@ -12,19 +12,18 @@ import typer
 def echo(text: str) -> None:
     """Output on stdout. A reader that went away (`loadrepro ... | head`) ends the output, not the command: its exit
     code must still say what happened (typer would turn the broken pipe into exit 1, "the target failed")."""
-    import os
+    from loadrepro.runs.streams import written
 
-    try:
-        typer.echo(text)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # later writes and the final flush go nowhere
+    written(lambda: typer.echo(text), sys.stdout)
 
 
 def say(text: str) -> None:
-    """Progress and errors on stderr, without the secrets an engine command or a URL may carry."""
+    """Progress and errors on stderr, without the secrets an engine command or a URL may carry; a reader of stderr
+    that went away ends them, not the command (echo)."""
     from loadrepro.records.redact import scrub
+    from loadrepro.runs.streams import written
 
-    typer.echo(scrub(text), err=True)
+    written(lambda: typer.echo(scrub(text), err=True), sys.stderr)
 
 
 def internal_error(exc: Exception) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from loadrepro.load.live import LiveState
+from loadrepro.runs.streams import written
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -68,4 +69,5 @@ class Progress:
         now = time.monotonic()
         if now - self._last_plain >= _PLAIN_EVERY_S or state.stopping != self._last_stopping or state.finished:
             self._last_plain, self._last_stopping = now, state.stopping
-            print(_line(state), file=sys.stderr, flush=True)
+            line = _line(state)
+            written(lambda: print(line, file=sys.stderr, flush=True), sys.stderr)
