@@ -136,3 +136,18 @@ def test_counts_agree_with_their_nouns_in_the_report_and_on_the_terminal():
     assert rows["queued in loadrepro ([load] concurrency)"] == "1 request sent", rows
     assert rows["time to first token"].endswith("requests with a token"), rows  # the fixed run's 4, plural
     assert "(1 request in " in describe_verdict(one)[0]
+
+
+def test_report_md_lists_the_rules_that_fired_then_names_the_others_as_report_html_does():
+    """report.md's rules: a row for each rule that fired, then one line naming the others (no row of dashes); a run
+    in which none fired names them all."""
+    report = fixed_report()
+    rules = render_markdown(report).split("## Rules\n")[1]
+    fired = [x.name for x in report.rules if x.fired]
+    quiet = [x.name for x in report.rules if not x.fired]
+    rows = [line for line in rules.splitlines() if line.startswith("| ") and not line.startswith("| rule |")]
+    assert [row.split(" | ")[0][2:] for row in rows] == fired and "| - |" not in rules
+    assert f"\n{len(quiet)} more rules checked, none of them fired: {', '.join(quiet)}.\n" in rules
+    calm = report.model_copy(update={"rules": [x.model_copy(update={"fired": False}) for x in report.rules]})
+    calm_rules = render_markdown(calm).split("## Rules\n")[1]
+    assert "| rule |" not in calm_rules and f"All {len(report.rules)} rules checked, none of them fired: " in calm_rules

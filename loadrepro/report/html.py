@@ -21,6 +21,7 @@ from loadrepro.report.markdown import (
     health_lines,
     latency_rows,
     prefix_reuse_line,
+    rules_checked,
 )
 from loadrepro.schema.report_sections import Percentiles
 from loadrepro.schema.run_report import RunReport
@@ -135,8 +136,7 @@ def _rules(r: RunReport) -> str:
     fired = [x for x in r.rules if x.fired]
     quiet = [x.name for x in r.rules if not x.fired]
     table = html_table(["rule", "result", "detail"], [[x.name, x.severity or "", x.detail] for x in fired])
-    checked = (f"{len(quiet)} more rules checked, none of them fired" if fired
-               else f"All {len(quiet)} rules checked, none of them fired")
+    checked = rules_checked(len(fired), len(quiet))
     looks = rule_checks()
     folded = (f"<details><summary>{checked}: what each looks for</summary>"
               + html_table(["rule", "looks for"], [[name, looks.get(name, "")] for name in quiet]) + "</details>")

@@ -348,13 +348,24 @@ def _diagnosis(r: RunReport) -> list[str]:
     return lines
 
 
+def rules_checked(fired: int, quiet: int) -> str:
+    """The rules that did not fire, counted in words (report.md names them, report.html folds what each looks for)."""
+    return (f"{quiet} more rules checked, none of them fired" if fired
+            else f"All {quiet} rules checked, none of them fired")
+
+
 def _rules(r: RunReport) -> list[str]:
-    lines = ["## Rules", "", "| rule | result | detail |", "|---|---|---|"]
-    for rule in r.rules:
-        result = rule.severity if rule.fired else "-"
-        lines.append(f"| {rule.name} | {result} | {cell(rule.detail)} |")
-    lines += [""] + [f"Note: {cell(n)}" for n in r.notes]
-    return lines
+    """The rules that fired, with what each found; then one line naming every other rule the run was judged by (a
+    row of dashes each said little of what the run was checked for)."""
+    fired = [x for x in r.rules if x.fired]
+    quiet = [x.name for x in r.rules if not x.fired]
+    lines = ["## Rules", ""]
+    if fired:
+        lines += ["| rule | result | detail |", "|---|---|---|",
+                  *(f"| {x.name} | {x.severity} | {cell(x.detail)} |" for x in fired), ""]
+    if quiet:
+        lines += [f"{rules_checked(len(fired), len(quiet))}: {', '.join(quiet)}.", ""]
+    return lines + [f"Note: {cell(n)}" for n in r.notes]
 
 
 def _pictures(r: RunReport) -> list[str]:
