@@ -108,6 +108,21 @@ def test_an_output_cap_beyond_vllms_longest_sequence_refused_every_time_tested_n
     assert "capacity_mismatch" not in fired(found), fired(found)  # refused as the KV arithmetic says
 
 
+@pytest.mark.parametrize("beyond,mismatch", [("clamp", False), ("serve", True)])
+def test_an_answer_cut_at_the_context_is_no_capacity_mismatch_and_one_served_past_it_is(tmp_path, beyond, mismatch):
+    """Prompts that fit max_model_len with answers that do not: an engine that cuts the answer where its context
+    ends admitted only what it holds (no finding, the run passes); one that serves the whole answer past its own
+    longest sequence disagrees with its published limits (capacity_mismatch)."""
+    server = VllmLimitsServer(1024, beyond=beyond)
+    with server.running():
+        done = cli("run", "--base-url", server.url, "--out", str(tmp_path / "run"), "--quiet",
+                   *small("workload.max_tokens=2000", "workload.warm_max_tokens=2000"))
+    found = report(tmp_path / "run")
+    assert server.refused == 0 and set(found["requests"]["by_outcome"]) == {"ok"}, found["requests"]
+    assert ("capacity_mismatch" in fired(found)) is mismatch and "nothing_fit" not in fired(found), fired(found)
+    assert done.returncode == (1 if mismatch else 0), (done.returncode, fired(found))
+
+
 def test_a_dry_run_says_before_the_load_what_the_run_would_and_fits_with_fit(tmp_path):
     """run --dry-run shows what the run would do: the warning that none of the planned requests fit the target,
     and with --fit the workload scaled to it (its prompts within the context) and no warning; nothing is sent."""

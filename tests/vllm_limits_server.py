@@ -1,7 +1,9 @@
 """An engine shaped as vLLM publishes its limits: `max_model_len` and `owned_by: vllm` in /v1/models, a KV pool in
 /metrics' `vllm:cache_config_info` (block_size, num_gpu_blocks), a vLLM-style /tokenize. A request whose prompt and
 max_tokens together exceed max_model_len is refused with vLLM's 400, before anything is generated; the others are
-answered. Counts in the simulated engine's tokenizer, so planned lengths are exact."""
+answered. `beyond`: what it does with such a request instead: "clamp" (the answer cut where the context ends,
+finish_reason length, as llama.cpp and vLLM releases that clamp max_tokens do) or "serve" (the whole answer asked,
+past its own longest sequence: a defect). Counts in the simulated engine's tokenizer, so planned lengths are exact."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class VllmLimitsServer:
     max_model_len: int
     block_size: int = 16
     num_gpu_blocks: int = 256
+    beyond: str = "refuse"
     refused: int = 0
     url: str = ""
 
@@ -42,7 +45,9 @@ class VllmLimitsServer:
         body = await request.json()
         prompt = len(tokenize(render_chat(body["messages"])))
         asked = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-        if prompt + asked > self.max_model_len:
+        if prompt + asked > self.max_model_len and self.beyond == "clamp":
+            asked = max(1, self.max_model_len - prompt)
+        elif prompt + asked > self.max_model_len and self.beyond == "refuse":
             self.refused += 1
             return web.json_response({"object": "error", "type": "BadRequestError", "code": 400, "message": (
                 f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "

@@ -116,6 +116,9 @@ def capacity(kv: KvConfig) -> Capacity:
                     verdict, why)
 
 
+MAX_LENGTH = "max length"  # the limit of a request longer than the longest sequence the target takes
+
+
 class Fit(StrEnum):
     """Whether something fits the KV pools: a request (predict), or an engine's whole configuration (capacity)."""
 
@@ -158,7 +161,7 @@ def predict(tokens: int, concurrency: int, limits: EngineLimits) -> tuple[Fit, s
     """Whether a request of `tokens` (prompt + output cap) fits alone, and alongside `concurrency` like it."""
     blocks = math.ceil(tokens / limits.tokens_per_block)
     if tokens > limits.max_seq_len:
-        return Fit.NEVER_FITS, "max length"
+        return Fit.NEVER_FITS, MAX_LENGTH
     if blocks * limits.beam_width > limits.pool_blocks:
         return Fit.NEVER_FITS, "pool"
     if limits.draft_pool_tokens is not None and blocks * limits.tokens_per_block > limits.draft_pool_tokens:
@@ -173,11 +176,14 @@ def predict(tokens: int, concurrency: int, limits: EngineLimits) -> tuple[Fit, s
     return Fit.FITS, ""
 
 
-def never_whole(tokens: int, context: int | None, fit: Fit | None) -> bool:
-    """Whether a request of `tokens` (prompt + output cap) can never be served whole by the target, as its published
-    limits say: longer than the longest sequence it takes (`context`: max_model_len, a llama.cpp slot's n_ctx), or
-    predicted never to fit its KV pools. Neither known: False (nothing says so)."""
-    return (context is not None and tokens > context) or fit is Fit.NEVER_FITS
+def never_whole(tokens: int, context: int | None, prediction: Prediction | None) -> bool:
+    """Whether a request of `tokens` (prompt + output cap) is longer than the longest sequence the target takes, as
+    its published limits say (`context`: max_model_len, a llama.cpp slot's n_ctx; or the KV arithmetic's max
+    length). Such a request is refused by a length check before admission, or its answer cut at the context: it
+    tests nothing of the KV pools. One that fits the context but never the pools is not counted: refusing it is the
+    admission a run tests. Neither known: False (nothing says so)."""
+    return (context is not None and tokens > context) or \
+        (prediction is not None and prediction.fit is Fit.NEVER_FITS and prediction.limit == MAX_LENGTH)
 
 
 def smallest_pool_tokens(limits: EngineLimits) -> int:

@@ -26,8 +26,10 @@ _REFUSED = (Outcome.REJECTED.value, Outcome.CANCELLED.value)  # a run's end canc
 
 def nothing_fit(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Every request refused at admission, and not one of them one the target's published limits say could be
-    served whole (prompt + max_tokens beyond its longest sequence, or predicted never to fit its KV pools). The
-    engine did its job, and the run tested nothing but its refusals: it must not pass. Not the engine's failure
+    served whole (prompt + max_tokens beyond its longest sequence: max_model_len, a llama.cpp slot's n_ctx). The
+    engine did its job, and the run tested nothing but its refusals: it must not pass. A run whose requests fit
+    the longest sequence but never the KV pools is not one: refusing them cleanly is the admission it tests (a
+    shrunk reproducer of a crash on such a request, sent to the fixed engine). Not the engine's failure
     either: `loadrepro run` exits 2 (the profile does not fit this target), and `--fit` scales the workload to it.
     Needs a published limit (a run without one is judged by `rejections`); judged on the records kept.
 
@@ -38,7 +40,7 @@ def nothing_fit(result: RunResult, spec: VerdictSpec) -> Finding | None:
     refused = counts.get(Outcome.REJECTED.value, 0)
     if not refused or sum(counts.get(o, 0) for o in _REFUSED) < requests:
         return None
-    predicted = {(p.conversation, p.turn): p.fit for p in result.predictions}
+    predicted = {(p.conversation, p.turn): p for p in result.predictions}
     context = result.context[0] if result.context is not None else None
     sized = [(r.expected_prompt_tokens + r.max_tokens, predicted.get((r.conversation, r.turn)))
              for r in result.records]
@@ -92,8 +94,9 @@ def prefix_reuse_missing(result: RunResult, spec: VerdictSpec) -> Finding | None
 def capacity_mismatch(result: RunResult, spec: VerdictSpec) -> Finding | None:
     """Admission that disagrees with the KV arithmetic: a request predicted `never_fits` that was not cleanly
     rejected (the engine crashed, stalled or retried instead: the seed-001 defect), or one predicted `fits` that
-    was rejected. Threshold: one request either way; needs the target's limits. Counted over every request, kept in
-    memory or not."""
+    was rejected. A request longer than the longest sequence the target takes, served with its answer cut where
+    that ends (finish_reason length), is no disagreement: the engine admitted only what it holds. Threshold: one
+    request either way; needs the target's limits. Counted over every request, kept in memory or not."""
     counts = result.totals(spec.window_s).capacity
     if counts is None:
         return None

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadrepro.config.capacity import Fit, Prediction
+from loadrepro.config.capacity import MAX_LENGTH, Fit, Prediction
 from loadrepro.records.vocabulary import Outcome, RequestRecord
 
 
@@ -49,7 +49,7 @@ class CapacityCounts:
         row[r.outcome.value] = row.get(r.outcome.value, 0) + 1
         if r.outcome is Outcome.CANCELLED:
             return
-        if p.fit is Fit.NEVER_FITS and r.outcome is not Outcome.REJECTED:
+        if p.fit is Fit.NEVER_FITS and r.outcome is not Outcome.REJECTED and not clamped(r, p):
             self.unrejected.add(r)
         elif p.fit is Fit.FITS and r.outcome is Outcome.REJECTED and r.structured is None:
             # a structured request refused is refused for what it asked (an engine started without a tool parser,
@@ -58,6 +58,15 @@ class CapacityCounts:
 
     def prediction(self, r: RequestRecord) -> Prediction:
         return self.predicted.by_turn[(r.conversation, r.turn)]
+
+
+def clamped(r: RequestRecord, p: Prediction) -> bool:
+    """A request longer than the longest sequence the target takes, served with its answer cut short at that
+    length (llama.cpp, and vLLM releases that clamp max_tokens to what the context leaves): the engine admitted only
+    what it holds, which is no disagreement with the arithmetic. A pool that can never hold a request has no such
+    way out: serving it is the defect."""
+    return (p.limit == MAX_LENGTH and r.outcome is Outcome.OK and r.finish_reason == "length"
+            and r.completion_tokens is not None and r.completion_tokens < r.max_tokens)
 
 
 def capacity_counts(predictions: Iterable[Prediction]) -> CapacityCounts | None:

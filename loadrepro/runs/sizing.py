@@ -83,6 +83,7 @@ def overrun(profile: Profile, limits: EngineLimits | None, factor: float, say: S
 FIT_SHARE = 0.9  # of what one request may hold, for --fit's longest request: a chat template and a count's error
 FIT_MIN_TOKENS = 16  # --fit keeps every later turn's tokens and every answer at least this long
 FIT_MIN_PREFIX = 128  # the least prefix a prompt holds: system prompt, question, template (about 80) and records
+_OTHERS = "the others will be refused, or have their answers cut at its context"  # as engines differ
 FEW_FIT = 0.5  # fewer than this share of the planned requests fitting the target is said before the load
 
 
@@ -92,7 +93,7 @@ def unfit_warning(plan: Plan, predicted: tuple[Prediction, ...], context: tuple[
     is published."""
     if context is None and not predicted:
         return None
-    fits = {(p.conversation, p.turn): p.fit for p in predicted}
+    fits = {(p.conversation, p.turn): p for p in predicted}
     requests = plan.workload.requests
     sizes = [(r.expected_prompt_tokens, r.max_tokens) for r in requests]
     fitting = sum(not never_whole(prompt + out, context[0] if context else None, fits.get((r.conversation, r.turn)))
@@ -102,11 +103,11 @@ def unfit_warning(plan: Plan, predicted: tuple[Prediction, ...], context: tuple[
     prompts = sorted(prompt for prompt, _ in sizes)
     largest = max(prompt + out for prompt, out in sizes)
     published = (f"the target takes {context[0]:,} tokens a request ({context[1]})" if context is not None
-                 else "the target's KV limits say they can never fit")
+                 else "its KV limits allow no longer sequence")
     said = "none" if not fitting else f"only {fitting}"
     return (f"fit: {said} of the {len(requests)} planned requests fit the target: prompts of {prompts[0]:,} to "
             f"{prompts[-1]:,} tokens, up to {largest:,} with the output asked, and {published}; "
-            f"{'the run will test nothing but its refusals' if not fitting else 'the others will be refused'}. "
+            f"{'the run will test nothing but its refusals' if not fitting else _OTHERS}. "
             "Rerun with --fit to scale prompts, turns and max_tokens to the target")
 
 
