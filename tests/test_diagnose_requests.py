@@ -3,12 +3,14 @@ and report.md alike, with one count; a clean refusal by design stays pressure, n
 tests/kv_pool_server.py, an llama-server-shaped engine loadrepro starts, its log in llama.cpp's words."""
 
 import json
+import socket
+import subprocess
 import sys
 
 import pytest
 
 from loadrepro.judge.diagnose import diagnose, log_digest, normalised
-from tests.helpers import cli
+from tests.helpers import cli, until
 
 SIGNATURE = "llamacpp-context-exceeded"
 WARNING = "llamacpp-no-kv-slot"
@@ -105,3 +107,48 @@ def test_the_log_digest_counts_each_warning_whatever_its_numbers(tmp_path):
     assert digest.tail == lines[-2:] and digest.lines == len(lines)
     assert ("slot launch_slot_: id  N | task N | processing task", 1) not in digest.repeated  # not a warning
     assert normalised("took 1.5 ms at 0x7f3a") == "took N ms at N"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_a_run_against_a_url_is_diagnosed_from_its_requests_alone(tmp_path, failed_run):
+    """A run with --base-url keeps no engine log; its requests carry the engine's error texts: the same counts
+    and exit as the run that kept one."""
+    port = _free_port()
+    engine = subprocess.Popen([sys.executable, "-m", "tests.kv_pool_server", "--port", str(port), "--pool", "2200"],
+                              stderr=subprocess.DEVNULL)
+    try:
+        until(lambda: _answers(port), what="the engine to listen")
+        cli("run", "--profile", "healthy", "--base-url", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "run"),
+            "--quiet")
+    finally:
+        engine.terminate()
+        engine.wait(10)
+    assert not (tmp_path / "run" / "engine.log").exists()
+    done = cli("diagnose", str(tmp_path / "run"), "--json")
+    assert done.returncode == 1, done.stderr
+    d = json.loads(done.stdout)
+    with_log = json.loads(cli("diagnose", str(failed_run[2]), "--json").stdout)
+    assert d["files"] == [] and d["counts"] == {} and f"--base-url http://127.0.0.1:{port}" in d["no_log"]
+    assert d["failed"] and d["engine"] == "llama.cpp"
+    assert d["failed_requests"] == with_log["failed_requests"] == {SIGNATURE: 4}
+    assert d["requests"] == with_log["requests"]
+    text = cli("diagnose", str(tmp_path / "run"))
+    assert text.returncode == 1 and "No engine log read" in text.stdout and "--kv-unified" in text.stdout
+
+
+def test_a_directory_with_neither_log_nor_requests_is_unreadable(tmp_path):
+    done = cli("diagnose", str(tmp_path))
+    assert done.returncode == 2 and "neither engine.log nor requests.jsonl" in done.stderr

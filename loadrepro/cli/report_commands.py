@@ -140,7 +140,7 @@ def diagnose_command(
     if len(paths) == 1 and paths[0].is_dir():
         given = logs_of(paths[0])
         result = diagnose(given.paths, verification=given.verification, ended=given.ended,
-                          run_reasons=given.run_reasons)
+                          run_reasons=given.run_reasons, no_log=given.no_log)
     else:
         logs = [log for path in paths for log in logs_of(path).paths]
         result = diagnose(logs, verification=logs_of(paths[0]).verification)

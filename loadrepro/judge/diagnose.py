@@ -74,6 +74,7 @@ class Diagnosis:
     failed_requests: dict[str, int] = field(default_factory=dict)
     engine: str = ""  # the engine the signatures are of (llama.cpp, vLLM...): whose flags the next step names
     run_reasons: list[str] = field(default_factory=list)  # a run that failed: why (report.json's reasons)
+    no_log: str = ""  # a run diagnosed from its requests alone: why no engine log was read
 
     @property
     def fatal(self) -> bool:
@@ -315,11 +316,13 @@ def _next_step(d: Diagnosis, catalog: tuple[Signature, ...]) -> str:
 
 
 def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG, verification: str = "",
-             ended: Iterable[tuple[str | None, str]] = (), run_reasons: Iterable[str] = ()) -> Diagnosis:
+             ended: Iterable[tuple[str | None, str]] = (), run_reasons: Iterable[str] = (),
+             no_log: str = "") -> Diagnosis:
     """Analyse one or more logs (several files: several ranks, labelled by file name), beside the run's requests
-    as (signature, outcome) when there is a run, and the reasons it failed."""
+    as (signature, outcome) when there is a run, and the reasons it failed. A run without an engine log (`no_log`
+    says why) is diagnosed from its requests alone."""
     paths = list(paths)
-    if not paths:
+    if not paths and not no_log:
         raise UsageError("diagnose needs a log file or a run directory")
     reader = _Reader(catalog)
     for order, path in enumerate(paths):
@@ -327,6 +330,7 @@ def diagnose(paths: Iterable[Path], catalog: tuple[Signature, ...] = CATALOG, ve
     d = reader.finish()
     d.requests, d.failed_requests = request_signatures(ended)
     d.run_reasons = list(run_reasons)
+    d.no_log = no_log
     d.engine = _engine_of(d, catalog)
     d.capacity = _capacity_verdict(d)
     d.next_step = _next_step(d, catalog)
@@ -356,20 +360,35 @@ class Logs:
     verification: str
     ended: list[tuple[str | None, str]] = field(default_factory=list)
     run_reasons: list[str] = field(default_factory=list)
+    no_log: str = ""  # a run directory without an engine log: why, and that its requests alone are read
 
 
 def logs_of(target: Path) -> Logs:
-    """The logs to read for a path given on the command line, and how to verify a fix for that run."""
+    """The logs to read for a path given on the command line, and how to verify a fix for that run. A run against
+    an engine loadrepro did not start (--base-url) has no engine log: its requests, which carry the engine's error
+    texts, are read alone."""
     if target.is_dir():
-        log = target / "engine.log"
-        if not log.exists():
-            raise UsageError(f"{target} has no engine.log (runs keep one when loadrepro starts the engine)")
-        return Logs([log], verification_for(target), _ended(target / "requests.jsonl"), _run_reasons(target))
+        log, requests = target / "engine.log", target / "requests.jsonl"
+        if not log.exists() and not requests.exists():
+            raise UsageError(f"{target} has neither engine.log nor requests.jsonl: not a run directory")
+        return Logs([log] if log.exists() else [], verification_for(target), _ended(requests),
+                    _run_reasons(target), "" if log.exists() else _why_no_log(target))
     if not target.exists():
         raise UsageError(f"no such log: {target}")
     return Logs([target], ("loadrepro ab --profile PROFILE --stock-cmd '<stock engine>' --patched-cmd "
                            "'<patched engine>' with the input that produced this log; loadrepro diagnose on the "
                            "patched engine's log must then exit 0"))
+
+
+def _why_no_log(run_dir: Path) -> str:
+    """Why a run directory has no engine log: loadrepro keeps one only of an engine it started."""
+    report = run_dir / "report.json"
+    target = json.loads(report.read_text()).get("target", {}) if report.exists() else {}
+    started = target.get("engine_cmd")
+    where = (f"the run was against --base-url {target['base_url']}, an engine loadrepro did not start"
+             if target.get("base_url") and not started else "the run directory has none")
+    return (f"No engine log read: {where}, so it kept none. The run's requests, which carry the engine's error "
+            "texts, are read alone (`loadrepro diagnose LOG` reads the engine's own log)")
 
 
 def _ended(requests: Path) -> list[tuple[str | None, str]]:

@@ -35,9 +35,9 @@ def to_json(d: Diagnosis) -> str:
 
 
 def to_markdown(d: Diagnosis, heading: str = "#") -> str:
-    lines = [f"{heading} Diagnosis", "",
-             f"{d.lines:,} lines in {len(d.files)} file(s): "
-             + f"**{verdict_words(d.fatal, d.failed_requests, d.pressure_only, d.failed)}**", ""]
+    read = f"{d.lines:,} lines in {len(d.files)} file(s)" if d.files else "From the run's requests"
+    lines = [f"{heading} Diagnosis", "", *([] if d.files else [f"{d.no_log}.", ""]),
+             f"{read}: **{verdict_words(d.fatal, d.failed_requests, d.pressure_only, d.failed)}**", ""]
     if d.initiating:
         o = d.initiating
         lines += [f"Initiating: **{o.process}** with `{o.signature}` ({_where(o)}): {o.cause}", "",
@@ -56,7 +56,8 @@ def to_markdown(d: Diagnosis, heading: str = "#") -> str:
         lines.append("")
     sequence = [("start", d.start_line), ("first warning", d.first_warn.text if d.first_warn else None),
                 ("the error carrying the symptom", d.initiating.text if d.initiating else None)]
-    lines += ["Fingerprint:", ""] + [f"- {name}: `{text[:200]}`" for name, text in sequence if text] + [""]
+    shown = [f"- {name}: `{text[:200]}`" for name, text in sequence if text]
+    lines += ["Fingerprint:", "", *shown, ""] if shown else []
     if d.figures:
         lines += ["Capacity figures the engine logged: "
                   + ", ".join(f"{k} = {v:,.0f}" if v >= 10 else f"{k} = {v:g}" for k, v in d.figures.items())]
