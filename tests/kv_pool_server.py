@@ -3,7 +3,9 @@ logging to its standard error in llama.cpp's words. A prompt longer than `--pool
 others: the engine logs `failed to find a memory slot for batch of size N` as it halves the batch, then
 `Context size has been exceeded.`, and fails the request with HTTP 500 in those words (ggml-org/llama.cpp#23652).
 With `--refuses`, it logs the same warnings but refuses such a prompt cleanly, with llama.cpp's 400
-`exceed_context_size_error`, as an engine that checks at admission does. It answers /props as llama.cpp does, and
+`exceed_context_size_error`, as an engine that checks at admission does. With `--mid-stream`, every such request
+after the first fails after its stream began (a 200, a token, then an error event in the same words), as llama.cpp
+does once it has started decoding: one failure in two outcomes. It answers /props as llama.cpp does, and
 counts in the simulated engine's tokenizer (a vLLM-style /tokenize), so planned lengths are exact."""
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ def _log(line: str) -> None:
 
 
 class KvPoolServer:
-    def __init__(self, pool: int, refuses: bool) -> None:
+    def __init__(self, pool: int, refuses: bool, mid_stream: bool = False) -> None:
         self.pool, self.refuses, self.task = pool, refuses, 0
+        self.mid_stream, self.overflowed = mid_stream, 0
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -46,8 +49,11 @@ class KvPoolServer:
                     f"request ({prompt} tokens) exceeds the available context size ({self.pool} tokens), try "
                     "increasing it")}}, status=400)
             _log(f"srv  update_slots: Context size has been exceeded. off = 0, n_batch = 1, ret = 1 (task {self.task})")
-            return web.json_response({"error": {"code": 500, "message": "Context size has been exceeded.",
-                                                "type": "server_error"}}, status=500)
+            error = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}
+            self.overflowed += 1
+            if self.mid_stream and self.overflowed > 1:
+                return await self._fails_mid_stream(request, error)
+            return web.json_response(error, status=500)
         _log(f"slot launch_slot_: id  0 | task {self.task} | processing task")
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
@@ -62,15 +68,25 @@ class KvPoolServer:
         return response
 
 
+    async def _fails_mid_stream(self, request: web.Request, error: dict) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        token = {"choices": [{"index": 0, "delta": {"content": " x"}, "finish_reason": None}]}
+        await response.write(chunk_event(token))
+        await response.write(chunk_event(error))
+        return response
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--pool", type=int, default=400)
     parser.add_argument("--refuses", action="store_true")
+    parser.add_argument("--mid-stream", action="store_true")
     parser.add_argument("-m", "--model", default="tiny.gguf")
     args = parser.parse_args()
-    server = KvPoolServer(args.pool, args.refuses)
+    server = KvPoolServer(args.pool, args.refuses, args.mid_stream)
     _log(f"main: loading model '{args.model}'")
     for _ in range(3):
         _log("load: special_eos_id is not in special_eog_ids - the tokenizer config may be incorrect")

@@ -197,6 +197,21 @@ def test_the_readme_is_for_the_engines_maintainer(tmp_path):
     assert readme.startswith("# Unified pool fails requests\n")
 
 
+def test_the_title_counts_every_failed_outcome(tmp_path):
+    """The first overflowing request fails with a 500, the others mid-stream: the title counts all four failures,
+    each outcome named with its count, and no status that only the first one had."""
+    engine = f"{sys.executable} -m tests.kv_pool_server --host 127.0.0.1 --port {{port}} --pool 2200 --mid-stream"
+    run_dir = tmp_path / "run"
+    assert cli("run", "--profile", "healthy", "--engine-cmd", engine, "--out", str(run_dir), "--quiet").returncode == 1
+    by_outcome = json.loads((run_dir / "report.json").read_text())["requests"]["by_outcome"]
+    assert by_outcome["server_error"] == 1 and by_outcome["stream_error"] == 3, by_outcome
+    assert cli("bundle", str(run_dir), "-o", str(tmp_path / "b.zip")).returncode == 0
+    with zipfile.ZipFile(tmp_path / "b.zip") as bundle:
+        readme = bundle.read(next(n for n in bundle.namelist() if n.endswith("/README.md"))).decode()
+    assert readme.splitlines()[0] == ('# llama.cpp: 4 of 12 requests failed (stream_error 3, server_error 1), '
+                                      '"Context size has been exceeded."')
+
+
 def test_the_engine_is_named_by_its_signatures_its_command_or_what_counted_the_lengths():
     from loadrepro.report.bundle_readme import default_title, engine_of, model_of
     from tests.test_reports import fixed_report

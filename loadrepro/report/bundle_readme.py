@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from loadrepro.judge.diagnose import LogDigest
+from loadrepro.records import FAILED
 from loadrepro.schema.run_report import RunReport
 from loadrepro.workload.export import DEFERRED_BODIES_WRITTEN, DEFERRED_PROMPT_TOKENS_WRITTEN
 
@@ -49,18 +50,27 @@ def _error_message(detail: str) -> str:
     return " ".join(str(message).split())[:80]
 
 
+def _failed_outcomes(report: RunReport) -> list[tuple[str, int]]:
+    """Every failed outcome of the run with its count, the most first: the judge's own failures (FAILED)."""
+    counted = [(o.value, report.requests.by_outcome.get(o.value, 0)) for o in FAILED]
+    return sorted(((o, n) for o, n in counted if n), key=lambda kv: (-kv[1], kv[0]))
+
+
 def default_title(report: RunReport) -> str:
-    """The run in one line: the engine, and what failed (its first failure's outcome and message), else the first
-    reason; a pass says so."""
+    """The run in one line: the engine, how many requests failed and with which outcomes, and the first failure's
+    message, else the first reason; a pass says so."""
     engine = engine_of(report) or "engine"
     if report.verdict == "pass":
         return f"{engine}: passed ({report.profile['name']}, {report.requests.total:,} requests)"
     first = report.first_failure
     if first is None:
         return f"{engine}: {report.reasons[0] if report.reasons else 'failed'}"[:_TITLE_CHARS]
-    failed = report.requests.by_outcome.get(first.outcome, 0)
-    status = f"HTTP {first.status} " if first.status and first.status >= 400 else ""  # a stream's error came in a 200
-    words = (f"{engine}: {failed:,} of {report.requests.total:,} requests failed ({first.outcome}), "
+    outcomes = _failed_outcomes(report) or [(first.outcome, 1)]
+    failed = sum(n for _, n in outcomes)
+    named = outcomes[0][0] if len(outcomes) == 1 else ", ".join(f"{o} {n:,}" for o, n in outcomes)
+    # a stream's error came in a 200; a status is said only when it is every failure's outcome
+    status = f"HTTP {first.status} " if first.status and first.status >= 400 and len(outcomes) == 1 else ""
+    words = (f"{engine}: {failed:,} of {report.requests.total:,} requests failed ({named}), "
              f"{status}\"{_error_message(first.detail)}\"")
     return words if len(words) <= _TITLE_CHARS else words[:_TITLE_CHARS - 1] + "…"
 
