@@ -311,3 +311,32 @@ def test_ctrl_c_while_the_first_trials_engine_starts_ends_the_shrink_and_says_so
     assert code == 130, output
     assert "interrupted during the first trial" in (out / "shrink.md").read_text()
     assert not (out / "trials").exists() and not processes_with(marker)
+
+
+def test_the_minimal_profile_describes_itself_not_the_workload_it_started_from(tmp_path):
+    """After a shrink, the minimal profile.toml, its run's report and the bundle's "What was run" say what the
+    minimal workload is, from its own keys: the original's description tells of a workload many times its size."""
+    import sys
+    import zipfile
+
+    engine = f"{sys.executable} -m tests.kv_pool_server --host 127.0.0.1 --port {{port}} --pool 2200"
+    out = tmp_path / "shrink"
+    done = cli("shrink", "--profile", "healthy", "--engine-cmd", engine, "--out", str(out), "--max-trials", "2",
+               "--time-budget", "120")
+    assert done.returncode == 0, done.stdout + done.stderr
+    original = load_profile("healthy").description
+    assert original
+    profile = tomllib.loads((out / "profile.toml").read_text())
+    w = profile["workload"]
+    described = profile["description"]
+    assert described != original and described.startswith("Shrunk by loadrepro shrink from profile healthy: ")
+    assert (f"conversations {w['conversations']}, turns {w['turns']}" in described
+            and f"prefix_tokens {w['prefix_tokens']}" in described and f"max_tokens {w['max_tokens']}" in described
+            and f"load.concurrency {profile['load']['concurrency']}" in described)
+    report = json.loads((out / "run" / "report.json").read_text())
+    assert report["profile"]["description"] == described
+    assert f"{report['requests']['total']:,} requests" in described
+    assert tomllib.loads((out / "run" / "profile.toml").read_text())["description"] == described
+    with zipfile.ZipFile(out / "bundle.zip") as bundle:
+        readme = bundle.read(next(n for n in bundle.namelist() if n.endswith("/README.md"))).decode()
+    assert f"profile `healthy` ({described})" in readme and original not in readme

@@ -20,7 +20,7 @@ from loadrepro.report.timeline import timeline_from_run_dir
 from loadrepro.report.write import write_reports
 from loadrepro.runs.run_facts import engine_template
 from loadrepro.shrink.attempts import ONCE, Confirm, Failure, Trials
-from loadrepro.shrink.output import render_first_interrupted, render_shrink, render_unshrunk
+from loadrepro.shrink.output import render_first_interrupted, render_shrink, render_unshrunk, shrunk_description
 from loadrepro.shrink.search import Shrinker, Shrunk, knobs_for
 
 
@@ -134,9 +134,14 @@ def _write(options: ShrinkOptions, shrunk: Shrunk, wanted: Failure, confirmed: i
     run = out / "run"
     shutil.move(str(shrunk.best.run_dir), run)
     _tidy(out, shrunk)
+    # The minimal profile says what it is, in itself, the run's copy and the run's report (the bundle's "What was
+    # run"): the original's description tells of a workload many times its size.
+    minimal = shrunk.profile.model_copy(update={"description": shrunk_description(options.profile, shrunk)})
+    write_profile(minimal, run / "profile.toml")
     report = read_report(run)
+    report = report.model_copy(update={"profile": {**report.profile, "description": minimal.description}})
     write_reports(report, run, timeline_from_run_dir(run, report))  # the trials drew no pictures
-    profile = write_profile(shrunk.profile, out / "profile.toml")
+    profile = write_profile(minimal, out / "profile.toml")
     bundle = make_bundle(run, out / "bundle.zip", engine_template=engine_template(run))
     markdown = out / "shrink.md"
     markdown.write_text(render_shrink(options.profile, shrunk, str(wanted), confirmed, options.confirm,

@@ -6,7 +6,18 @@ from loadrepro.config.profile import Profile
 from loadrepro.report.markdown import capacity_section
 from loadrepro.schema.run_report import RunReport
 from loadrepro.shrink.attempts import ONCE, Confirm
-from loadrepro.shrink.search import Shrunk
+from loadrepro.shrink.search import Shrunk, knobs_for
+
+
+def shrunk_description(original: Profile, shrunk: Shrunk) -> str:
+    """What the minimal profile is, from its own keys (the knobs the search turned): not the original's
+    description, which tells of the workload it started from."""
+    keys = ", ".join(f"{key if section == 'workload' else f'{section}.{key}'} "
+                     f"{getattr(getattr(shrunk.profile, section), key)}"
+                     for section, key, _ in knobs_for(shrunk.profile))
+    best = shrunk.best
+    return (f"Shrunk by loadrepro shrink from profile {original.name}: {keys} ({best.requests:,} requests, "
+            f"{best.prompt_tokens:,} prompt tokens), the smallest workload found that still fails the same way")
 
 
 def _factor(before: int, after: int) -> str:
