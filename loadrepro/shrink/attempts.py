@@ -1,7 +1,9 @@
 """Real trials for the shrinker: every candidate runs on a fresh engine (the simulated one from the profile, or
 the engine command), since a failure kills the engine; each is judged by loadrepro's own report. "The same way"
-is the original run's first fatal signature, else its engine death, else its first failure's outcome, else the
-first rule that failed it (a wrong answer fails a run whose requests all completed).
+is the original run's first fatal signature, else its engine death, else the engine's error text its first failure
+carried (a known signature: requests failing with it, whatever their outcome, since one engine fails the same way
+with a 500 or mid-stream by timing alone), else its first failure's outcome, else the first rule that failed it (a
+wrong answer fails a run whose requests all completed).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from loadrepro.config.defaults import ENGINE_START_TIMEOUT_S
 from loadrepro.config.profile import Profile
 from loadrepro.errors import TargetError, UsageError
+from loadrepro.judge.signatures import match
 from loadrepro.load.engine import as_template
 from loadrepro.load.planning import PlanMemo
 from loadrepro.runs.run_facts import read_facts
@@ -31,12 +34,13 @@ from loadrepro.workload.summary import summarize
 class Failure:
     """How a run failed, for comparing trials with the original."""
 
-    kind: str  # signature | death | outcome | rule
+    kind: str  # signature | death | text | outcome | rule
     name: str
 
     def __str__(self) -> str:
         return {"signature": f"fatal signature {self.name}", "death": "engine death",
-                "outcome": f"first failure {self.name}", "rule": f"rule {self.name}"}[self.kind]
+                "text": f"requests failed with {self.name}", "outcome": f"first failure {self.name}",
+                "rule": f"rule {self.name}"}[self.kind]
 
 
 def failure_of(report: RunReport, predicate: str | None = None) -> Failure | None:
@@ -51,6 +55,9 @@ def failure_of(report: RunReport, predicate: str | None = None) -> Failure | Non
     if any(r.name == "engine_death" and r.fired for r in report.rules):
         return Failure("death", "engine_death")
     if report.first_failure is not None:
+        text = match(report.first_failure.detail)
+        if text is not None and any(s.name == text.name and s.failed_requests for s in report.signatures):
+            return Failure("text", text.name)
         return Failure("outcome", report.first_failure.outcome)
     failed = next((r.name for r in report.rules if r.fired and r.severity == Severity.FAIL), None)
     return Failure("rule", failed) if failed else None
@@ -61,6 +68,8 @@ def same_way(report: RunReport, wanted: Failure) -> bool:
         return any(s.name == wanted.name for s in report.signatures)
     if wanted.kind == "death":
         return any(r.name == "engine_death" and r.fired for r in report.rules)
+    if wanted.kind == "text":
+        return any(s.name == wanted.name and s.failed_requests for s in report.signatures)
     if wanted.kind == "rule":
         return any(r.name == wanted.name and r.fired and r.severity == Severity.FAIL for r in report.rules)
     return report.first_failure is not None and report.first_failure.outcome == wanted.name
