@@ -49,3 +49,24 @@ def test_init_names_the_engine_the_target_is_and_keeps_a_file_it_did_not_write(t
         exists = cli("init", "llamacpp", "--base-url", server.url, "-o", str(kept))
     assert other.returncode == 2 and "is llama.cpp" in other.stderr and "loadrepro init llamacpp" in other.stderr
     assert exists.returncode == 2 and "--force" in exists.stderr and kept.read_text() == "# mine\n"
+
+
+def test_a_vllm_starter_sends_more_than_its_pool_holds_at_once(tmp_path):
+    with VllmLimitsServer(2048, block_size=16, num_gpu_blocks=1024).running() as server:  # 16,384 tokens
+        done = cli("init", "vllm", "--base-url", server.url)
+    assert done.returncode == 0, done.stderr
+    written = tomllib.loads(done.stdout)
+    w, n = written["workload"], written["workload"]["conversations"]
+    longest = w["prefix_tokens"] + 2 * (w["turn_tokens"] + 40) + w["max_tokens"]
+    assert n == written["load"]["concurrency"] and n * longest >= 1.5 * 16384 > 16384 // longest * longest, w
+    assert f"holds {16384 // longest} of the longest requests at once; these {n} need" in done.stdout, done.stdout
+
+
+def test_a_vllm_starter_says_when_its_pool_is_too_large_to_press(tmp_path):
+    with VllmLimitsServer(2048, block_size=16, num_gpu_blocks=16384).running() as server:  # 262,144 tokens
+        done = cli("init", "vllm", "--base-url", server.url)
+    assert done.returncode == 0, done.stderr
+    w = tomllib.loads(done.stdout)["workload"]
+    longest = w["prefix_tokens"] + 2 * (w["turn_tokens"] + 40) + w["max_tokens"]
+    assert w["conversations"] == 64 and longest == int(0.9 * 2048), w  # the prefix grew as far as a request may
+    assert "so nothing waits" in done.stdout and "the others wait" not in done.stdout, done.stdout

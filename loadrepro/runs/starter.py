@@ -19,6 +19,7 @@ FLAVOURS: dict[str, str] = {  # `init`'s engine names and the probe's
     "llamacpp": "llama.cpp", "vllm": "vLLM"}
 DEFAULT_CONCURRENCY = 8  # a target that publishes no slots and no pool: a few requests at once
 MAX_CONVERSATIONS = 64  # a starter run stays short, whatever the pool holds
+PRESSURE = 1.5  # a vLLM starter's conversations need this many times what its KV pool holds at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,13 @@ def starter_profile(engine: str, target: Target) -> str:
                         max_tokens=max(16, c // 10), ignore_eos=True)
     sized, _ = fitted(Profile(name="starter", workload=spec), None, (c, source))
     w = sized.workload
+    if target.slots is None and target.pool_tokens is not None:
+        w = _grown(w, target.pool_tokens, int(c * FIT_SHARE))
     longest = longest_request(w)
     conversations, why = _conversations(target, longest)
     model = target.probe.models[0] if target.probe.models else ""
-    half = "about half of" if w.prefix_tokens == spec.prefix_tokens else "as much as fits in"
+    half = ("about half of" if w.prefix_tokens == spec.prefix_tokens else "as much as fits in"
+            if w.prefix_tokens < spec.prefix_tokens else "grown toward conversations that overfill the KV pool, within")
     flavour = FLAVOURS[engine]
     return "\n".join([
         f"# A starter profile for the {flavour} server probed at {target.probe.base_url}, written by loadrepro init.",
@@ -115,8 +119,24 @@ def _conversations(target: Target, longest: int) -> tuple[int, str]:
     if target.slots is not None:
         return 2 * target.slots, f"twice its {target.slots} slots (total_slots in /props): half of them wait for one"
     if target.pool_tokens is not None:
-        fit = max(1, target.pool_tokens // longest)
-        n = min(MAX_CONVERSATIONS, fit + max(2, fit // 2))
-        return n, (f"its KV pool of {target.pool_tokens:,} tokens ({target.pool_source}) holds {fit} of the "
-                   "longest requests at once: the others wait (or are preempted)")
+        pool = target.pool_tokens
+        fit = max(1, pool // longest)
+        n = min(MAX_CONVERSATIONS, max(fit + 2, -(-int(PRESSURE * pool) // longest)))
+        held = f"its KV pool of {pool:,} tokens ({target.pool_source}) holds {fit} of the longest requests at once"
+        if n * longest > pool:
+            return n, (f"{held}; these {n} need up to {n * longest:,} tokens ({n * longest / pool:.1f}x the pool): "
+                       "the others wait (or are preempted)")
+        return n, (f"{held}; these {n} need up to {n * longest:,} tokens ({n * longest / pool:.0%} of the pool), so "
+                   f"nothing waits: a starter stays at {MAX_CONVERSATIONS} conversations to keep a run short; for KV "
+                   f"pressure start vLLM with a pool under {MAX_CONVERSATIONS * longest * 2 // 3:,} tokens "
+                   "(--kv-cache-memory-bytes) and init again")
     return DEFAULT_CONCURRENCY, "it publishes no slots and no KV pool: a few at once"
+
+
+def _grown(w: WorkloadSpec, pool: int, room: int) -> WorkloadSpec:
+    """`w` with its prefix grown, no further than `room` for its longest request, toward conversations that need
+    PRESSURE x the KV pool when no more than MAX_CONVERSATIONS of them are sent: a pool that holds many of its
+    longest requests is pressed by longer ones, not by a longer run."""
+    wanted = -(-int(PRESSURE * pool) // MAX_CONVERSATIONS)  # the longest request MAX_CONVERSATIONS of need
+    grow = min(wanted, room) - longest_request(w)
+    return w.model_copy(update={"prefix_tokens": w.prefix_tokens + grow}) if grow > 0 else w
