@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--refuses", action="store_true")
     parser.add_argument("--mid-stream", action="store_true")
     parser.add_argument("-m", "--model", default="tiny.gguf")
+    parser.add_argument("-np", "--parallel", type=int, default=-1)  # llama-server's flags, taken as it takes them:
+    parser.add_argument("-kvu", "--kv-unified", action="store_true")  # the pool stays one (what --fit is told)
     args = parser.parse_args()
     server = KvPoolServer(args.pool, args.refuses, args.mid_stream)
     _log(f"main: loading model '{args.model}'")

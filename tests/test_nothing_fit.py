@@ -7,6 +7,7 @@ on purpose (oversize); the same workload with --fit."""
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 
 import pytest
@@ -141,3 +142,16 @@ def test_a_dry_run_that_starts_no_engine_says_it_could_not_check_the_fit():
     done = cli("run", "--dry-run", "--fit", *small())
     assert done.returncode == 0 and "fit: not checked" in done.stderr and "--fit and --size-to-overrun not applied" \
         in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("flags", "warned"), [("-np 4", None), ("", "no -np/--parallel in the engine command"),
+                                               ("-np 4 -kvu", "-kvu in the engine command")])
+def test_fit_warns_of_a_shared_llamacpp_pool_only_when_the_engine_command_may_share_one(tmp_path, flags, warned):
+    engine = f"{sys.executable} -m tests.kv_pool_server --host 127.0.0.1 --port {{port}} --pool 400 {flags}"
+    done = cli("run", "--engine-cmd", engine, "--out", str(tmp_path / "run"), "--quiet", "--fit",
+               *small(*TURNS, "load.concurrency=3"))
+    note = next(n for n in report(tmp_path / "run")["notes"] if n.startswith("fit: "))
+    assert done.returncode == 0 and "n_ctx per slot" in note, (done.stderr[-2000:], note)
+    shared = "share one KV pool" in note
+    assert shared == (warned is not None) and (warned is None or warned in note), note
+    assert "does not publish whether" not in note, note  # the command was known: said from it, not guessed

@@ -131,7 +131,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
                 profile = overrun(profile, limits, options.size_to_overrun, say)
             fit_note = None
             if options.fit:
-                profile, fit_note = fitted(profile, limits, context)
+                profile, fit_note = fitted(profile, limits, context, options.engine_cmd)
                 say(fit_note)
             beyond = oversize_for(profile, limits, context)
             write_profile(profile, run_dir / "profile.toml")

@@ -4,6 +4,7 @@ planned requests fit the target at all (said before the load), and --fit's workl
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 
 from loadrepro.config.capacity import (
@@ -111,10 +112,12 @@ def unfit_warning(plan: Plan, predicted: tuple[Prediction, ...], context: tuple[
             "Rerun with --fit to scale prompts, turns and max_tokens to the target")
 
 
-def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, str] | None) -> tuple[Profile, str]:
+def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, str] | None,
+           engine_cmd: str | None = None) -> tuple[Profile, str]:
     """--fit: the profile with its prefixes, later turns and answers scaled by one factor (turns dropped only when
     the smallest of those is still too long) so that its longest request holds FIT_SHARE of what one request may
-    have on this target (its longest sequence, a slot's context, its KV pool); and what it changed, in words."""
+    have on this target (its longest sequence, a slot's context, its KV pool); and what it changed, in words, with
+    a warning when llama.cpp's slots may share one pool (`engine_cmd`, when loadrepro started it, may say not)."""
     w = profile.workload
     if w.kind != "conversations":
         raise UsageError("--fit sizes conversation workloads, not trace or agent replays")
@@ -141,10 +144,13 @@ def fitted(profile: Profile, limits: EngineLimits | None, context: tuple[int, st
                            "max_tokens", "warm_max_tokens") if getattr(w, key) != getattr(fitted_spec, key)]
     said = (f"fit: scaled to {why}: the longest request {before:,} -> {longest_request(fitted_spec):,} tokens of "
             f"prompt and output (at most {FIT_SHARE:.0%} of it); {', '.join(changed)}")
-    if context is not None and "llama.cpp" in context[1] and profile.load.concurrency > 1:
-        said += ("; llama.cpp does not publish whether its slots share one KV pool of a slot's context (they do "
-                 "without -np): if they do, requests at once overflow it, and llama.cpp fails them mid-stream "
-                 "(rule failures_while_healthy; profile llamacpp-unified-pool)")
+    shared = llamacpp_shared_pool(engine_cmd)
+    if context is not None and "llama.cpp" in context[1] and profile.load.concurrency > 1 and shared != (False, ""):
+        said += ("; " + (f"llama.cpp's slots share one KV pool of a slot's context ({shared[1]}): requests"
+                         if shared else "llama.cpp does not publish whether its slots share one KV pool of a "
+                                        "slot's context (they do without -np): if they do, requests")
+                 + " at once overflow it, and llama.cpp fails them mid-stream (rule failures_while_healthy; "
+                 "profile llamacpp-unified-pool)")
     if limits is not None:
         at_once = min(profile.load.concurrency, fitted_spec.conversations) * longest_request(fitted_spec)
         said += (f"; {min(profile.load.concurrency, fitted_spec.conversations)} at once need up to {at_once:,} of "
@@ -165,6 +171,33 @@ def _budget(limits: EngineLimits | None, context: tuple[int, str] | None) -> tup
         raise UsageError("--fit sizes the workload to the target's limits, and it publishes none (no max_model_len "
                           "in /v1/models, no n_ctx in /props, no KV pool in /metrics): set [engine] max_seq_len")
     return min(bounds, key=lambda bound: bound[0])  # at a tie, what a request is said to take
+
+
+def llamacpp_shared_pool(engine_cmd: str | None) -> tuple[bool, str] | None:
+    """Whether llama-server, started by `engine_cmd`, runs its slots on one KV pool, and the flag that says so:
+    -kvu/--kv-unified, or no -np/--parallel (auto slots: unified by default in 0.3.36); not with -np N or -no-kvu.
+    None when no command is known (a target at --base-url) or it cannot be read. The last flag given wins."""
+    try:
+        words = shlex.split(engine_cmd) if engine_cmd else None
+    except ValueError:
+        words = None
+    if words is None:
+        return None
+    unified: tuple[bool, str] | None = None
+    slots: str | None = None
+    for i, word in enumerate(words):
+        key, _, value = word.partition("=")
+        if key in ("-kvu", "--kv-unified", "--kv-unified-per-slot", "LLAMA_ARG_KV_UNIFIED_PER_SLOT"):
+            unified = (True, f"{key} in the engine command")
+        elif key in ("-no-kvu", "--no-kv-unified"):
+            unified = (False, "")
+        elif key in ("-np", "--parallel", "LLAMA_ARG_N_PARALLEL"):
+            slots = value or (words[i + 1] if i + 1 < len(words) else "")
+    if unified is not None:
+        return unified
+    if slots is None or slots.strip() == "-1":
+        return True, "no -np/--parallel in the engine command: llama.cpp's default is one unified pool"
+    return False, ""
 
 
 def longest_request(w: WorkloadSpec) -> int:
