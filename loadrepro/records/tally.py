@@ -193,6 +193,9 @@ class Tally:
     reconnects: int = 0
     prompt_tokens: int = 0
     cached_tokens: int | None = None
+    # (conversation, turn) of each request that did not answer (cancelled apart), and how often: its conversation's
+    # later turns were not sent (load/arrivals.py); bounded by the planned requests, a soak's passes counted
+    ended_early: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
     output_tokens: int = 0
     e2e_ms: DDSketch = dataclasses.field(default_factory=_sketch)
     queue_ms: DDSketch = dataclasses.field(default_factory=_sketch)
@@ -292,6 +295,8 @@ class Tally:
         self.last_end_ns = max(self.last_end_ns, r.end_ns)
         self.conversations += r.turn == 1
         self.by_outcome[r.outcome.value] = self.by_outcome.get(r.outcome.value, 0) + 1
+        if r.outcome not in (Outcome.OK, Outcome.CANCELLED):
+            self.ended_early[r.conversation, r.turn] = self.ended_early.get((r.conversation, r.turn), 0) + 1
         replica = self.replicas.get(r.replica)
         if replica is None:
             replica = self.replicas[r.replica] = ReplicaTally()

@@ -77,6 +77,7 @@ from loadrepro.version import __version__
 from loadrepro.workload.summary import WorkloadSummary
 
 LOG_EXCERPT_LINES = 100
+NOT_SENT_SHOWN = 10  # conversations named in the note of later turns not sent
 
 
 def environment() -> Environment:
@@ -323,6 +324,24 @@ def _kept_note(result: RunResult) -> list[str]:
             "records; requests.jsonl has every one"]
 
 
+def _not_sent(totals: Tally, workload: WorkloadSummary) -> tuple[int, list[int]]:
+    """How many planned later turns were not sent because the turn before them did not answer (a conversation goes
+    on only from an answer: load/arrivals.py), and the conversations they were of."""
+    planned = dict(workload.turns)
+    cut = {(c, t): n * (planned[c] - t) for (c, t), n in totals.ended_early.items() if planned.get(c, 0) > t}
+    return sum(cut.values()), sorted({c for c, _ in cut})
+
+
+def _not_sent_note(totals: Tally, workload: WorkloadSummary) -> list[str]:
+    count, conversations = _not_sent(totals, workload)
+    if not count:
+        return []
+    shown = ", ".join(str(c) for c in conversations[:NOT_SENT_SHOWN]) + (", ..." if len(conversations) >
+                                                                          NOT_SENT_SHOWN else "")
+    return [f"run: {count} later turn{'s' * (count > 1)} not sent: the turn before them failed or was refused, and "
+            f"a conversation goes on only from an answer (conversation{'s' * (len(conversations) > 1)} {shown})"]
+
+
 def _windows(measured: Measurements) -> list[WindowRow]:
     return [WindowRow(**dataclasses.asdict(w)) for w in measured.windows]
 
@@ -344,7 +363,8 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
         started_at=result.started_at, duration_s=round(duration, 3), command=scrub(command),
         stop_reason=result.stop_reason, interrupted=result.interrupted,
         requests=Requests(total=totals.requests, by_outcome=dict(sorted(totals.by_outcome.items())),
-                          reconnects=totals.reconnects, conversations=totals.conversations),
+                          reconnects=totals.reconnects, conversations=totals.conversations,
+                          later_turns_not_sent=_not_sent(totals, workload)[0]),
         health=_health(result, profile.verdict.window_s, measured.slow_polls), first_failure=_first_failure(result),
         signatures=_signatures(result),
         rules=[RuleResult(name=name, fired=f is not None, severity=f.severity if f else None,
@@ -369,7 +389,7 @@ def build_report(result: RunResult, profile: Profile, judgement: Judgement, work
         chaos=_chaos(result, measured),
         log_excerpt=list(result.log_context[-LOG_EXCERPT_LINES:]) + _first_fatal_line(result),
         notes=[scrub(n) for n in (*(extra_notes or []), *(f"{n.source}: {n.text}" for n in result.notes),
-                                  *_kept_note(result), *_workers_note(result))],
+                                  *_kept_note(result), *_workers_note(result), *_not_sent_note(totals, workload))],
         environment=env or environment(), windows=_windows(measured),
         slo=_slo(result, profile.verdict, measured),
         watched_endpoints=[_watched(w, e) for w, e in zip(result.watched, measured.endpoints)],

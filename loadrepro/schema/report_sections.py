@@ -98,6 +98,9 @@ class Requests(Model):
         0, description="Requests resent at once because a pooled connection was closed (not outcomes).")
     conversations: int = Field(0, description="Conversations that ran (their first turns were sent): a soak "
                                "repeats the planned ones.")
+    later_turns_not_sent: int = Field(0, description="Planned later turns never sent because the turn before them "
+                                      "in their conversation failed or was refused: a conversation goes on only from "
+                                      "an answer. Not counted in total.")
 
 
 class WorkersInfo(Model):

@@ -43,6 +43,7 @@ class WorkloadSummary:
     probe_tokens: int = 0
     origin: str = ""  # where the requests came from (a trace: its file and format)
     trees: tuple[TreeShape, ...] = ()  # agents with subagents (none: no agent spawned any)
+    turns: tuple[tuple[int, int], ...] = ()  # (conversation, its planned turns) of each: a tuple, as JSON keeps it
 
 
 def summarize(plan: Plan) -> WorkloadSummary:
@@ -62,7 +63,7 @@ def summarize(plan: Plan) -> WorkloadSummary:
         if bodies_written(workload) == len(requests) else None,
         checks=tuple((c.conversation, c.turn, c.expected, c.actual) for c in plan.checks),
         probe_requests=plan.probe_requests, probe_tokens=plan.probe_tokens, origin=workload.origin,
-        trees=_trees(workload),
+        trees=_trees(workload), turns=tuple((c.index, len(c.turns)) for c in workload.conversations),
     )
 
 
@@ -71,9 +72,12 @@ def summary_from_json(data: dict[str, object]) -> WorkloadSummary:
     fields = dict(data)
     checks = fields.pop("checks", [])
     trees = fields.pop("trees", [])
+    turns = fields.pop("turns", [])
+    assert isinstance(turns, list), "run.json's summary holds lists"
     assert isinstance(checks, list) and isinstance(trees, list), "run.json's summary holds lists"
     return WorkloadSummary(**fields,  # type: ignore[arg-type]
                            checks=tuple((c[0], c[1], c[2], c[3]) for c in checks),
+                           turns=tuple((t[0], t[1]) for t in turns),
                            trees=tuple(TreeShape(tuple(t["conversations"]), tuple(t["turns"]),
                                                  tuple((j[0], j[1], tuple(j[2])) for j in t["joins"])) for t in trees))
 
