@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # a run's last lines do not describe a probe: its models are 
 def describe_verdict(report: RunReport, written: list[Path] | None = None) -> list[str]:
     """The verdict and its reasons, what the run cost beside its load, then the files written (when given)."""
     outcomes = ", ".join(f"{k} {v}" for k, v in report.requests.by_outcome.items())
+    if skipped := report.requests.later_turns_not_sent:  # planned, never sent: "done 14/24" says no more
+        outcomes += f"; {skipped} later turn{'s' * (skipped > 1)} not sent after a failed or refused turn"
     sent = counted(report.requests.total, "request")
     lines = [f"verdict: {report.verdict.upper()}  ({sent} in {report.duration_s:.1f} s: {outcomes}; /health after: "
              f"{health_said(report.health.post)})"]
