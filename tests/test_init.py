@@ -70,3 +70,16 @@ def test_a_vllm_starter_says_when_its_pool_is_too_large_to_press(tmp_path):
     longest = w["prefix_tokens"] + 2 * (w["turn_tokens"] + 40) + w["max_tokens"]
     assert w["conversations"] == 64 and longest == int(0.9 * 2048), w  # the prefix grew as far as a request may
     assert "so nothing waits" in done.stdout and "the others wait" not in done.stdout, done.stdout
+
+
+def test_a_llamacpp_starter_on_slots_too_small_to_share_fits_one_slot_and_says_why(tmp_path):
+    path = tmp_path / "starter.toml"
+    with ContextServer(256, refuses=True).running() as server:  # half of 256 holds no conversation: -np 2's slots
+        done = cli("init", "llamacpp", "--base-url", server.url, "-o", str(path))
+        assert done.returncode == 0, done.stderr
+        ran = cli("run", "--profile", str(path), "--base-url", server.url, "--out", str(tmp_path / "run"), "--quiet")
+    w = load_profile(str(path)).workload
+    assert w.conversations == 4 and 2 * longest_request(w) > FIT_SHARE * 256 >= longest_request(w), w
+    assert "1/2 of it, for 2 slots sharing one pool" in path.read_text(), path.read_text()
+    found = report(tmp_path / "run")["requests"]["by_outcome"]
+    assert ran.returncode == 0 and found == {"ok": w.conversations * w.turns}, ran.stdout

@@ -70,10 +70,17 @@ def starter_profile(engine: str, target: Target) -> str:
             f"1/{target.slots} of the {target.context:,} tokens a slot may have ({target.context_source}): "
             f"llama.cpp does not publish whether its {target.slots} slots share one pool of that size, as they do "
             "without -np, so their requests are sized to fit it together")
-    spec = WorkloadSpec(conversations=1, turns=3, prefix_tokens=max(128, c // 2), turn_tokens=max(16, c // 20),
-                        max_tokens=max(16, c // 10), ignore_eos=True)
-    sized, _ = fitted(Profile(name="starter", workload=spec), None, (c, source))
-    w = sized.workload
+    try:
+        spec, w = _sized(c, source)
+    except UsageError:
+        if target.slots is None or target.slots < 2:
+            raise
+        # 1/N of a small slot holds no conversation: slots of their own pools (-np N) are what llama.cpp runs then
+        c, source = target.context, (
+            f"the {target.context:,} tokens a slot may have ({target.context_source}); 1/{target.slots} of it, "
+            f"for {target.slots} slots sharing one pool as they do without -np, holds no conversation: if they do "
+            "share it, requests at once overflow it")
+        spec, w = _sized(c, source)
     if target.slots is None and target.pool_tokens is not None:
         w = _grown(w, target.pool_tokens, int(c * FIT_SHARE))
     longest = longest_request(w)
@@ -112,6 +119,15 @@ def starter_profile(engine: str, target: Target) -> str:
         "allow_rejected = false  # every request is sized to fit: a refusal is a finding, not the workload's",
         "",
     ])
+
+
+def _sized(c: int, source: str) -> tuple[WorkloadSpec, WorkloadSpec]:
+    """A starter's workload as first drawn for a request of `c` tokens, and as --fit sizes it; UsageError when `c`
+    is too small for a conversation."""
+    spec = WorkloadSpec(conversations=1, turns=3, prefix_tokens=max(128, c // 2), turn_tokens=max(16, c // 20),
+                        max_tokens=max(16, c // 10), ignore_eos=True)
+    sized, _ = fitted(Profile(name="starter", workload=spec), None, (c, source))
+    return spec, sized.workload
 
 
 def _conversations(target: Target, longest: int) -> tuple[int, str]:
