@@ -163,9 +163,12 @@ def _before(turns, turn):
 
 
 EXAMPLES = sorted((ROOT / "profiles" / "traces").glob("example-*"))
+# The WEKA example replays three agent traces' recorded think time: about 20 s, the slow tier's
+LONG_EXAMPLES = {"example-weka.jsonl"}
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.name in LONG_EXAMPLES
+                                               else []) for p in EXAMPLES])
 def test_each_example_trace_is_found_and_replays_on_the_simulated_engine(tmp_path, path):
     fmt = path.stem.removeprefix("example-")
     done = cli("run", "--profile", "trace-example", "--set",
