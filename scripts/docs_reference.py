@@ -22,6 +22,8 @@ from loadrepro.judge.classify import RULES
 from loadrepro.judge.findings import FAILED
 from loadrepro.records import Outcome
 from loadrepro.schema.run_report import RunReport
+from loadrepro.schema.stress_report import MatrixReport, StressReport
+from loadrepro.stress.phases import PHASES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -105,6 +107,23 @@ def report_page() -> str:
     return "\n".join(lines)
 
 
+def stress_page() -> str:
+    lines = ["# stress.json and matrix.json reference", "", "`loadrepro stress` runs the battery's phases in this order "
+             "(the names are part of the contract; `--phases a,b` chooses), each a run of its own with its "
+             "report.json, then writes stress.json; with several `--engine-cmd` (a `--label` each), a release "
+             "matrix: each build's stress.json in its own directory, and matrix.json. Generated from "
+             "`loadrepro/stress/phases.py` and `loadrepro/schema/stress_report.py`.", "", "## Phases", "",
+             "| phase | what it sends |", "|---|---|"]
+    lines += [f"| `{p.name}` | {_cell(p.traffic)} |" for p in PHASES]
+    lines.append("")
+    for top in (StressReport, MatrixReport):
+        lines += [f"## {top.__name__} (schema `{top.model_fields['schema_'].default}`)", ""]
+        for model in _models(top):
+            doc = _cell(model.__doc__ or "") if model.__doc__ != BaseModel.__doc__ else ""
+            lines += [f"### {model.__name__}", "", *([doc, ""] if doc else []), *_table(model, defaults=False), ""]
+    return "\n".join(lines)
+
+
 def rules_page() -> str:
     lines = ["# Rules and outcomes", "", "Every request gets one outcome; the rules, in the order they are judged, "
              "read the outcomes, the watchers' samples and the engine's log. A rule's finding is a failure or "
@@ -119,7 +138,7 @@ def rules_page() -> str:
 
 def pages() -> dict[Path, str]:
     return {DOCS / "reference" / "profile.md": profile_page(), DOCS / "reference" / "report.md": report_page(),
-            DOCS / "reference" / "rules.md": rules_page(),
+            DOCS / "reference" / "rules.md": rules_page(), DOCS / "reference" / "stress.md": stress_page(),
             DOCS / "report.schema.json": json.dumps(RunReport.model_json_schema(by_alias=True), indent=2) + "\n"}
 
 

@@ -27,6 +27,7 @@ def _root() -> None:
 
 
 for name, command in (("sim", load.sim), ("run", load.run), ("ab", load.ab), ("sweep", load.sweep_command),
+                      ("stress", load.stress_command),
                       ("compare", read.compare_reports), ("bundle", read.bundle), ("report", read.report),
                       ("capacity", read.capacity_command),
                       ("diagnose", read.diagnose_command), ("probe", read.probe_command),

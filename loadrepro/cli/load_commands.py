@@ -14,7 +14,7 @@ import typer
 
 from loadrepro.cli.flags import with_model_options
 from loadrepro.cli.output import echo, say, signalled
-from loadrepro.config.options import AbArguments, RunArguments, ShrinkArguments, SweepArguments
+from loadrepro.config.options import AbArguments, RunArguments, ShrinkArguments, StressArguments, SweepArguments
 from loadrepro.config.profile import SimSpec
 
 if TYPE_CHECKING:  # imported when a command runs
@@ -166,6 +166,33 @@ def sweep_command(given: dict[str, Any] | None = None) -> None:
     if done.report.interrupted:
         raise typer.Exit(130)
     raise typer.Exit(0 if done.report.break_ is None else 1)
+
+
+@with_model_options(StressArguments, into="given")
+def stress_command(given: dict[str, Any] | None = None) -> None:
+    """A battery of the traffic that breaks engines, gentle first (steady, burst, microburst, zigzag,
+    ramp-recovery, connection-churn, cancel-storm, long-context, oversize, malformed, structured, agentic, ...), each
+    phase a run of its own with its verdict, sized to what the target publishes: stress.json/md/html and junit.xml.
+    With --engine-cmd and --label given once per build: a release matrix. Exit 0 when no phase failed, 1 when one
+    did."""
+    import asyncio
+
+    _numpy_with_one_blas_thread()
+    import shlex
+
+    from loadrepro.api import run_options
+    from loadrepro.stress.command import stress
+
+    args = StressArguments.of(given or {})
+    options = run_options(args.run_arguments(), command="loadrepro " + shlex.join(sys.argv[1:]))
+    done = asyncio.run(stress(args, options, say))
+    for line in done.conclusion:
+        echo(line)
+    for path in done.written:
+        echo(f"stress: {path}")
+    if done.interrupted or signalled():
+        raise typer.Exit(130)
+    raise typer.Exit(1 if done.failed else 3 if done.errors else 0)
 
 
 @with_model_options(ShrinkArguments, into="given")

@@ -193,6 +193,61 @@ class SweepArguments(RunArguments):
         return self
 
 
+class StressArguments(LoadArguments):
+    """`loadrepro stress`: the battery against a target, an engine command, or several (a release matrix)."""
+
+    profile: str | Path | Profile = Field("stress", description=(
+        "The base profile every phase is made from (its [sim], [watch], [verdict] and timeouts kept, its traffic "
+        "the phase's own); one with [[phases]] gives the battery's phases instead of the built-in ones."))
+    phases: str | None = Field(None, description=(
+        "The phases to run, comma-separated, in the battery's order (default: every one): steady, burst, "
+        "microburst, zigzag, ramp-recovery, connection-churn, cancel-storm, long-context, oversize, malformed, "
+        "structured, agentic, priority, adapters, multimodal."))
+    base_url: str | list[str] | None = Field(None, description=(
+        "OpenAI-compatible target, the same for every phase (what one phase left in it the next meets); without "
+        "it the embedded simulated engine is started afresh for each. Given more than once: replicas."),
+        json_schema_extra={"metavar": "URL"})
+    engine_cmd: str | list[str] | None = Field(None, description=(
+        "Start this engine ({port} and {host} are filled in) afresh for every phase. Given more than once, with a "
+        "--label each: a release matrix, the battery run against each build in turn."))
+    label: str | list[str] | None = Field(None, description=(
+        "Names the battery (default: the sim policy, or 'run'); with several --engine-cmd, one each, in order "
+        "(the matrix's columns)."))
+    out: Path | None = Field(None, description="The stress directory: stress.json/md/html, junit.xml, each phase's "
+                             "run (a matrix: a directory per build, and matrix.json/md/html).")
+
+    @property
+    def engine_cmds(self) -> list[str]:
+        return url_list(self.engine_cmd)
+
+    @property
+    def labels(self) -> list[str]:
+        return url_list(self.label)
+
+    @model_validator(mode="after")
+    def _builds(self) -> Self:
+        cmds, labels = self.engine_cmds, self.labels
+        if len(cmds) > 1 and len(labels) != len(cmds):
+            raise ValueError(f"a release matrix wants a --label for each --engine-cmd, in the same order: "
+                             f"{len(cmds)} commands, {len(labels)} labels")
+        if len(cmds) <= 1 and len(labels) > 1:
+            raise ValueError("several --label name the builds of a matrix: give an --engine-cmd for each")
+        if len(set(labels)) != len(labels) or any(not x or "/" in x or x.startswith(".") for x in labels):
+            raise ValueError(f"labels name each build's directory: distinct, without '/', not starting with '.': "
+                             f"{labels}")
+        if self.trials > 1:
+            raise ValueError("--trials repeats one run; a stress battery runs each phase once")
+        if self.base_url and cmds:
+            raise ValueError("give a base URL or an engine command, not both")
+        return self
+
+    def run_arguments(self) -> RunArguments:
+        """The first target's arguments as a run's: the URL, or the first engine command."""
+        return RunArguments.of(self.model_dump() | {
+            "engine_cmd": self.engine_cmds[0] if self.engine_cmds else None,
+            "label": self.labels[0] if len(self.labels) == 1 else None})
+
+
 class ShrinkArguments(Arguments):
     """`loadrepro shrink` and `loadrepro.shrink_failure`: a failing run directory or a profile."""
 

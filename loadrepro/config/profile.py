@@ -333,6 +333,19 @@ class ChaosSpec(Section):
     events: tuple[ChaosEvent, ...] = Field((), description="The faults, each at its time ([[chaos.events]]).")
 
 
+class PhaseSpec(Section):
+    """A phase of a battery of one's own ([[phases]]), read by `loadrepro stress` alone: a built-in phase with
+    overrides, or a profile run as a phase."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    name: str = Field(min_length=1, description="The phase's name, as the battery's report shows it; without "
+                      "`profile`, the built-in phase of that name (steady, burst, ...).")
+    profile: str = Field("", description="A profile to run as this phase: a built-in profile's name or a file "
+                         "(relative to this profile's folder); empty: the built-in phase `name`.")
+    overrides: tuple[str, ...] = Field((), alias="set", description="KEY=VALUE overrides (TOML values, as --set) "
+                                       "of the phase's profile.")
+
+
 class Profile(Section):
     name: str = Field(description="The profile's name.")
     description: str = Field("", description="What the profile reproduces, in a sentence.")
@@ -352,3 +365,6 @@ class Profile(Section):
     slo: SloSpec = Field(SloSpec(), description="The service level each request is judged against ([slo]).")
     signatures: tuple[SignatureSpec, ...] = Field(
         (), description="Error texts of the profile's own, beside the built-in catalog.")
+    phases: tuple[PhaseSpec, ...] = Field(
+        (), description="A battery of one's own for `loadrepro stress` ([[phases]]: name, profile, set), run instead "
+        "of the built-in phases, in this order; `loadrepro run` ignores it.")

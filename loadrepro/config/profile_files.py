@@ -83,6 +83,11 @@ def load_profile(path_or_name: str, overrides: list[str] | tuple[str, ...] = ())
         # A trace path written in a profile is relative to the profile's own folder; one given with --set is
         # relative to where the command runs.
         workload["trace"] = str((path.parent / workload["trace"]).resolve())
+    for phase in data.get("phases") or ():
+        # a [[phases]] profile given as a file is relative to this profile's folder, as a trace is
+        given = phase.get("profile") if isinstance(phase, dict) else None
+        if isinstance(given, str) and (given.endswith(".toml") or "/" in given):
+            phase["profile"] = str((path.parent / given).resolve())
     return _overridden(data, overrides, str(path))
 
 
@@ -109,5 +114,7 @@ def write_profile(profile: Profile, path: Path) -> Path:
             data[section] = {k: v for k, v in values.items() if v is not None}
     if not data["signatures"]:
         del data["signatures"]
+    if not data["phases"]:
+        del data["phases"]
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
     return path

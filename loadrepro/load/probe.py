@@ -14,6 +14,7 @@ import time
 
 from pydantic import BaseModel, ConfigDict
 
+from loadrepro.config.capacity import smallest_pool_tokens
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.gateway import find_gateway, health_path_for
 from loadrepro.load.limits import discover
@@ -78,6 +79,7 @@ class Probe(_Model):
     usage: Usage | None
     apis: dict[str, ApiCheck] = {}  # chat, completions, responses, messages: which answer
     limits: str | None  # the KV limits the target publishes, in words
+    kv_pool_tokens: int | None = None  # the binding KV pool they give, in tokens (None: none published)
     cache_reset: str | None = None  # the prefix-cache reset it serves ([verify] computes references cold with it)
     gateway: str | None = None  # a gateway in front of the engine, and the health path a run polls on it
     requests: int  # what the probe sent, all of it
@@ -112,7 +114,8 @@ async def probe(base_url: str, health_path: str = "/health", metrics_path: str =
     generated = 2 * usage.prompt_tokens if usage and usage.prompt_tokens else 0
     result = Probe(base_url=base_url, flavour=flavour, evidence=evidence, models=models, max_model_len=max_len,
                    tokenize=tokenize, health=health, metrics=metrics, series=series, usage=usage, apis=apis,
-                   limits=described, cache_reset=cache_reset, gateway=switched or (
+                   limits=described, kv_pool_tokens=smallest_pool_tokens(limits) if limits is not None else None,
+                   cache_reset=cache_reset, gateway=switched or (
                        gateway.owns(health_path) if gateway is not None else None),
                    requests=http.sent + (usage.requests if usage else 0) + len(apis),
                    generated_prompt_tokens=generated + sum(c.prompt_tokens or 0 for c in apis.values()), plan=[])

@@ -286,8 +286,34 @@
     });
   }
 
+  // A stress battery's phases in order: TTFT p50 and p95 of each, a cross on a phase that failed.
+  function stress(key) {
+    const d = read(key + "-data"), box = document.getElementById(key + "-charts");
+    const x = d.names.map((_, i) => i);
+    const failed = u => {
+      const ctx = u.ctx;
+      ctx.save(); ctx.lineWidth = 2; ctx.strokeStyle = "#c62828";
+      d.failed.forEach((bad, i) => {
+        const v = d.ttft95[i] === null ? d.ttft50[i] : d.ttft95[i];
+        if (!bad || v === null) return;
+        const px = u.valToPos(i, "x", true), py = u.valToPos(v, "y", true), s = 6;
+        ctx.beginPath(); ctx.moveTo(px - s, py - s); ctx.lineTo(px + s, py + s); ctx.moveTo(px + s, py - s);
+        ctx.lineTo(px - s, py + s); ctx.stroke();
+      });
+      ctx.restore();
+    };
+    const u = new uPlot({title: "TTFT by phase (ms)", width: widthOf(box), height: 260,
+      series: [{label: "phase", value: (_, i) => d.names[i] || ""},
+               {label: "TTFT p50", stroke: "#1565c0", width: 0, points: {show: true, size: 7}},
+               {label: "TTFT p95", stroke: "#6a1b9a", width: 0, points: {show: true, size: 7}}],
+      scales: {x: {time: false}, y: {distr: 3}},
+      axes: [{values: (_, ticks) => ticks.map(i => d.names[i] || ""), incrs: [1]}, {size: 60}],
+      hooks: {draw: [failed]}}, [x, d.ttft50, d.ttft95], box);
+    (window.loadreproStress = window.loadreproStress || []).push(u);
+  }
+
   document.querySelectorAll("[data-loadrepro-chart]").forEach(el => {
     const [kind, key] = el.dataset.loadreproChart.split(":");
-    ({timeline, latency, sweep})[kind](key);
+    ({timeline, latency, sweep, stress})[kind](key);
   });
 })();

@@ -20,6 +20,7 @@ from loadrepro.records.redact import REDACTED, scrub
 from loadrepro.report.timeline import Timeline
 
 if TYPE_CHECKING:  # a run's own reports compare nothing: comparisons and sweeps import these themselves
+    from loadrepro.schema.stress_report import PhaseRow
     from loadrepro.schema.sweep_report import SweepCurve
 
 MAX_POINTS = 100_000  # per series: a soak's series thinned to this many, evenly
@@ -126,6 +127,14 @@ def sweep_section(curves: Sequence[SweepCurve], over: str, key: str = "sweep") -
     unit = "requests in flight" if over == "concurrency" else "arrivals per second"
     return (f"<div id={key}-charts data-loadrepro-chart=sweep:{key}></div>"
             + _data(f"{key}-data", {"over": unit, "curves": drawn, "figures": figures}))
+
+
+def stress_section(phases: Sequence[PhaseRow], key: str = "stress") -> str:
+    """A battery's phases in order: TTFT p50 and p95 of each phase that ran, a cross where one failed."""
+    ran = [p for p in phases if p.run_dir is not None]
+    data = {"names": [p.name for p in ran], "ttft50": [p.ttft_p50_ms for p in ran],
+            "ttft95": [p.ttft_p95_ms for p in ran], "failed": [p.verdict == "fail" for p in ran]}
+    return f"<div id={key}-charts data-loadrepro-chart=stress:{key}></div>" + _data(f"{key}-data", data)
 
 
 SCRIPTS = "<!--loadrepro:scripts-->"  # where a page's scripts go: put in after the page's text was scrubbed

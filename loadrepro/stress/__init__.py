@@ -1,0 +1,1 @@
+"""`loadrepro stress`: a battery of the traffic that breaks engines, a verdict per phase, a matrix of builds."""

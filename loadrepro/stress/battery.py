@@ -1,0 +1,174 @@
+"""`loadrepro stress`: the battery against one target. The target is probed once for what it takes; then each
+phase, gentle first, is a run of its own in `root`/PHASE (its report, verdict and every rule as a run's), on an
+engine loadrepro starts afresh for it (an engine command, or the simulated engine), so an engine a phase killed or
+wedged meets the next phase restarted; a target at a URL that died makes the phases after it skip. stress.json,
+stress.md, stress.html and junit.xml in `root`."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadrepro.errors import InternalError, TargetUnreachable, UsageError
+from loadrepro.load.target import check_reachable
+from loadrepro.load.transport import Transport
+from loadrepro.report.stress import write_stress
+from loadrepro.runs.progress import Say
+from loadrepro.runs.run_options import RunOptions
+from loadrepro.runs.session import run_session
+from loadrepro.schema.report_kinds import Severity
+from loadrepro.schema.run_report import RunReport
+from loadrepro.schema.stress_report import Capabilities, PhaseRow, PhaseVerdict, StressReport
+from loadrepro.stress.capabilities import probed
+from loadrepro.stress.phases import DEFAULT_RATE, RATE_PHASES, Phase, Reference, Traffic
+
+# Rules that say the engine died or stopped serving while alive: the next phase must meet it restarted.
+DOWN_RULES = frozenset({"engine_death", "wedged_while_healthy", "post_run_health", "no_recovery"})
+
+
+@dataclass(frozen=True, slots=True)
+class Battery:
+    report: StressReport
+    root: Path
+    written: list[Path]
+    errors: int  # phases loadrepro itself failed to run (exit 3 when none failed)
+
+
+@dataclass(slots=True)
+class _State:
+    """What the phases so far leave the next: the rate steady measured, where a target at a URL died."""
+
+    reference: Reference
+    died_in: str | None = None
+    interrupted: bool = False
+    errors: int = 0
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def _row(phase: Phase, report: RunReport, run_dir: Path, wall_s: float, managed: bool) -> PhaseRow:
+    failing = [r for r in report.rules if r.fired and r.severity == Severity.FAIL]
+    down = sorted({r.name for r in failing} & DOWN_RULES)
+    engine = None
+    if down:
+        engine = (f"the engine went down ({', '.join(down)}): " + (
+            "the next phase starts a fresh one" if managed else "the phases after meet it as it is"))
+    verdict = PhaseVerdict.PASS if report.verdict == "pass" else PhaseVerdict.FAIL
+    return PhaseRow(name=phase.name, verdict=verdict, reasons=list(report.reasons) if failing else [],
+                    rules_fired=[r.name for r in failing], traffic=phase.traffic, run_dir=str(run_dir),
+                    requests=report.requests.total, outcomes=dict(report.requests.by_outcome),
+                    ttft_p50_ms=report.latency.ttft_ms.p50, ttft_p95_ms=report.latency.ttft_ms.p95,
+                    wall_s=round(wall_s, 2), engine=engine,
+                    shrink=f"loadrepro shrink {run_dir}" if verdict is PhaseVerdict.FAIL else None)
+
+
+def _skip(phase: Phase, reason: str) -> PhaseRow:
+    return PhaseRow(name=phase.name, verdict=PhaseVerdict.SKIP, reasons=[reason], rules_fired=[],
+                    traffic=phase.traffic, run_dir=None)
+
+
+async def _alive(options: RunOptions) -> bool:
+    """Whether a target at a URL still answers (an engine loadrepro starts is started afresh: always)."""
+    if options.base_url is None:
+        return True
+    async with Transport(options.base_url, options.api_key, timeout_s=5.0) as http:
+        try:
+            await check_reachable(http, options.profile.watch.health_path)
+        except TargetUnreachable:
+            return False
+    return True
+
+
+async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: Path,
+                     say: Say) -> tuple[RunReport, Path, float]:
+    began = time.monotonic()
+    run = dataclasses.replace(options, profile=traffic.profile, out=root / phase.name, fit=traffic.fit,
+                              size_to_overrun=None, label=phase.name, on_verdict=None, quiet=True, began_ns=None,
+                              command=f"{options.command} --phases {phase.name}")
+    session = await run_session(run, lambda _: None)
+    if session.result.interrupted:
+        raise KeyboardInterrupt
+    return session.report, session.run_dir, time.monotonic() - began
+
+
+async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _State, root: Path,
+                 say: Say) -> PhaseRow:
+    """One phase's row: skipped (the target died before it, it cannot take the traffic), or run and judged."""
+    if state.died_in is not None:
+        return _skip(phase, f"the target died in phase {state.died_in}")
+    built = phase.build(options.profile, caps, state.reference)
+    if isinstance(built, str):
+        return _skip(phase, built)
+    try:
+        report, run_dir, wall = await _run_phase(options, phase, built, root, say)
+    except TargetUnreachable as exc:
+        state.died_in = state.died_in or "an earlier phase"
+        return _skip(phase, f"the target did not answer: {exc}")
+    except UsageError as exc:
+        return _skip(phase, f"the target cannot take this phase's traffic: {exc}")
+    except InternalError as exc:
+        state.errors += 1
+        return _skip(phase, f"loadrepro failed to run it: {exc}")
+    row = _row(phase, report, run_dir, wall, options.base_url is None)
+    if phase.name == "steady" and report.throughput.requests_per_s > 0:
+        state.reference = Reference(report.throughput.requests_per_s, True)
+    if row.verdict is PhaseVerdict.FAIL and not await _alive(options):
+        state.died_in = phase.name
+        row = row.model_copy(update={"engine": "the target stopped answering: the phases after are skipped"})
+    return row
+
+
+def _said(row: PhaseRow) -> str:
+    if row.verdict is PhaseVerdict.SKIP:
+        return f"stress {row.name}: skip ({row.reasons[0]})"
+    rules = f"; {', '.join(row.rules_fired)}" if row.rules_fired else ""
+    return (f"stress {row.name}: {row.verdict}{rules} ({row.requests} requests, TTFT p95 {_ms(row.ttft_p95_ms)}, "
+            f"{row.wall_s:.1f} s)")
+
+
+def _target(options: RunOptions) -> str:
+    if options.base_url is not None:
+        return options.base_url
+    if options.engine_cmd is not None:
+        return options.engine_cmd
+    sim = options.profile.sim
+    return f"the embedded simulated engine ({sim.scenario}, {sim.policy} policy)"
+
+
+async def run_battery(options: RunOptions, phases: Sequence[Phase], root: Path, say: Say) -> Battery:
+    """The battery's phases against `options`' target, each run in `root`/PHASE; its files written in `root`."""
+    began = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    caps = await probed(options, root / "probe", say)
+    state = _State(Reference(DEFAULT_RATE, False))
+    if any(p.name in RATE_PHASES for p in phases) and not any(p.name == "steady" for p in phases):
+        notes.append(f"no steady phase ran: the rate phases start from {DEFAULT_RATE:g} requests/s, not from what "
+                     "the target served")
+    rows: list[PhaseRow] = []
+    for phase in phases:
+        if state.interrupted:
+            rows.append(_skip(phase, "interrupted"))
+            continue
+        try:
+            row = await _phase(options, phase, caps, state, root, say)
+        except KeyboardInterrupt:
+            state.interrupted = True
+            row = _skip(phase, "interrupted while it ran")
+        if phase.name in RATE_PHASES and row.verdict is not PhaseVerdict.SKIP and not state.reference.measured:
+            notes.append(f"{phase.name}: sized from {DEFAULT_RATE:g} requests/s (steady measured none)")
+        rows.append(row)
+        say(_said(row))
+    if options.base_url is not None:
+        notes.append(f"every phase ran against the same target at {options.base_url}: what one left in it the next "
+                     "met (a fresh engine per phase needs --engine-cmd, or the simulated engine)")
+    failed = next((r.name for r in rows if r.verdict is PhaseVerdict.FAIL), None)
+    report = StressReport(label=options.label, target=_target(options), fresh_engine=options.base_url is None,
+                          command=options.command, capabilities=caps, phases=rows, first_failure=failed,
+                          wall_s=round(time.monotonic() - began, 2), interrupted=state.interrupted, notes=notes)
+    return Battery(report, root, write_stress(report, root), state.errors)

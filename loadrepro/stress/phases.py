@@ -1,0 +1,222 @@
+"""The battery's phases, gentle first: each the traffic that breaks engines of one kind, written as a profile made
+from the battery's base profile (its target, watch, verdict and [sim] settings kept; its workload and load the
+phase's own) and sized to what the target publishes: --fit scales each phase's requests to the target's context
+or KV pool, and the phases of a varying rate send multiples of the rate the `steady` phase measured. A phase
+whose traffic the target cannot take, or loadrepro does not send yet, is skipped with its reason (a string)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from loadrepro.config.profile import Profile
+from loadrepro.errors import ProfileError
+from loadrepro.schema.stress_report import Capabilities
+
+DEFAULT_RATE = 2.0  # requests/s the rate phases start from when no steady phase measured the target's
+MIN_WINDOW_REQUESTS = 8  # ramp-recovery's windows hold at least this many requests at its low rate
+PRESSURE = 1.5  # long-context's requests at once need this many times the KV pool
+LONG_AT_ONCE, MAX_LONG = 2, 16  # long-context's conversations at once: at least, at most
+HUGE = 1 << 24  # long-context's prefix before --fit scales it to the target
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What the `steady` phase measured, which later phases are sized from."""
+
+    requests_per_s: float  # completed requests per second at steady's concurrency
+    measured: bool  # False: DEFAULT_RATE, no steady phase measured it
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """A phase's profile, and whether the run scales it to the target (--fit)."""
+
+    profile: Profile
+    fit: bool
+
+
+Build = Callable[[Profile, Capabilities, Reference], "Traffic | str"]
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    name: str
+    traffic: str  # what it sends, in a sentence
+    build: Build
+
+
+def _profile(base: Profile, name: str, workload: dict[str, Any], load: dict[str, Any],
+             verdict: dict[str, Any] | None = None, chaos: list[dict[str, Any]] | None = None) -> Profile:
+    """The base profile with the phase's workload (a new one, the base's seed kept), its load keys over the base's,
+    and its faults on purpose instead of the base's."""
+    data = base.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["name"] = f"stress-{name}"
+    data["description"] = f"The stress battery's {name} phase"
+    data["workload"] = {"seed": base.workload.seed, **workload}
+    data["load"] = {**{k: v for k, v in data["load"].items() if k in _LOAD_KEPT}, **load}
+    data["verdict"] = {**data["verdict"], **(verdict or {})}
+    data["chaos"] = {"events": chaos or []}
+    data["phases"] = []  # the battery's, not the phase's
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"the {name} phase's profile is not valid: {exc}") from exc
+
+
+# The base's [load] keys a phase keeps (how long a request may take); the rest is the phase's traffic.
+_LOAD_KEPT = frozenset({"request_timeout_s", "stall_timeout_s", "ttft_timeout_s", "max_retries", "stop_on_death",
+                        "keep_records", "checkpoint_s"})
+
+
+def _chats(conversations: int, turns: int = 2, prefix: int = 512, max_tokens: int = 32,
+           **more: Any) -> dict[str, Any]:
+    """Prefix-shared conversations: a warm-up that fills the prefix, then follow-ups that reuse it."""
+    return {"kind": "conversations", "conversations": conversations, "turns": turns, "prefix_tokens": prefix,
+            "turn_tokens": 64, "max_tokens": max_tokens, "warm_max_tokens": 1, "ignore_eos": True, **more}
+
+
+def _sized(caps: Capabilities) -> bool:
+    """Whether --fit can scale a phase to the target: it publishes a context or a KV pool."""
+    return caps.max_model_len is not None or caps.kv_limits is not None
+
+
+def steady(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    return Traffic(_profile(base, "steady", _chats(16), {"arrival": "closed", "concurrency": 4}), _sized(caps))
+
+
+def burst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    n = 32
+    load = {"arrival": "bursts", "burst_size": n, "idle_s": 2.0, "concurrency": n}
+    return Traffic(_profile(base, "burst", _chats(n, turns=1, max_tokens=16), load), _sized(caps))
+
+
+def microburst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    size, bursts = 8, 6
+    every = round(size / (1.5 * ref.requests_per_s), 3)  # on average half as much again as steady served
+    load = {"arrival": "bursts", "burst_size": size, "burst_every_s": max(0.05, every), "concurrency": size * bursts}
+    return Traffic(_profile(base, "microburst", _chats(size * bursts, turns=1, max_tokens=16), load), _sized(caps))
+
+
+def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    r, period, periods = ref.requests_per_s, 4.0, 3
+    low, high = 0.25 * r, 2.0 * r
+    n = max(12, round((low + high) / 2 * period * periods))
+    load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": period, "concurrency": 256}
+    return Traffic(_profile(base, "zigzag", _chats(n, turns=1, max_tokens=16), load), _sized(caps))
+
+
+def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    """Half steady's rate, then three times it (past saturation), then half again for as long as both before: the
+    last windows must serve as the first did (rule degradation, windows of a few requests each)."""
+    low, high = 0.5 * ref.requests_per_s, 3.0 * ref.requests_per_s
+    window = max(1.0, MIN_WINDOW_REQUESTS / low)
+    steps = [{"seconds": 3 * window, "rate": low}, {"seconds": 2 * window, "rate": high},
+             {"seconds": 5 * window, "rate": low}]
+    n = round(sum(s["seconds"] * s["rate"] for s in steps))
+    load = {"arrival": "series", "rates": steps, "concurrency": 512}
+    return Traffic(_profile(base, "ramp-recovery", _chats(n, turns=1, max_tokens=16), load,
+                            verdict={"window_s": window}), _sized(caps))
+
+
+def connection_churn(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    load = {"arrival": "closed", "concurrency": 8, "fresh_connections": True}
+    return Traffic(_profile(base, "connection-churn", _chats(64, turns=1, max_tokens=8), load), _sized(caps))
+
+
+def cancel_storm(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    """Twice as many conversations as in flight, long answers; once answers are under way, every request in flight
+    is abandoned (mid-answer first, then queued), and the other half goes on: the engine must free what the
+    abandoned held (rules zombie_requests, no_recovery)."""
+    n = 16
+    chaos = [{"at_s": 1.0, "action": "abort_burst", "count": n, "recover_within_s": 30.0}]
+    return Traffic(_profile(base, "cancel-storm", _chats(2 * n, max_tokens=256), {"arrival": "closed",
+                                                                                    "concurrency": n}, chaos=chaos),
+                   _sized(caps))
+
+
+def long_context(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    if not _sized(caps):
+        return "the target publishes no context length and no KV pool: prompts near its limit cannot be sized"
+    n = _over_the_pool(caps)
+    workload = _chats(n, prefix=HUGE, max_tokens=64)
+    return Traffic(_profile(base, "long-context", workload, {"arrival": "closed", "concurrency": n}), True)
+
+
+def _over_the_pool(caps: Capabilities) -> int:
+    """Conversations of requests near the longest the target takes, all at once, that need PRESSURE x its KV pool
+    (where it publishes one; else LONG_AT_ONCE): admission must queue what the pool cannot hold."""
+    longest = min(x for x in (caps.max_model_len, caps.kv_pool_tokens) if x is not None)
+    if caps.kv_pool_tokens is None:
+        return LONG_AT_ONCE
+    return max(LONG_AT_ONCE, min(MAX_LONG, -(-int(PRESSURE * caps.kv_pool_tokens) // int(0.9 * longest))))
+
+
+def oversize(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    if not _sized(caps):
+        return "the target publishes no context length and no KV pool: a request just past them cannot be sized"
+    chaos = [{"at_s": 0.5, "action": "oversize"}, {"at_s": 1.5, "action": "oversize"}]
+    return Traffic(_profile(base, "oversize", _chats(12), {"arrival": "closed", "concurrency": 4}, chaos=chaos), True)
+
+
+def malformed(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    chaos = [{"at_s": 0.5, "action": "malformed", "kind": "all", "count": 2}]
+    return Traffic(_profile(base, "malformed", _chats(12), {"arrival": "closed", "concurrency": 4}, chaos=chaos),
+                   _sized(caps))
+
+
+def structured(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    if caps.structured_outputs is False:
+        return f"the {caps.flavour} takes no structured outputs: it answers free text whatever a request asks"
+    if caps.structured_outputs is None:
+        return (f"whether the target ({caps.flavour}) honours a JSON schema cannot be told: --phases structured "
+                "runs it anyway")
+    workload = _chats(16, turns=1, max_tokens=96, structured_share=1.0, structured_format="json_schema")
+    return Traffic(_profile(base, "structured", workload, {"arrival": "closed", "concurrency": 8}), _sized(caps))
+
+
+def agentic(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+    """Seeded agent sessions: tool turns, subagents spawned and joined, compaction near the target's context."""
+    context = caps.max_model_len
+    system = 1024 if context is None else max(64, min(1024, context // 8))
+    agents: dict[str, Any] = {"agents": 4, "turns": 4, "system_tokens": system, "task_tokens": 128,
+                              "tool_result_tokens": 128, "reply_tokens": 32, "tool_latency_s": 0.1,
+                              "subagent_probability": 0.5, "subagent_fanout": 2, "subagent_turns": 2}
+    if context is not None and int(0.8 * context) >= system + 128 + 512 + 64:
+        agents["context_limit_tokens"] = int(0.8 * context)
+    workload = {"kind": "agents", "agents": agents, "ignore_eos": True}
+    return Traffic(_profile(base, "agentic", workload, {"arrival": "closed", "concurrency": 4,
+                                                        "concurrency_unit": "session"}), False)
+
+
+def _not_sent(what: str) -> Build:
+    def build(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
+        return f"loadrepro does not send {what} yet"
+    return build
+
+
+PHASES: tuple[Phase, ...] = (
+    Phase("steady", "prefix-shared conversations, a few at once: the reference the others are sized from", steady),
+    Phase("burst", "after an idle spell, every conversation at once", burst),
+    Phase("microburst", "short bursts on a rhythm, half as much again as steady served on average", microburst),
+    Phase("zigzag", "Poisson arrivals whose rate goes up to twice steady's and down, again and again", zigzag),
+    Phase("ramp-recovery", "half steady's rate, then three times it (past saturation), then half again: the last "
+          "windows must be served as the first were", ramp_recovery),
+    Phase("connection-churn", "every request on a new connection, closed after its answer", connection_churn),
+    Phase("cancel-storm", "every request in flight abandoned at once, mid-answer and queued, then the rest of the "
+          "traffic", cancel_storm),
+    Phase("long-context", "prompts near the longest the target takes", long_context),
+    Phase("oversize", "requests just past what the target can hold, among normal ones: refused cleanly", oversize),
+    Phase("malformed", "requests no client should send (bad UTF-8, cut JSON, wrong types, a huge body, negative "
+          "max_tokens), each on its own connection, among normal ones", malformed),
+    Phase("structured", "answers held to a JSON schema (response_format)", structured),
+    Phase("agentic", "seeded agent sessions: tool turns, subagents spawned and joined", agentic),
+    Phase("priority", "classes of traffic at different priorities", _not_sent("priority classes")),
+    Phase("adapters", "a mix of LoRA adapters", _not_sent("a mix of models or adapters")),
+    Phase("multimodal", "chat requests with images", _not_sent("image parts")),
+)
+BY_NAME = {p.name: p for p in PHASES}
+RATE_PHASES = frozenset({"microburst", "zigzag", "ramp-recovery"})  # sized from steady's measured rate
