@@ -14,7 +14,7 @@ from pathlib import Path
 from loadrepro.report.files import write_text
 from loadrepro.report.html import html_page
 from loadrepro.report.interactive import SCRIPTS, stress_section, with_scripts
-from loadrepro.schema.stress_report import MatrixReport, PhaseRow, PhaseVerdict, StressReport
+from loadrepro.schema.stress_report import MatrixBuild, MatrixReport, PhaseRow, PhaseVerdict, StressReport
 
 HEADINGS = ("phase", "verdict", "failing rules", "requests", "outcomes", "TTFT p50 ms", "TTFT p95 ms", "seconds",
             "why")
@@ -53,6 +53,8 @@ def _md(text: str) -> str:
 
 def render_stress(r: StressReport) -> str:
     lines = [f"# loadrepro stress: {r.label}", "", _conclusion(r), "", f"Target: {r.target}", ""]
+    if r.target_error:
+        lines += [f"**The target could not be started or reached**: {r.target_error}", ""]
     if r.capabilities is not None:
         c = r.capabilities
         lines += [f"Found: {c.flavour}; models {', '.join(c.models) or 'none listed'}; context "
@@ -153,13 +155,17 @@ def _matrix_cell(m: MatrixReport, label: str, phase: str) -> str:
     return verdict.value + (f" ({', '.join(rules)})" if rules else "")
 
 
+def _first(b: MatrixBuild) -> str:
+    return f"did not start ({b.target_error})" if b.target_error else b.first_failure or "none"
+
+
 def render_matrix(m: MatrixReport) -> str:
     labels = [b.label for b in m.builds]
     lines = ["# loadrepro stress matrix", "", "| phase | " + " | ".join(_md(x) for x in labels) + " |",
              "|" + "---|" * (len(labels) + 1)]
     lines += ["| " + " | ".join([phase, *(_md(_matrix_cell(m, x, phase)) for x in labels)]) + " |"
               for phase in m.phases]
-    lines += ["| first failure | " + " | ".join(b.first_failure or "none" for b in m.builds) + " |",
+    lines += ["| first failure | " + " | ".join(_first(b) for b in m.builds) + " |",
               "| seconds | " + " | ".join(f"{b.wall_s:,.0f}" for b in m.builds) + " |", ""]
     lines += [f"- {b.label}: `{b.engine_cmd}` ({b.stress_dir}/stress.md)" for b in m.builds]
     lines += ["", f"Reproduce: `{m.command}`" + (" (interrupted: the builds after are missing)"
@@ -174,7 +180,7 @@ def render_matrix_html(m: MatrixReport, root: Path) -> str:
     rows = "".join("<tr><td>" + escape(phase) + "</td>" + "".join(
         f"<td class={escape(b.verdicts[phase].value if phase in b.verdicts else 'none')}>"
         f"{escape(_matrix_cell(m, b.label, phase))}</td>" for b in m.builds) + "</tr>" for phase in m.phases)
-    first = "<tr><td>first failure</td>" + "".join(f"<td>{escape(b.first_failure or 'none')}</td>"
+    first = "<tr><td>first failure</td>" + "".join(f"<td>{escape(_first(b))}</td>"
                                                    for b in m.builds) + "</tr>"
     body = (f"<h1>loadrepro stress matrix</h1><table><tr>{head}</tr>{rows}{first}</table>"
             + "<ul>" + "".join(f"<li>{escape(b.label)}: <code>{escape(b.engine_cmd)}</code></li>"

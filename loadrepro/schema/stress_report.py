@@ -77,11 +77,14 @@ class StressReport(Model):
     first_failure: str | None = Field(description="The first phase that failed (null: none did).")
     wall_s: float = Field(description="Seconds the whole battery took.")
     interrupted: bool = Field(False, description="Stopped by Ctrl-C or SIGTERM: the phases after are skipped.")
+    target_error: str | None = Field(None, description="The target could not be started or reached before the "
+                                     "battery (every phase skipped): why. The battery then fails (exit 1).")
     notes: list[str] = Field(description="What the reader should know about how the battery ran.")
 
     @property
     def failed(self) -> bool:
-        return any(p.verdict is PhaseVerdict.FAIL for p in self.phases)
+        """A phase failed, or the target could not be started or reached at all."""
+        return self.target_error is not None or any(p.verdict is PhaseVerdict.FAIL for p in self.phases)
 
 
 class MatrixBuild(Model):
@@ -91,6 +94,7 @@ class MatrixBuild(Model):
     verdicts: dict[str, PhaseVerdict] = Field(description="Each phase's verdict, by phase name.")
     rules: dict[str, list[str]] = Field(description="The rules that failed each failing phase, by phase name.")
     first_failure: str | None = Field(description="The first phase it failed (null: none).")
+    target_error: str | None = Field(None, description="It could not be started or reached: why.")
     wall_s: float = Field(description="Seconds its battery took.")
 
 

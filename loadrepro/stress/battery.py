@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadrepro.errors import InternalError, TargetUnreachable, UsageError
+from loadrepro.errors import InternalError, TargetError, TargetUnreachable, UsageError
 from loadrepro.load.target import check_reachable
 from loadrepro.load.transport import Transport
+from loadrepro.records import Outcome, RequestRecord
 from loadrepro.report.stress import write_stress
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import RunOptions
@@ -51,7 +52,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} ms"
 
 
-def _row(phase: Phase, report: RunReport, run_dir: Path, wall_s: float, managed: bool) -> PhaseRow:
+def _row(phase: Phase, ran: _Ran, managed: bool) -> PhaseRow:
+    report, run_dir, wall_s = ran.report, ran.run_dir, ran.wall_s
     failing = [r for r in report.rules if r.fired and r.severity == Severity.FAIL]
     down = sorted({r.name for r in failing} & DOWN_RULES)
     engine = None
@@ -59,12 +61,32 @@ def _row(phase: Phase, report: RunReport, run_dir: Path, wall_s: float, managed:
         engine = (f"the engine went down ({', '.join(down)}): " + (
             "the next phase starts a fresh one" if managed else "the phases after meet it as it is"))
     verdict = PhaseVerdict.PASS if report.verdict == "pass" else PhaseVerdict.FAIL
-    return PhaseRow(name=phase.name, verdict=verdict, reasons=list(report.reasons) if failing else [],
+    reasons = list(report.reasons) if failing else []
+    if verdict is PhaseVerdict.PASS and (untested := _tested_nothing(report, ran.refusal)):
+        verdict, reasons = PhaseVerdict.SKIP, [untested]
+    return PhaseRow(name=phase.name, verdict=verdict, reasons=reasons,
                     rules_fired=[r.name for r in failing], traffic=phase.traffic, run_dir=str(run_dir),
                     requests=report.requests.total, outcomes=dict(report.requests.by_outcome),
                     ttft_p50_ms=report.latency.ttft_ms.p50, ttft_p95_ms=report.latency.ttft_ms.p95,
                     wall_s=round(wall_s, 2), engine=engine,
                     shrink=f"loadrepro shrink {run_dir}" if verdict is PhaseVerdict.FAIL else None)
+
+
+def _tested_nothing(report: RunReport, refusal: str | None) -> str | None:
+    """Why a run that passed tested nothing: the target refused every request it sent (a clean refusal at
+    admission, which a run allows; `refusal` the first one's text), so the phase's traffic is one it does not
+    take; None when it served any."""
+    if not report.requests.total:
+        return "no request was sent"
+    if report.requests.by_outcome.get(Outcome.REJECTED.value, 0) < report.requests.total:
+        return None
+    said = f" ({refusal[:300]})" if refusal else ""
+    return f"the target refused every one of its {report.requests.total} requests{said}: it does not take this " \
+        "phase's traffic"
+
+
+def _refusal(records: Sequence[RequestRecord]) -> str | None:
+    return next((f"HTTP {r.status}: {r.detail}" for r in records if r.outcome is Outcome.REJECTED), None)
 
 
 def _skip(phase: Phase, reason: str) -> PhaseRow:
@@ -84,8 +106,15 @@ async def _alive(options: RunOptions) -> bool:
     return True
 
 
-async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: Path,
-                     say: Say) -> tuple[RunReport, Path, float]:
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    report: RunReport
+    run_dir: Path
+    wall_s: float
+    refusal: str | None  # the first refusal's status and text
+
+
+async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: Path) -> _Ran:
     began = time.monotonic()
     run = dataclasses.replace(options, profile=traffic.profile, out=root / phase.name, fit=traffic.fit,
                               size_to_overrun=None, label=phase.name, on_verdict=None, quiet=True, began_ns=None,
@@ -93,7 +122,7 @@ async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: 
     session = await run_session(run, lambda _: None)
     if session.result.interrupted:
         raise KeyboardInterrupt
-    return session.report, session.run_dir, time.monotonic() - began
+    return _Ran(session.report, session.run_dir, time.monotonic() - began, _refusal(session.result.records))
 
 
 async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _State, root: Path,
@@ -105,7 +134,7 @@ async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _
     if isinstance(built, str):
         return _skip(phase, built)
     try:
-        report, run_dir, wall = await _run_phase(options, phase, built, root, say)
+        ran = await _run_phase(options, phase, built, root)
     except TargetUnreachable as exc:
         state.died_in = state.died_in or "an earlier phase"
         return _skip(phase, f"the target did not answer: {exc}")
@@ -114,9 +143,9 @@ async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _
     except InternalError as exc:
         state.errors += 1
         return _skip(phase, f"loadrepro failed to run it: {exc}")
-    row = _row(phase, report, run_dir, wall, options.base_url is None)
-    if phase.name == "steady" and report.throughput.requests_per_s > 0:
-        state.reference = Reference(report.throughput.requests_per_s, True)
+    row = _row(phase, ran, options.base_url is None)
+    if phase.name == "steady" and ran.report.throughput.requests_per_s > 0:
+        state.reference = Reference(ran.report.throughput.requests_per_s, True)
     if row.verdict is PhaseVerdict.FAIL and not await _alive(options):
         state.died_in = phase.name
         row = row.model_copy(update={"engine": "the target stopped answering: the phases after are skipped"})
@@ -145,8 +174,17 @@ async def run_battery(options: RunOptions, phases: Sequence[Phase], root: Path, 
     began = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
-    caps = await probed(options, root / "probe", say)
     state = _State(Reference(DEFAULT_RATE, False))
+    caps: Capabilities | None = None
+    target_error: str | None = None
+    try:
+        caps = await probed(options, root / "probe", say)
+    except (TargetError, TargetUnreachable) as exc:
+        target_error = str(exc).splitlines()[0]
+        say(f"stress: {target_error}")
+        state.died_in = "its probe"
+    except KeyboardInterrupt:
+        state.interrupted = True
     if any(p.name in RATE_PHASES for p in phases) and not any(p.name == "steady" for p in phases):
         notes.append(f"no steady phase ran: the rate phases start from {DEFAULT_RATE:g} requests/s, not from what "
                      "the target served")
@@ -154,6 +192,9 @@ async def run_battery(options: RunOptions, phases: Sequence[Phase], root: Path, 
     for phase in phases:
         if state.interrupted:
             rows.append(_skip(phase, "interrupted"))
+            continue
+        if caps is None:
+            rows.append(_skip(phase, f"the target could not be probed: {target_error}"))
             continue
         try:
             row = await _phase(options, phase, caps, state, root, say)
@@ -170,5 +211,6 @@ async def run_battery(options: RunOptions, phases: Sequence[Phase], root: Path, 
     failed = next((r.name for r in rows if r.verdict is PhaseVerdict.FAIL), None)
     report = StressReport(label=options.label, target=_target(options), fresh_engine=options.base_url is None,
                           command=options.command, capabilities=caps, phases=rows, first_failure=failed,
-                          wall_s=round(time.monotonic() - began, 2), interrupted=state.interrupted, notes=notes)
+                          wall_s=round(time.monotonic() - began, 2), interrupted=state.interrupted, notes=notes,
+                          target_error=target_error)
     return Battery(report, root, write_stress(report, root), state.errors)

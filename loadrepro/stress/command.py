@@ -79,7 +79,8 @@ async def stress(args: StressArguments, options: RunOptions, say: Say) -> Stress
     builds = _builds(args)
     if builds:
         matrix: Matrix = await run_matrix(options, builds, phases, root, say)
-        lines = [f"{b.label}: first failure {b.first_failure or 'none'} ({b.wall_s:,.0f} s)"
+        lines = [f"{b.label}: " + (f"did not start: {b.target_error}" if b.target_error else
+                                   f"first failure {b.first_failure or 'none'}") + f" ({b.wall_s:,.0f} s)"
                  for b in matrix.report.builds]
         return Stressed(root, any(b.failed for b in matrix.batteries), matrix.report.interrupted, matrix.errors,
                         matrix.written, lines)

@@ -29,7 +29,7 @@ def _build(label: str, command: str, r: StressReport, root: Path) -> MatrixBuild
     return MatrixBuild(label=label, engine_cmd=command, stress_dir=str(root),
                        verdicts={p.name: p.verdict for p in r.phases},
                        rules={p.name: p.rules_fired for p in r.phases if p.rules_fired},
-                       first_failure=r.first_failure, wall_s=r.wall_s)
+                       first_failure=r.first_failure, target_error=r.target_error, wall_s=r.wall_s)
 
 
 async def run_matrix(options: RunOptions, builds: Sequence[tuple[str, str]], phases: Sequence[Phase], root: Path,

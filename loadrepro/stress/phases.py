@@ -133,7 +133,7 @@ def cancel_storm(base: Profile, caps: Capabilities, ref: Reference) -> Traffic |
     abandoned held (rules zombie_requests, no_recovery)."""
     n = 16
     chaos = [{"at_s": 1.0, "action": "abort_burst", "count": n, "recover_within_s": 30.0}]
-    return Traffic(_profile(base, "cancel-storm", _chats(2 * n, max_tokens=256), {"arrival": "closed",
+    return Traffic(_profile(base, "cancel-storm", _chats(2 * n, max_tokens=128), {"arrival": "closed",
                                                                                     "concurrency": n}, chaos=chaos),
                    _sized(caps))
 
