@@ -20,7 +20,7 @@ DEFAULT_RATE = 2.0  # requests/s the rate phases start from when no steady phase
 MIN_WINDOW_REQUESTS = 8  # ramp-recovery's windows hold at least this many requests at its low rate
 PRESSURE = 1.5  # long-context's requests at once need this many times the KV pool
 LONG_AT_ONCE, MAX_LONG = 2, 16  # long-context's conversations at once: at least, at most
-HUGE = 1 << 24  # long-context's prefix before --fit scales it to the target
+LONG_ANSWER = 256  # long-context's answers, at most: a long decode on a long prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,12 @@ def long_context(base: Profile, caps: Capabilities, ref: Reference) -> Traffic |
     if not _sized(caps):
         return "the target publishes no context length and no KV pool: prompts near its limit cannot be sized"
     n = _over_the_pool(caps)
-    workload = _chats(n, prefix=HUGE, max_tokens=64)
+    longest = min(x for x in (caps.max_model_len, caps.kv_pool_tokens) if x is not None)
+    answer = max(16, min(LONG_ANSWER, longest // 16))
+    # the prefix fills the rest of 90% of the longest request (a follow-up's 64 tokens and its reply beside it);
+    # --fit holds it there should the chat template or a count differ
+    prefix = max(128, int(0.9 * longest) - answer - 64 - 40)
+    workload = _chats(n, prefix=prefix, max_tokens=answer)
     return Traffic(_profile(base, "long-context", workload, {"arrival": "closed", "concurrency": n}), True)
 
 
