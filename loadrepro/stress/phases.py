@@ -14,8 +14,11 @@ from pydantic import ValidationError
 
 from loadrepro.config.profile import Profile
 from loadrepro.errors import ProfileError
+from loadrepro.runs.sizing import FIT_MIN_PREFIX, OVERRUN_TURN_OVERHEAD
 from loadrepro.schema.stress_report import Capabilities
 
+ORDINARY_SHARE = 0.4  # of what one request may hold, for the phases not about the limit
+TURN_TOKENS = 64  # what each follow-up adds
 DEFAULT_RATE = 2.0  # requests/s the rate phases start from when no steady phase measured the target's
 MIN_WINDOW_REQUESTS = 8  # ramp-recovery's windows hold at least this many requests at its low rate
 PRESSURE = 1.5  # long-context's requests at once need this many times the KV pool
@@ -72,11 +75,22 @@ _LOAD_KEPT = frozenset({"request_timeout_s", "stall_timeout_s", "ttft_timeout_s"
                         "keep_records", "checkpoint_s"})
 
 
-def _chats(conversations: int, turns: int = 2, prefix: int = 512, max_tokens: int = 32,
+def _chats(caps: Capabilities, conversations: int, turns: int = 2, prefix: int = 512, max_tokens: int = 32,
            **more: Any) -> dict[str, Any]:
-    """Prefix-shared conversations: a warm-up that fills the prefix, then follow-ups that reuse it."""
+    """Prefix-shared conversations: a warm-up that fills the prefix, then follow-ups that reuse it; the longest
+    request at most ORDINARY_SHARE of what one may hold on the target (the prefix gives way), so that a target
+    whose tokens loadrepro can only estimate (a llama.cpp without /apply-template: estimates off by half again)
+    still takes each one whole. Only long-context and oversize go near the limit, on purpose."""
+    later = (turns - 1) * (TURN_TOKENS + OVERRUN_TURN_OVERHEAD)
+    if (budget := _budget(caps)) is not None:
+        prefix = min(prefix, max(FIT_MIN_PREFIX, int(ORDINARY_SHARE * budget) - later - max_tokens))
     return {"kind": "conversations", "conversations": conversations, "turns": turns, "prefix_tokens": prefix,
-            "turn_tokens": 64, "max_tokens": max_tokens, "warm_max_tokens": 1, "ignore_eos": True, **more}
+            "turn_tokens": TURN_TOKENS, "max_tokens": max_tokens, "warm_max_tokens": 1, "ignore_eos": True, **more}
+
+
+def _budget(caps: Capabilities) -> int | None:
+    """The most one request may hold on the target: its context, or its KV pool when that is smaller."""
+    return min((x for x in (caps.max_model_len, caps.kv_pool_tokens) if x is not None), default=None)
 
 
 def _sized(caps: Capabilities) -> bool:
@@ -85,20 +99,21 @@ def _sized(caps: Capabilities) -> bool:
 
 
 def steady(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
-    return Traffic(_profile(base, "steady", _chats(16), {"arrival": "closed", "concurrency": 4}), _sized(caps))
+    return Traffic(_profile(base, "steady", _chats(caps, 16), {"arrival": "closed", "concurrency": 4}), _sized(caps))
 
 
 def burst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     n = 32
     load = {"arrival": "bursts", "burst_size": n, "idle_s": 2.0, "concurrency": n}
-    return Traffic(_profile(base, "burst", _chats(n, turns=1, max_tokens=16), load), _sized(caps))
+    return Traffic(_profile(base, "burst", _chats(caps, n, turns=1, max_tokens=16), load), _sized(caps))
 
 
 def microburst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     size, bursts = 8, 6
     every = round(size / (1.5 * ref.requests_per_s), 3)  # on average half as much again as steady served
     load = {"arrival": "bursts", "burst_size": size, "burst_every_s": max(0.05, every), "concurrency": size * bursts}
-    return Traffic(_profile(base, "microburst", _chats(size * bursts, turns=1, max_tokens=16), load), _sized(caps))
+    workload = _chats(caps, size * bursts, turns=1, max_tokens=16)
+    return Traffic(_profile(base, "microburst", workload, load), _sized(caps))
 
 
 def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
@@ -106,7 +121,7 @@ def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     low, high = 0.25 * r, 2.0 * r
     n = max(12, round((low + high) / 2 * period * periods))
     load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": period, "concurrency": 256}
-    return Traffic(_profile(base, "zigzag", _chats(n, turns=1, max_tokens=16), load), _sized(caps))
+    return Traffic(_profile(base, "zigzag", _chats(caps, n, turns=1, max_tokens=16), load), _sized(caps))
 
 
 def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
@@ -118,13 +133,15 @@ def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic 
              {"seconds": 5 * window, "rate": low}]
     n = round(sum(s["seconds"] * s["rate"] for s in steps))
     load = {"arrival": "series", "rates": steps, "concurrency": 512}
-    return Traffic(_profile(base, "ramp-recovery", _chats(n, turns=1, max_tokens=16), load,
+    return Traffic(_profile(base, "ramp-recovery", _chats(caps, n, turns=1, max_tokens=16), load,
                             verdict={"window_s": window}), _sized(caps))
 
 
 def connection_churn(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     load = {"arrival": "closed", "concurrency": 8, "fresh_connections": True}
-    return Traffic(_profile(base, "connection-churn", _chats(64, turns=1, max_tokens=8), load), _sized(caps))
+    # half of them whole answers: some servers (llama.cpp) close a stream's connection after it anyway
+    workload = _chats(caps, 64, turns=1, max_tokens=8, stream=0.5)
+    return Traffic(_profile(base, "connection-churn", workload, load), _sized(caps))
 
 
 def cancel_storm(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
@@ -133,7 +150,7 @@ def cancel_storm(base: Profile, caps: Capabilities, ref: Reference) -> Traffic |
     abandoned held (rules zombie_requests, no_recovery)."""
     n = 16
     chaos = [{"at_s": 1.0, "action": "abort_burst", "count": n, "recover_within_s": 30.0}]
-    return Traffic(_profile(base, "cancel-storm", _chats(2 * n, max_tokens=128), {"arrival": "closed",
+    return Traffic(_profile(base, "cancel-storm", _chats(caps, 2 * n, max_tokens=128), {"arrival": "closed",
                                                                                     "concurrency": n}, chaos=chaos),
                    _sized(caps))
 
@@ -142,20 +159,20 @@ def long_context(base: Profile, caps: Capabilities, ref: Reference) -> Traffic |
     if not _sized(caps):
         return "the target publishes no context length and no KV pool: prompts near its limit cannot be sized"
     n = _over_the_pool(caps)
-    longest = min(x for x in (caps.max_model_len, caps.kv_pool_tokens) if x is not None)
+    longest = _budget(caps) or 0
     answer = max(16, min(LONG_ANSWER, longest // 16))
     # the prefix fills the rest of 90% of the longest request (a follow-up's 64 tokens and its reply beside it);
     # --fit holds it there should the chat template or a count differ
     prefix = max(128, int(0.9 * longest) - answer - 64 - 40)
-    workload = _chats(n, prefix=prefix, max_tokens=answer)
+    workload = _chats(caps, n, prefix=prefix, max_tokens=answer)
     return Traffic(_profile(base, "long-context", workload, {"arrival": "closed", "concurrency": n}), True)
 
 
 def _over_the_pool(caps: Capabilities) -> int:
     """Conversations of requests near the longest the target takes, all at once, that need PRESSURE x its KV pool
     (where it publishes one; else LONG_AT_ONCE): admission must queue what the pool cannot hold."""
-    longest = min(x for x in (caps.max_model_len, caps.kv_pool_tokens) if x is not None)
-    if caps.kv_pool_tokens is None:
+    longest = _budget(caps) or 0
+    if caps.kv_pool_tokens is None or not longest:
         return LONG_AT_ONCE
     return max(LONG_AT_ONCE, min(MAX_LONG, -(-int(PRESSURE * caps.kv_pool_tokens) // int(0.9 * longest))))
 
@@ -164,12 +181,13 @@ def oversize(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str
     if not _sized(caps):
         return "the target publishes no context length and no KV pool: a request just past them cannot be sized"
     chaos = [{"at_s": 0.5, "action": "oversize"}, {"at_s": 1.5, "action": "oversize"}]
-    return Traffic(_profile(base, "oversize", _chats(12), {"arrival": "closed", "concurrency": 4}, chaos=chaos), True)
+    load = {"arrival": "closed", "concurrency": 4}
+    return Traffic(_profile(base, "oversize", _chats(caps, 12), load, chaos=chaos), True)
 
 
 def malformed(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     chaos = [{"at_s": 0.5, "action": "malformed", "kind": "all", "count": 2}]
-    return Traffic(_profile(base, "malformed", _chats(12), {"arrival": "closed", "concurrency": 4}, chaos=chaos),
+    return Traffic(_profile(base, "malformed", _chats(caps, 12), {"arrival": "closed", "concurrency": 4}, chaos=chaos),
                    _sized(caps))
 
 
@@ -179,7 +197,7 @@ def structured(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | s
     if caps.structured_outputs is None:
         return (f"whether the target ({caps.flavour}) honours a JSON schema cannot be told: --phases structured "
                 "runs it anyway")
-    workload = _chats(16, turns=1, max_tokens=96, structured_share=1.0, structured_format="json_schema")
+    workload = _chats(caps, 16, turns=1, max_tokens=96, structured_share=1.0, structured_format="json_schema")
     return Traffic(_profile(base, "structured", workload, {"arrival": "closed", "concurrency": 8}), _sized(caps))
 
 
