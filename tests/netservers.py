@@ -45,6 +45,7 @@ class Counters:
     streamed: int = 0
     closed_by_policy: int = 0
     received: list[dict] = field(default_factory=list)
+    by_connection: list[list[dict]] = field(default_factory=list)  # each connection's generation requests, in order
 
 
 def prompt_tokens(body: dict) -> int:
@@ -69,6 +70,8 @@ class RawServer:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.counters.connections += 1
         served = 0
+        bodies: list[dict] = []
+        self.counters.by_connection.append(bodies)
         idle_since = time.monotonic()
         try:
             while True:
@@ -84,7 +87,7 @@ class RawServer:
                 method, path, headers = _parse_head(head)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 served += 1
-                keep = await self._answer(writer, method, path, body, served)
+                keep = await self._answer(writer, method, path, body, served, bodies)
                 await writer.drain()
                 if not keep:
                     if self.policy in ("close_after_stream", "max_requests"):
@@ -100,7 +103,8 @@ class RawServer:
     def _idle_limit(self, served: int) -> float | None:
         return self.idle_s * 4 if self.policy == "idle_close" and served else None
 
-    async def _answer(self, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes, served: int) -> bool:
+    async def _answer(self, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes, served: int,
+                      bodies: list[dict]) -> bool:
         """Writes the answer; False when the connection is to be closed after it."""
         closing = self.policy == "connection_close"
         if method == "GET" and path == "/health":
@@ -111,6 +115,7 @@ class RawServer:
             body = json.loads(raw)
             self.counters.requests += 1
             self.counters.received.append(body)
+            bodies.append(body)
             if body.get("stream"):
                 return await self._stream(writer, body, closing) and not self._at_max(served)
             _write_json(writer, 200, _completion(body), closing)

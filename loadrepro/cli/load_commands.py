@@ -86,10 +86,12 @@ def run(
     options = dataclasses.replace(options, began_ns=process_start_ns())
     if dry_run_:
         from loadrepro.cli.dry_run import dry_run
+        from loadrepro.load.shapes import shape_words
         from loadrepro.workload.summary import format_summary
 
         result = asyncio.run(dry_run(options, args.model, args.out, say))
         echo(f"profile    {options.profile.name}: {options.profile.description}")
+        echo(f"arrivals   {shape_words(options.profile.load)}")
         echo(format_summary(result.summary))
         if result.written:
             echo(f"written    {result.written}")

@@ -23,6 +23,21 @@ BackendName = Literal["in-process", "processes", "ray"]
 # How requests are spread over replicas ([target] routing): in turn, or every turn of a conversation (a trace's
 # session) on one replica, as a prefix-aware router keeps it.
 Routing = Literal["round_robin", "session"]
+# How conversations start ([load] arrival): load/shapes.py draws the start times of every one but closed.
+Arrival = Literal["closed", "poisson", "bursts", "series", "zigzag"]
+BURST_SIZE, BURST_EVERY_S, PERIOD_S = 8, 1.0, 4.0  # the defaults of burst_size, burst_every_s and period_s
+# The keys of one arrival only: any other arrival given one of them is an error that says which arrival it needs.
+_ARRIVAL_KEYS = {"burst_size": "bursts", "burst_every_s": "bursts", "idle_s": "bursts", "rates": "series",
+                 "rate_low": "zigzag", "period_s": "zigzag"}
+
+
+class RateStep(Section):
+    """One step of an arrival series ([[load.rates]])."""
+
+    seconds: float = Field(gt=0, description="How long the step lasts; the last step's rate goes on after it until "
+                           "the conversations run out.")
+    rate: float = Field(ge=0, description="Conversations started per second during the step, as Poisson arrivals; "
+                        "0: a pause.")
 
 
 class LoadSpec(Section):
@@ -31,11 +46,39 @@ class LoadSpec(Section):
     concurrency_unit: Literal["request", "session"] = Field(
         "request", description="What concurrency counts: requests in flight, or sessions (a conversation, or an agent "
         "and its subagents) begun and not ended; their requests are then as many as they send at once.")
-    arrival: Literal["closed", "poisson"] = Field(
+    arrival: Arrival = Field(
         "closed",
-        description=("closed: start a request as soon as a slot frees; poisson: start conversations at `rate` "
-                     "per second."))
-    rate: float = Field(0.0, ge=0, description="Conversations started per second (arrival = 'poisson').")
+        description=("closed: start a request as soon as a slot frees; poisson: start conversations at `rate` per "
+                     "second; bursts: `burst_size` at once every `burst_every_s`, after `idle_s` of quiet; series: "
+                     "Poisson arrivals at each of `rates`' steps in turn; zigzag: Poisson arrivals at a rate going "
+                     "from `rate_low` up to `rate` and back every `period_s`. Every arrival but closed starts "
+                     "conversations until they run out (a soak: until its duration ends), drawn from the run's seed."))
+    rate: float = Field(0.0, ge=0, description="Conversations started per second: arrival = 'poisson' (its rate) or "
+                        "'zigzag' (the peak). With --workers N each worker starts rate / N.")
+    burst_size: int | None = Field(
+        None, ge=1, description=f"arrival = 'bursts': conversations started at once (unset: {BURST_SIZE}), until they "
+        "run out; as many as the workload has: one burst. With --workers N each worker starts its own conversations "
+        "of each burst, at the burst's time: together the workers' bursts are the run's, of burst_size each.")
+    burst_every_s: float | None = Field(
+        None, gt=0, description=f"arrival = 'bursts': seconds from one burst's start to the next (unset: "
+        f"{BURST_EVERY_S:g}).")
+    idle_s: float | None = Field(
+        None, ge=0, description="arrival = 'bursts': seconds of quiet before the first burst, so that it meets an idle "
+        "engine (unset: 0).")
+    rates: tuple[RateStep, ...] = Field(
+        (), description="arrival = 'series': the steps ([[load.rates]]: seconds, rate), each in turn; after the last "
+        "step its rate goes on until the conversations run out. At least one step, the last one's rate > 0. A ramp "
+        "to past saturation and back is a series. With --workers N each worker starts each step's rate / N.")
+    rate_low: float | None = Field(
+        None, ge=0, description="arrival = 'zigzag': the rate at the trough, conversations per second, at most "
+        "`rate` (unset: 0). With --workers N each worker's is rate_low / N.")
+    period_s: float | None = Field(
+        None, gt=0, description=f"arrival = 'zigzag': seconds from the trough up to the peak (`rate`) and down again "
+        f"(unset: {PERIOD_S:g}), again and again.")
+    fresh_connections: bool = Field(
+        False, description="Send every request of the load on a new TCP connection, closed after its answer "
+        "(Connection: close, no keep-alive), as clients behind some proxies do; false: connections are kept alive "
+        "and reused.")
     duration_s: float = Field(
         0, ge=0, description="> 0: a soak of this many seconds, repeating the plan; 0: run the plan once.")
     cancel_fraction: float = Field(
@@ -68,9 +111,18 @@ class LoadSpec(Section):
                      "kept in requests.jsonl only."))
 
     @model_validator(mode="after")
-    def _rate_for_poisson(self) -> LoadSpec:
-        if self.arrival == "poisson" and self.rate <= 0:
-            raise ValueError("arrival = 'poisson' needs rate > 0 (requests per second)")
+    def _arrival_keys(self) -> LoadSpec:
+        if self.arrival in ("poisson", "zigzag") and self.rate <= 0:
+            raise ValueError(f"arrival = '{self.arrival}' needs rate > 0 (conversations per second)")
+        for key, arrival in _ARRIVAL_KEYS.items():
+            if getattr(self, key) not in (None, ()) and self.arrival != arrival:
+                raise ValueError(f"{key} is a key of arrival = '{arrival}', not of arrival = '{self.arrival}'")
+        if self.arrival == "series" and not self.rates:
+            raise ValueError("arrival = 'series' needs rates: at least one step ([[load.rates]] seconds, rate)")
+        if self.arrival == "series" and self.rates[-1].rate <= 0:
+            raise ValueError("rates: the last step's rate goes on until the conversations run out, so it must be > 0")
+        if self.arrival == "zigzag" and (self.rate_low or 0.0) > self.rate:
+            raise ValueError(f"rate_low ({self.rate_low:g}) is above rate ({self.rate:g}), the zigzag's peak")
         return self
 
 

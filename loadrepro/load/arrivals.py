@@ -1,6 +1,7 @@
 """When each request of a workload is sent: conversations in order inside, concurrent across, at most
-`concurrency` requests in flight, started by a closed loop, Poisson arrivals or a trace's timestamps; a soak
-(`duration_s` > 0) keeps starting conversations, cycling through the workload's, until the run stops it.
+`concurrency` requests in flight, started by a closed loop, an open load's shape (Poisson, bursts, a rate series,
+a zigzag: load/shapes.py) or a trace's timestamps; a soak (`duration_s` > 0) keeps starting conversations, cycling
+through the workload's, until the run stops it.
 `max_rps` caps request starts per second whatever the arrival process.
 """
 
@@ -22,10 +23,11 @@ from loadrepro.config.profile import LoadSpec
 from loadrepro.load.client import Client
 from loadrepro.load.live import LiveState
 from loadrepro.load.pause import pause
+from loadrepro.load.shapes import start_offsets
 from loadrepro.records import Outcome, RequestRecord
 from loadrepro.workload.model import Conversation, PlannedRequest, Workload
 
-_POISSON, _CANCEL = 9, 11  # SeedSequence streams
+_CANCEL = 11  # SeedSequence stream (arrival times: load/shapes.py)
 ABORT_WAIT_S = 10.0  # how long an abort burst waits for answers to be under way before it cancels what is in flight
 ABORT_QUIET_S = 2.0  # once one is, how long without another beginning (an engine of fewer slots than the burst)
 
@@ -49,6 +51,7 @@ class Arrivals:
         an `acquire()`) replaces the max_rps limiter, for one shared by several processes."""
         self._load, self._workload, self._seed, self._client = load, workload, seed, client
         self._streams = () if stream is None else (stream,)
+        self._worker = None if stream is None else (stream, streams)
         self._live, self._stopped, self._on_record, self._clock = live, stopped, on_record, clock
         self._slots = asyncio.Semaphore(request_slots(load, workload))
         # concurrency_unit = "session": sessions (trees) begun and not ended, each started once one ends
@@ -85,8 +88,8 @@ class Arrivals:
                 await self._soak(tg)
             elif self._workload.kind != "conversations":
                 await self._start_at(tg, self._trace_starts())
-            elif self._load.arrival == "poisson":
-                await self._start_at(tg, zip(self._poisson_offsets(len(conversations)), conversations))
+            elif self._load.arrival != "closed":
+                await self._start_at(tg, zip(self._offsets(), conversations))
             else:
                 for c in conversations:
                     await self._start(tg, c, 0.0)
@@ -303,18 +306,18 @@ class Arrivals:
                 return
             await self._start_at(tg, starts, shift)
 
-    def _poisson_offsets(self, count: int) -> Iterator[float]:
-        rng = np.random.default_rng([self._seed, _POISSON, *self._streams])
-        return iter(np.cumsum(rng.exponential(1 / self._load.rate, count)).tolist())
+    def _offsets(self) -> Iterator[float]:
+        """Each conversation's start under the load's shape, this worker's share of it."""
+        return start_offsets(self._load, self._seed, self._worker)
 
     async def _soak(self, tg: asyncio.TaskGroup) -> None:
         """Keep conversations going until the run stops them (the duration's deadline is the runner's)."""
         source = itertools.cycle(self._started_alone)
-        if self._load.arrival == "poisson":
-            for offset in self._poisson_offsets(1 << 20):
+        if self._load.arrival != "closed":
+            for offset, conversation in zip(self._offsets(), source):
                 if not await self._wait_until(offset):
                     return
-                tg.create_task(self._conversation(next(source)))
+                tg.create_task(self._conversation(conversation))
             return
 
         async def worker() -> None:

@@ -86,6 +86,7 @@ class ClientConfig:
     compare_tokens: int = 0  # > 0 ([verify] on): each answer's first tokens and logprobs are kept as evidence
     replicas: tuple[str, ...] = ()  # more replicas' URLs beside base_url ([target] replicas)
     routing: Routing = "round_robin"  # how requests are spread over base_url and the replicas
+    fresh_connections: bool = False  # every request on a new connection, closed after its answer
 
     def replica_of(self, request_id: int, conversation: int) -> int:
         """The replica a request goes to: 0 is base_url. The same request always goes to the same one (a retry,
@@ -118,7 +119,8 @@ class Client:
         self._path = PATHS[config.api]
         self._read = READERS[config.api]
         # No read timeout of aiohttp's: silence is judged by _Watchdog, which knows waiting from hanging.
-        self._transports = [Transport(url, config.api_key, limit=config.concurrency + 8, timeout_s=None)
+        self._transports = [Transport(url, config.api_key, limit=config.concurrency + 8, timeout_s=None,
+                                      fresh_connections=config.fresh_connections)
                             for url in (config.base_url, *config.replicas)]
 
     async def __aenter__(self) -> Client:

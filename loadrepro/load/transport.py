@@ -8,6 +8,10 @@ per-connection cap, load balancers), so it is sent again at once on a new connec
 The same failure on a new connection, or after an answer began, is what the target did. aiohttp does not resend a
 POST itself (aio-libs/aiohttp#6138).
 
+With `fresh_connections` every request goes on a new connection, closed after its answer (aiohttp's force_close,
+which also says `Connection: close`), as clients behind some proxies connect: nothing is pooled, so nothing is
+resent.
+
 Redirects are followed only within the target's origin (scheme, host and port): a load aimed at an isolated engine
 must not move to another host unnoticed, and nothing (the key, the prompts, token counting) is sent off it. A
 redirect elsewhere is handed back to the caller as the answer, and `off_origin` names where it pointed.
@@ -107,14 +111,16 @@ def _tracing() -> aiohttp.TraceConfig:
 
 class Transport:
     """HTTP to one target, as an async context manager. `limit`: connections kept at most; `timeout_s`: the
-    default bound on a whole request (streams pass their own, or none)."""
+    default bound on a whole request (streams pass their own, or none); `fresh_connections`: a new connection for
+    every request, closed after it."""
 
     def __init__(self, base_url: str, api_key: str | None = None, limit: int = 16, timeout_s: float | None = 30.0,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, fresh_connections: bool = False) -> None:
         url, auth = credentials(base_url, api_key)
         self.base_url = url.rstrip("/")
         self.headers: dict[str, str] = dict(auth)
         self._limit = limit
+        self._fresh_connections = fresh_connections
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
         self._pooled: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None  # new connections only, for resending
@@ -122,8 +128,9 @@ class Transport:
         self.sent = 0  # requests sent, resends included
 
     async def __aenter__(self) -> Transport:
-        self._pooled = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self._limit), timeout=self._timeout,
-                                             auto_decompress=True, trace_configs=[_tracing()])
+        self._pooled = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self._limit, force_close=self._fresh_connections),
+            timeout=self._timeout, auto_decompress=True, trace_configs=[_tracing()])
         self._fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self._limit, force_close=True),
                                             timeout=self._timeout, auto_decompress=True, trace_configs=[_tracing()])
         return self

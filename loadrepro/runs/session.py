@@ -156,7 +156,7 @@ async def _routed_run(run_dir: Path, options: RunOptions, say: Say, live: LiveMe
             api_key=api_key, max_retries=profile.load.max_retries,
             signatures=profile_catalog(profile),
             compare_tokens=profile.verify.compare_tokens if profile.verify.outputs != "off" else 0,
-            replicas=replicas, routing=profile.target.routing)
+            replicas=replicas, routing=profile.target.routing, fresh_connections=profile.load.fresh_connections)
         first = target.started[0] if target.started else None
         run_target = RunTarget(target.url, model, options.label, engine_cmd=target.command,
                                engine_exit=first.exit_code if first else None,

@@ -3,8 +3,10 @@ load/arrivals.py and its own client on its own event loop, every record streamed
 stays the one writer of requests.jsonl and the only one watching the engine (health, metrics, log).
 
 - Conversation i goes to worker i mod N, so the same seed always gives the same split; concurrency is split so
-  the shares add up to [load] concurrency, and rate is divided by N; max_rps holds for the workers together
-  (SharedStarts: one schedule of starts, so no one-second window holds more than max_rps starts).
+  the shares add up to [load] concurrency, and the load's shape is divided (load/shapes.py): rates by N, and each
+  worker starts its conversations' places in the run's bursts, so that the bursts keep their size and times;
+  max_rps holds for the workers together (SharedStarts: one schedule of starts, so no one-second window holds more
+  than max_rps starts).
 - One time axis: records are stamped with time.perf_counter_ns, CLOCK_MONOTONIC on Linux, one clock for every
   process of the machine, so the workers' times need no offset (residual error: none beyond the clock's own).
 - Shared memory carries what must cross at once: the stop level (0 go on, 1 start no new request, 2 cancel what
@@ -38,6 +40,7 @@ from loadrepro.load.arrivals import Arrivals
 from loadrepro.load.backend.base import CRASHED, DRAIN_S, LoadSetup, WorkerCrashed
 from loadrepro.load.client import Client, ClientConfig
 from loadrepro.load.live import LiveState
+from loadrepro.load.shapes import worker_share
 from loadrepro.workload.model import Conversation, Workload
 
 POLL_S = 0.05
@@ -100,9 +103,7 @@ def split(load: LoadSpec, workload: Workload, count: int) -> list[Share]:
     shares = []
     for k in range(count):
         concurrency = load.concurrency // count + (1 if k < load.concurrency % count else 0)
-        update: dict[str, Any] = {"concurrency": concurrency}
-        if load.rate:
-            update["rate"] = load.rate / count
+        update: dict[str, Any] = {"concurrency": concurrency, **worker_share(load, count)}
         part = dataclasses.replace(workload, conversations=_of_worker(trees, k, count))
         shares.append(Share(k, count, load.model_copy(update=update), part))
     return shares
