@@ -13,11 +13,12 @@ import pytest
 from loadrepro import api
 from loadrepro.config.profile import LoadSpec
 from loadrepro.config.profile_files import load_profile, write_profile
-from loadrepro.errors import ProfileError
+from loadrepro.errors import ProfileError, UsageError
 from loadrepro.load.backend.processes import split
 from loadrepro.load.shapes import POISSON_STREAM, shape_words, start_offsets, zigzag_rate
 from loadrepro.runs.run_options import RunOptions
 from loadrepro.runs.session import run_session
+from loadrepro.runs.sweeps import at_level
 from loadrepro.workload.plan import plan_workload
 from loadrepro.workload.tokens import SimTokenCounter
 from tests.helpers import cli
@@ -178,3 +179,28 @@ def test_a_soak_in_bursts_keeps_bursting_until_its_duration(tmp_path):
     sent = sorted(r["sent_ns"] / 1e9 for r in rows if r.get("kind") == "request")
     groups = [list(g) for _, g in itertools.groupby(sent, key=lambda t, first=sent[0]: round((t - first) / 0.5))]
     assert len(groups) >= 2 and all(len(g) == 3 for g in groups), (report.reasons, sent)  # 0, 0.5, 1.0 s
+
+
+def test_a_sweep_over_rate_refuses_a_shape_without_one_rate():
+    """A rate sweep of bursts or a series would run the same load at every level: refused, saying why."""
+    for keys in (["load.arrival='bursts'"], ["load.arrival='series'", "load.rates=[{seconds=1, rate=2.0}]"]):
+        with pytest.raises(UsageError, match="does not use"):
+            at_level(load_profile("quickstart", keys), "rate", 4.0)
+    zigzag = at_level(load_profile("quickstart", ["load.arrival='zigzag'", "load.rate=2"]), "rate", 4.0)
+    assert (zigzag.load.arrival, zigzag.load.rate) == ("zigzag", 4.0)
+
+
+@pytest.mark.slow
+def test_two_worker_processes_send_the_runs_bursts(tmp_path):
+    """--workers 2: each worker starts its conversations at their places in the run's bursts; together the requests
+    go out in the run's bursts of 6, not in bursts of 3 per worker at other times."""
+    done = cli("run", "--profile", "healthy", "--workers", "2", "--out", str(tmp_path), "--quiet",
+               *[f"--set={key}" for key in ("workload.conversations=12", "workload.turns=1", "workload.max_tokens=8",
+                                            "load.concurrency=12", "load.arrival='bursts'", "load.burst_size=6",
+                                            "load.burst_every_s=0.8")])
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    sent = sorted(r["sent_ns"] / 1e9 for r in rows if r.get("kind") == "request")
+    groups = [sent[:6], sent[6:]]
+    assert len(sent) == 12
+    assert max(g[-1] - g[0] for g in groups) < 0.3 < sent[6] - sent[5], sent

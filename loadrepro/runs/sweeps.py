@@ -63,7 +63,10 @@ def ladder(over: str, values: str | None, low: float | None, high: float | None,
 
 def at_level(profile: Profile, over: str, value: float) -> Profile:
     """The profile with its load at `value`: a closed loop of that many requests in flight, or Poisson arrivals at
-    that rate (its concurrency then only a cap)."""
+    that rate (its concurrency then only a cap); a zigzag's peak. Bursts and a rate series have no one rate to set."""
+    if over == "rate" and profile.load.arrival in ("bursts", "series"):
+        raise UsageError(f"a sweep over rate sets [load] rate, which arrival = '{profile.load.arrival}' does not use: "
+                         "sweep a profile of arrival = 'poisson', 'zigzag' or 'closed' (made Poisson)")
     update: dict[str, object] = {"concurrency": int(value)} if over == "concurrency" else {
         "rate": value, **({"arrival": "poisson"} if profile.load.arrival == "closed" else {})}
     return profile.model_copy(update={"load": profile.load.model_copy(update=update)})
