@@ -204,3 +204,15 @@ def test_two_worker_processes_send_the_runs_bursts(tmp_path):
     groups = [sent[:6], sent[6:]]
     assert len(sent) == 12
     assert max(g[-1] - g[0] for g in groups) < 0.3 < sent[6] - sent[5], sent
+
+
+def test_agent_sessions_start_in_the_shape_as_conversations_do(tmp_path):
+    """kind = "agents" (no times of their own): each agent starts at its place in the bursts, its subagents once
+    the turns that spawn them answered, as a soak of them already did."""
+    from tests.test_agent_sessions import _profile, _sent
+
+    profile = _profile("load.arrival='bursts'", "load.burst_size=1", "load.burst_every_s=0.6",
+                       "workload.agents.subagent_probability=0")
+    workload, got = _sent(tmp_path, profile)
+    firsts = sorted(got[(c.index, 1)].arrived_ns for c in workload.conversations if c.tree is None)
+    assert len(firsts) == 2 and firsts[1] - firsts[0] >= 0.6e9 - 5e6  # the second burst, not at once

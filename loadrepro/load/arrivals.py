@@ -86,10 +86,12 @@ class Arrivals:
                 await self._trace_passes(tg)
             elif self._load.duration_s:
                 await self._soak(tg)
+            elif self._load.arrival != "closed" and not self._timed_trace():
+                # conversations, agent sessions and a trace without times: as a soak starts them (a trace's own
+                # times come first)
+                await self._start_at(tg, zip(self._offsets(), conversations))
             elif self._workload.kind != "conversations":
                 await self._start_at(tg, self._trace_starts())
-            elif self._load.arrival != "closed":
-                await self._start_at(tg, zip(self._offsets(), conversations))
             else:
                 for c in conversations:
                     await self._start(tg, c, 0.0)
