@@ -164,7 +164,7 @@ def long_context(base: Profile, caps: Capabilities, ref: Reference) -> Traffic |
     # the prefix fills the rest of 90% of the longest request (a follow-up's 64 tokens and its reply beside it);
     # --fit holds it there should the chat template or a count differ
     prefix = max(128, int(0.9 * longest) - answer - 64 - 40)
-    workload = _chats(caps, n, prefix=prefix, max_tokens=answer)
+    workload = {**_chats(caps, n, max_tokens=answer), "prefix_tokens": prefix}  # near the limit, on purpose
     return Traffic(_profile(base, "long-context", workload, {"arrival": "closed", "concurrency": n}), True)
 
 
