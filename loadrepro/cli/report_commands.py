@@ -17,20 +17,26 @@ from loadrepro.errors import UsageError
 
 if TYPE_CHECKING:  # imported when a command runs
     from loadrepro.schema.run_report import RunReport
+    from loadrepro.schema.stress_report import MatrixReport, StressReport
 
 
 def compare_reports(
     report_a: Annotated[Path, typer.Argument(help="The stock run (the baseline, with --gate): report.json or its run "
-                                                  "directory.")],
+                                                  "directory; with --gate also a stress battery's stress.json or a "
+                                                  "matrix.json, or the directory that holds it.")],
     report_b: Annotated[Path, typer.Argument(help="The patched run (the run gated, with --gate): report.json or its "
-                                                  "run directory.")],
+                                                  "run directory; with --gate, or the same kind of stress file as "
+                                                  "the first.")],
     out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here (gate.md and gate.json "
                                                   "with --gate).")] = None,
     alpha: Annotated[float, typer.Option(help="Two sets of trials: the p below which a fix is shown.")] = 0.05,
     gate: Annotated[bool, typer.Option("--gate", help="A regression gate: exit 1 when the second run is "
                                                       "significantly worse than the first (TTFT p50/p95, ITL p50, "
                                                       "decode tokens/s, SLO attainment) by more than --tolerance, or "
-                                                      "a rule fails in it that did not in the first; else 0.")] = False,
+                                                      "a rule fails in it that did not in the first; else 0. Two "
+                                                      "stress batteries: exit 1 when a phase that passed in the "
+                                                      "first fails in the second (two matrices: build by build).")
+                                        ] = False,
     tolerance: Annotated[float, typer.Option(min=0, help="With --gate: a change smaller than this share of the "
                                                          "baseline's value never closes the gate.")] = 0.05,
     history: Annotated[Path | None, typer.Option(help="With --gate: a directory of earlier runs of the workload "
@@ -41,8 +47,11 @@ def compare_reports(
 ) -> None:
     """Compare two runs (or two sets of --trials) side by side; exit 0 only if the second confirms a fix for the
     first's failure. With --gate: exit 0 unless the second regressed against the first."""
-    from loadrepro.report.json import read_report
+    from loadrepro.report.json import read_battery, read_report
 
+    batteries = read_battery(report_a), read_battery(report_b)
+    if batteries != (None, None):
+        _gate_batteries((report_a, report_b), batteries, gate, history, tolerance, out)
     if history is not None and (not gate or not history.is_dir()):
         raise UsageError(f"--history {history}: " + ("not a directory of earlier runs" if gate else
                                                       "only --gate reads a history"))
@@ -84,6 +93,43 @@ def _gate(baseline: RunReport, run: RunReport, tolerance: float, out: Path | Non
         for path in write_gate(result, out, *names):
             echo(f"gate: {path}")
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _gate_batteries(paths: tuple[Path, Path], batteries: tuple[StressReport | MatrixReport | None, ...], gate: bool,
+                    history: Path | None, tolerance: float, out: Path | None) -> NoReturn:
+    """Two stress batteries phase by phase, or two release matrices build by build (compare/stress_gate.py)."""
+    from loadrepro.compare.stress_gate import matrix_gate, stress_gate
+    from loadrepro.report.comparison_markdown import render_gate
+    from loadrepro.report.write import write_gate
+    from loadrepro.schema.stress_report import MatrixReport, StressReport
+
+    first, second = batteries
+    if not gate:
+        raise UsageError("two stress batteries are compared phase by phase by the gate: add --gate")
+    if history is not None:
+        raise UsageError(f"--history {history}: a battery's phases are gated against the baseline's alone, without "
+                         "a history")
+    if isinstance(first, StressReport) and isinstance(second, StressReport):
+        result = stress_gate(first, second, tolerance)
+    elif isinstance(first, MatrixReport) and isinstance(second, MatrixReport):
+        result = matrix_gate(first, second, tolerance)
+    else:
+        kinds = [_kind(b) for b in batteries]
+        raise UsageError(f"compare --gate takes two of a kind: {paths[0]} is {kinds[0]}, {paths[1]} {kinds[1]}")
+    names = tuple(str(_run_dir(p)) + (f" ({b.label})" if isinstance(b, StressReport) and b.label not in ("", "run")
+                                       else "") for p, b in zip(paths, batteries, strict=True))
+    echo(render_gate(result, *names))
+    if out is not None:
+        for path in write_gate(result, out, *names):
+            echo(f"gate: {path}")
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def _kind(battery: StressReport | MatrixReport | None) -> str:
+    from loadrepro.schema.stress_report import StressReport
+
+    return ("a run's report" if battery is None else "a stress battery (stress.json)"
+            if isinstance(battery, StressReport) else "a release matrix (matrix.json)")
 
 
 def _named(run_dir: Path, report: RunReport) -> str:
