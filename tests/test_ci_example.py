@@ -40,7 +40,8 @@ def test_the_workflow_runs_the_recipe_keeps_the_run_and_publishes_junit():
     assert workflow.count("if: always()") == 2  # the artifact and the test results are kept when the soak fails
 
 
-@pytest.mark.parametrize("name", ["github-actions-soak.yml", "github-actions-regression.yml"])
+@pytest.mark.parametrize("name", ["github-actions-soak.yml", "github-actions-regression.yml",
+                                  "github-actions-stress.yml"])
 def test_the_workflows_install_loadrepro_from_its_pinned_source_and_run_its_script(name):
     """No registry serves loadrepro: each workflow checks out its source at a pinned ref, installs that, and runs
     the script from the same checkout, so that nothing has to be copied beside the workflow."""
@@ -52,10 +53,10 @@ def test_the_workflows_install_loadrepro_from_its_pinned_source_and_run_its_scri
 
 def test_every_ci_example_takes_the_engine_command_with_the_port_as_loadrepro_does():
     """One convention: ENGINE_CMD holds {port}, as --engine-cmd does, and loadrepro starts the engine."""
-    for script in ("soak.sh", "chaos-soak.sh", "regression.sh"):
+    for script in ("soak.sh", "chaos-soak.sh", "regression.sh", "stress-nightly.sh"):
         text = (ROOT / "examples" / "ci" / script).read_text()
         assert '--engine-cmd "$ENGINE_CMD"' in text and "$PORT" not in text, script
-    for name in ("github-actions-soak.yml", "github-actions-regression.yml"):
+    for name in ("github-actions-soak.yml", "github-actions-regression.yml", "github-actions-stress.yml"):
         commented = [line for line in (ROOT / "examples" / "ci" / name).read_text().splitlines()
                      if "# ENGINE_CMD:" in line]
         assert commented and all("{port}" in line for line in commented), name
@@ -134,3 +135,44 @@ def test_the_regression_recipe_gates_tonight_against_the_last_good_night(tmp_pat
     assert (tmp_path / "nightly-run" / "gate" / "gate.md").exists()
     assert "the spread of 9 earlier runs (--history)" in slow.stdout  # the three nights before, 9 trials
     assert len(list((tmp_path / "history").iterdir())) == 4  # every night, the closed one too
+
+
+def test_the_stress_workflow_keeps_the_battery_publishes_each_phase_and_the_baseline_only_when_open():
+    workflow = (ROOT / "examples" / "ci" / "github-actions-stress.yml").read_text()
+    assert "run: bash loadrepro-src/examples/ci/stress-nightly.sh" in workflow
+    assert "report_paths: nightly-stress/junit.xml" in workflow and "path: nightly-stress/" in workflow
+    assert workflow.count("if: always()") == 2  # the battery and its test cases are kept when the gate closes
+    keep = workflow.split("name: Keep tonight's stress.json as the next baseline")[1]
+    assert "if:" not in keep and "path: next-stress-baseline/" in keep  # only after a night whose gate was open
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # three nights of two phases, each on a fresh engine
+def test_the_stress_recipe_fails_on_a_phase_that_passed_the_night_before(tmp_path):
+    """First night: no baseline, its battery becomes one. The same engine again: the gate is open. An engine that
+    keeps an abandoned request's slot and blocks (the simulated engine's leak on abort): cancel-storm, which passed
+    the night before, fails by zombie_requests and closes the gate (exit 1), while steady passes both nights; the
+    baseline stays the last open night's. Every night writes to the same directory, as a nightly job does."""
+    loadrepro = f"{sys.executable} -m loadrepro"
+
+    def night(leak: bool) -> subprocess.CompletedProcess[str]:
+        engine = f"{loadrepro} sim --scenario healthy {'--leak-on-abort ' if leak else ''}--port {{port}}"
+        env = {**os.environ, "LOADREPRO": loadrepro, "OUT": "nightly-stress", "BASELINE": "baseline",
+               "NEXT_BASELINE": "baseline", "PHASES": "steady,cancel-storm", "ENGINE_CMD": engine}
+        return subprocess.run(["bash", str(ROOT / "examples" / "ci" / "stress-nightly.sh")], env=env,
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+
+    first = night(leak=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "loadrepro gate" not in first.stdout
+    kept = (tmp_path / "baseline" / "stress.json").read_text()
+    assert [p["verdict"] for p in json.loads(kept)["phases"]] == ["pass", "pass"]
+    same = night(leak=False)
+    assert same.returncode == 0 and "loadrepro gate exited 0" in same.stdout, same.stdout + same.stderr
+    kept = (tmp_path / "baseline" / "stress.json").read_text()
+    leaking = night(leak=True)
+    assert leaking.returncode == 1, leaking.stdout + leaking.stderr
+    assert "closed by phase cancel-storm: pass -> fail (zombie_requests)" in leaking.stdout
+    gate = json.loads((tmp_path / "nightly-stress" / "gate" / "gate.json").read_text())
+    assert [c["figure"] for c in gate["checks"] if c["closed"]] == ["phase cancel-storm"]
+    assert (tmp_path / "baseline" / "stress.json").read_text() == kept
