@@ -145,3 +145,11 @@ def test_batteries_are_refused_without_gate_with_a_history_or_beside_a_run(tmp_p
     (run / "report.json").write_text("{}")
     refused = cli("compare", str(a), str(run), "--gate")
     assert refused.returncode == 2 and "two of a kind" in refused.stderr
+
+
+def test_a_phase_no_build_reached_in_an_interrupted_matrix_is_said_and_gates_nothing():
+    before = _matrix(("b1", {"steady": "pass"}))
+    now = {**_matrix(("b1", {"steady": "pass"})), "interrupted": True}
+    gate = matrix_gate(MatrixReport.model_validate(before), MatrixReport.model_validate(now))
+    assert gate.passed and "RUN was interrupted" in gate.detail
+    assert {c.figure: c.change for c in gate.checks}["b1: phase burst"] == "in neither"

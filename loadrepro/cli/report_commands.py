@@ -50,7 +50,7 @@ def compare_reports(
     from loadrepro.report.json import read_battery, read_report
 
     batteries = read_battery(report_a), read_battery(report_b)
-    if batteries != (None, None):
+    if any(b is not None for b in batteries):
         _gate_batteries((report_a, report_b), batteries, gate, history, tolerance, out)
     if history is not None and (not gate or not history.is_dir()):
         raise UsageError(f"--history {history}: " + ("not a directory of earlier runs" if gate else

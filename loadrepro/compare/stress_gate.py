@@ -44,6 +44,8 @@ class Change(StrEnum):
 
 def _kind(before: PhaseVerdict | None, now: PhaseVerdict | None) -> Change:
     match before, now:
+        case None, None:  # a phase of the matrix's that neither build reached (an interrupted matrix)
+            return Change.SAME
         case PhaseVerdict.PASS, PhaseVerdict.FAIL:
             return Change.REGRESSED
         case PhaseVerdict.FAIL, PhaseVerdict.FAIL:
@@ -70,8 +72,9 @@ def _words(kind: Change, before: PhaseRow | None, now: PhaseRow | None) -> str:
         return kind.value + (f"; in RUN also by {', '.join(new)}" if new else "")
     if kind is Change.NEW and now is not None and now.verdict is FAIL:
         return f"{kind.value}, and it fails"
-    if kind is Change.SAME and now is not None:
-        return {PASS: "passed in both", SKIP: "skipped in both"}.get(now.verdict, kind.value)
+    if kind is Change.SAME:
+        return "in neither" if now is None else {PASS: "passed in both", SKIP: "skipped in both"}.get(
+            now.verdict, kind.value)
     return kind.value
 
 
