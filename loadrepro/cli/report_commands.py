@@ -25,7 +25,7 @@ def compare_reports(
                                                   "directory; with --gate also a stress battery's stress.json or a "
                                                   "matrix.json, or the directory that holds it.")],
     report_b: Annotated[Path, typer.Argument(help="The patched run (the run gated, with --gate): report.json or its "
-                                                  "run directory; with --gate, or the same kind of stress file as "
+                                                  "run directory; or, with --gate, the same kind of stress file as "
                                                   "the first.")],
     out: Annotated[Path | None, typer.Option(help="Write compare.md and compare.json here (gate.md and gate.json "
                                                   "with --gate).")] = None,
