@@ -110,10 +110,10 @@ def report_page() -> str:
 def stress_page() -> str:
     lines = ["# stress.json and matrix.json reference", "",
              "`loadrepro stress` runs the battery's phases in this order (the names are part of the contract; "
-             "`--phases a,b` chooses), each a run of its own with its report.json, then writes stress.json; with several `--engine-cmd` (a `--label` each), a release "
-             "matrix: each build's stress.json in its own directory, and matrix.json. Generated from "
-             "`loadrepro/stress/phases.py` and `loadrepro/schema/stress_report.py`.", "", "## Phases", "",
-             "| phase | what it sends |", "|---|---|"]
+             "`--phases a,b` chooses), each a run of its own with its report.json, then writes stress.json; with "
+             "several `--engine-cmd` (a `--label` each), a release matrix: each build's stress.json in its own "
+             "directory, and matrix.json. Generated from `loadrepro/stress/phases.py` and "
+             "`loadrepro/schema/stress_report.py`.", "", "## Phases", "", "| phase | what it sends |", "|---|---|"]
     lines += [f"| `{p.name}` | {_cell(p.traffic)} |" for p in PHASES]
     lines.append("")
     for top in (StressReport, MatrixReport):
