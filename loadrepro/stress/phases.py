@@ -125,12 +125,14 @@ def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
 
 
 def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
-    """Half steady's rate, then three times it (past saturation), then half again for as long as both before: the
-    last windows must serve as the first did (rule degradation, windows of a few requests each)."""
-    low, high = 0.5 * ref.requests_per_s, 3.0 * ref.requests_per_s
+    """Half steady's rate, then twice it for two windows (past what steady served), then half again for long
+    enough to drain that backlog twice over: the last windows must be served as the first were (rule degradation,
+    windows of a few requests each). A backlog of (2 - 1) x rate x 2 windows drains at (1 - 0.5) x rate in 4
+    windows; the last 8 windows leave it 4 more."""
+    low, high = 0.5 * ref.requests_per_s, 2.0 * ref.requests_per_s
     window = max(1.0, MIN_WINDOW_REQUESTS / low)
     steps = [{"seconds": 3 * window, "rate": low}, {"seconds": 2 * window, "rate": high},
-             {"seconds": 5 * window, "rate": low}]
+             {"seconds": 8 * window, "rate": low}]
     n = round(sum(s["seconds"] * s["rate"] for s in steps))
     load = {"arrival": "series", "rates": steps, "concurrency": 512}
     return Traffic(_profile(base, "ramp-recovery", _chats(caps, n, turns=1, max_tokens=16), load,
@@ -226,8 +228,8 @@ PHASES: tuple[Phase, ...] = (
     Phase("burst", "after an idle spell, every conversation at once", burst),
     Phase("microburst", "short bursts on a rhythm, half as much again as steady served on average", microburst),
     Phase("zigzag", "Poisson arrivals whose rate goes up to twice steady's and down, again and again", zigzag),
-    Phase("ramp-recovery", "half steady's rate, then three times it (past saturation), then half again: the last "
-          "windows must be served as the first were", ramp_recovery),
+    Phase("ramp-recovery", "half steady's rate, then twice it (past what steady served), then half again until the "
+          "backlog drained: the last windows must be served as the first were", ramp_recovery),
     Phase("connection-churn", "every request on a new connection, closed after its answer", connection_churn),
     Phase("cancel-storm", "every request in flight abandoned at once, mid-answer and queued, then the rest of the "
           "traffic", cancel_storm),
