@@ -7,7 +7,9 @@ tokens to the rest. `mode` "dies_on_utf8": a body that is not UTF-8 kills it (50
 "exits_on_utf8", run as a process (`python -m tests.bad_input_server --port N --mode exits_on_utf8`): a body that is
 not UTF-8 aborts the process, as llama.cpp 0.3.7 did ("terminate called ... invalid UTF-8 byte"); "500_on_bad_json":
 broken JSON is answered with a 500 and the server serves on, as llama.cpp does; "dies_after_500": as vLLM 0.25.1
-did, broken JSON is answered with a 500 and the server dies half a second later (500 to everything, /health 503)."""
+did, broken JSON is answered with a 500 and the server dies half a second later (500 to everything, /health 503).
+`token_delay_s` paces its tokens (--token-delay as a process): a run's faults on purpose, due some time into the
+load, then come while it still serves."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ DYING_S = 0.5  # how long "dies_after_500" serves on after its 500
 @dataclass
 class BadInputServer:
     mode: str = "refuses"
+    token_delay_s: float = 0.02
     dead: bool = False
     hung: bool = False
     refused: list[str] = field(default_factory=list)  # why each malformed body was refused
@@ -88,7 +91,7 @@ class BadInputServer:
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         for _ in range(4):
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(self.token_delay_s)
             await response.write(chunk_event({"choices": [{"index": 0, "delta": {"content": " t"},
                                                            "finish_reason": None}]}, "bad"))
         await response.write(chunk_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}, "bad"))
@@ -108,8 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", default="refuses")
+    parser.add_argument("--token-delay", type=float, default=0.02)
     args = parser.parse_args()
-    server = BadInputServer(args.mode)
+    server = BadInputServer(args.mode, args.token_delay)
     web.run_app(chat_app("bad", server.chat, health=server.health), host="127.0.0.1", port=args.port,
                 access_log=None, print=None)
 

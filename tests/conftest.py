@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 SHARED = {"engines": ("tests/engines/",), "ray": ("tests/test_workers.py", "tests/test_ray_nodes.py")}
 # Modules whose tests share a costly module-scoped fixture (runs made once, then read by each test): one worker runs
 # all of a module's tests, so the fixture is made once, not once per worker.
-WHOLE_MODULES = ("tests/test_gate.py", "tests/test_html.py", "tests/test_trace_anonymize.py")
+WHOLE_MODULES = ("tests/test_gate.py", "tests/test_html.py", "tests/test_stress.py", "tests/test_trace_anonymize.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler

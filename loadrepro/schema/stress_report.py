@@ -15,7 +15,8 @@ MATRIX_SCHEMA = "loadrepro.stress-matrix/1"
 
 
 class PhaseVerdict(StrEnum):
-    """A phase's verdict: its run's, or skip (it did not run, and `reasons` say why)."""
+    """A phase's verdict: its run's, or skip (it did not run, or its run passed without causing its faults on
+    purpose, or the target refused all of it, and `reasons` say why)."""
 
     PASS = "pass"
     FAIL = "fail"
@@ -45,12 +46,14 @@ class PhaseRow(Model):
     name: str = Field(description="The phase: steady, burst, microburst, zigzag, ramp-recovery, connection-churn, "
                       "cancel-storm, long-context, oversize, malformed, structured, agentic, priority, adapters, "
                       "multimodal, or a [[phases]] entry's name.")
-    verdict: PhaseVerdict = Field(description="pass, fail (its run failed: a rule of the run's fired), or skip.")
+    verdict: PhaseVerdict = Field(description="pass, fail (its run failed: a rule of the run's fired), or skip (it "
+                                  "did not run; its run passed with its faults on purpose never caused, or with "
+                                  "every request refused: it proved nothing of what it is for).")
     reasons: list[str] = Field(description="Why: the run's failing rules in words, or why it was skipped.")
     rules_fired: list[str] = Field(description="The rules that failed its run (empty: it passed or was skipped).")
     traffic: str = Field(description="What the phase sends, in a sentence.")
-    run_dir: str | None = Field(description="Its run directory (report.json, report.html, the records; null: "
-                                "skipped).")
+    run_dir: str | None = Field(description="Its run directory (report.json, report.html, the records; null: it "
+                                "did not run).")
     requests: int = Field(0, description="Requests its run sent.")
     outcomes: dict[str, int] = Field({}, description="Its requests by outcome.")
     ttft_p50_ms: float | None = Field(None, description="Its time to first token, median (null: no first token).")

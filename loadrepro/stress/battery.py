@@ -7,15 +7,18 @@ stress.md, stress.html and junit.xml in `root`."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadrepro.config.profile_files import with_overrides
 from loadrepro.errors import InternalError, TargetError, TargetUnreachable, UsageError
 from loadrepro.load.target import check_reachable
 from loadrepro.load.transport import Transport
 from loadrepro.records import Outcome, RequestRecord
+from loadrepro.records.vocabulary import FaultNotCaused
 from loadrepro.report.stress import write_stress
 from loadrepro.runs.progress import Say
 from loadrepro.runs.run_options import RunOptions
@@ -28,6 +31,9 @@ from loadrepro.stress.phases import DEFAULT_RATE, RATE_PHASES, Phase, Reference,
 
 # Rules that say the engine died or stopped serving while alive: the next phase must meet it restarted.
 DOWN_RULES = frozenset({"engine_death", "wedged_while_healthy", "post_run_health", "no_recovery"})
+# A phase whose plan an engine served before its faults on purpose were due is run again as a soak that goes on this
+# long after its last fault: the fault then meets the traffic, and what follows it is watched for a while.
+AFTER_FAULTS_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,7 @@ class _State:
     died_in: str | None = None
     interrupted: bool = False
     errors: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def _ms(value: float | None) -> str:
@@ -89,6 +96,16 @@ def _refusal(records: Sequence[RequestRecord]) -> str | None:
     return next((f"HTTP {r.status}: {r.detail}" for r in records if r.outcome is Outcome.REJECTED), None)
 
 
+def _unproven(row: PhaseRow, not_caused: Sequence[FaultNotCaused]) -> PhaseRow:
+    """A phase that passed with faults on purpose it never caused (the load ended before they were due) proved
+    nothing of what it is for: a skip, saying so, not a pass."""
+    if row.verdict is not PhaseVerdict.PASS or not not_caused:
+        return row
+    missed = "; ".join(f"{f.action.replace('_', ' ')} at {f.at_s:g} s: {f.why}" for f in not_caused)
+    return row.model_copy(update={"verdict": PhaseVerdict.SKIP, "reasons": [
+        f"its faults on purpose were never caused ({missed}): it proves nothing of what it is for"]})
+
+
 def _skip(phase: Phase, reason: str) -> PhaseRow:
     return PhaseRow(name=phase.name, verdict=PhaseVerdict.SKIP, reasons=[reason], rules_fired=[],
                     traffic=phase.traffic, run_dir=None)
@@ -112,6 +129,7 @@ class _Ran:
     run_dir: Path
     wall_s: float
     refusal: str | None  # the first refusal's status and text
+    not_caused: tuple[FaultNotCaused, ...]  # faults on purpose the load ended before
 
 
 async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: Path) -> _Ran:
@@ -122,7 +140,34 @@ async def _run_phase(options: RunOptions, phase: Phase, traffic: Traffic, root: 
     session = await run_session(run, lambda _: None)
     if session.result.interrupted:
         raise KeyboardInterrupt
-    return _Ran(session.report, session.run_dir, time.monotonic() - began, _refusal(session.result.records))
+    return _Ran(session.report, session.run_dir, time.monotonic() - began, _refusal(session.result.records),
+                session.result.not_caused)
+
+
+def _past_faults(traffic: Traffic) -> Traffic | None:
+    """The phase's traffic as a soak lasting AFTER_FAULTS_S past its last fault on purpose (None: it has none, or it
+    is a soak already)."""
+    load, events = traffic.profile.load, traffic.profile.chaos.events
+    if not events or load.duration_s:
+        return None
+    lasting = max(e.at_s for e in events) + AFTER_FAULTS_S
+    return dataclasses.replace(traffic, profile=with_overrides(traffic.profile, [f"load.duration_s={lasting:g}"]))
+
+
+async def _faults_met(options: RunOptions, phase: Phase, traffic: Traffic, root: Path, state: _State, say: Say,
+                      ran: _Ran) -> _Ran:
+    """A phase whose run passed with faults on purpose never caused (the engine served its plan before they were
+    due), run again as a soak past them, in place of that run; else the run as it was."""
+    soak = _past_faults(traffic) if ran.not_caused and ran.report.verdict == "pass" else None
+    if soak is None:
+        return ran
+    lasting = soak.profile.load.duration_s
+    say(f"stress {phase.name}: its plan was served before its faults were due: run again for {lasting:g} s")
+    state.notes.append(f"{phase.name}: the target served its plan before its faults on purpose were due, so it ran "
+                       f"again repeating its plan for {lasting:g} s (its run is that one)")
+    shutil.rmtree(ran.run_dir, ignore_errors=True)
+    again = await _run_phase(options, phase, soak, root)
+    return dataclasses.replace(again, wall_s=ran.wall_s + again.wall_s)
 
 
 async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _State, root: Path,
@@ -134,7 +179,7 @@ async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _
     if isinstance(built, str):
         return _skip(phase, built)
     try:
-        ran = await _run_phase(options, phase, built, root)
+        ran = await _faults_met(options, phase, built, root, state, say, await _run_phase(options, phase, built, root))
     except TargetUnreachable as exc:
         state.died_in = state.died_in or "an earlier phase"
         return _skip(phase, f"the target did not answer: {exc}")
@@ -143,7 +188,7 @@ async def _phase(options: RunOptions, phase: Phase, caps: Capabilities, state: _
     except InternalError as exc:
         state.errors += 1
         return _skip(phase, f"loadrepro failed to run it: {exc}")
-    row = _row(phase, ran, options.base_url is None)
+    row = _unproven(_row(phase, ran, options.base_url is None), ran.not_caused)
     if phase.name == "steady" and ran.report.throughput.requests_per_s > 0:
         state.reference = Reference(ran.report.throughput.requests_per_s, True)
     if row.verdict is PhaseVerdict.FAIL and not await _alive(options):
@@ -205,6 +250,7 @@ async def run_battery(options: RunOptions, phases: Sequence[Phase], root: Path, 
             notes.append(f"{phase.name}: sized from {DEFAULT_RATE:g} requests/s (steady measured none)")
         rows.append(row)
         say(_said(row))
+    notes += state.notes
     if options.base_url is not None:
         notes.append(f"every phase ran against the same target at {options.base_url}: what one left in it the next "
                      "met (a fresh engine per phase needs --engine-cmd, or the simulated engine)")
