@@ -209,9 +209,12 @@ def agentic(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     system = 1024 if context is None else max(64, min(1024, context // 8))
     agents: dict[str, Any] = {"agents": 4, "turns": 4, "system_tokens": system, "task_tokens": 128,
                               "tool_result_tokens": 128, "reply_tokens": 32, "tool_latency_s": 0.1,
-                              "subagent_probability": 0.5, "subagent_fanout": 2, "subagent_turns": 2}
-    if context is not None and int(0.8 * context) >= system + 128 + 512 + 64:
-        agents["context_limit_tokens"] = int(0.8 * context)
+                              "subagent_probability": 0.5, "subagent_fanout": 2, "subagent_turns": 2,
+                              "summary_tokens": 64}
+    # compacted at the share of the context the ordinary phases hold, where that leaves room for the system prompt,
+    # the task, a summary and a block
+    if context is not None and int(ORDINARY_SHARE * context) >= system + 128 + 64 + 64:
+        agents["context_limit_tokens"] = int(ORDINARY_SHARE * context)
     workload = {"kind": "agents", "agents": agents, "ignore_eos": True}
     return Traffic(_profile(base, "agentic", workload, {"arrival": "closed", "concurrency": 4,
                                                         "concurrency_unit": "session"}), False)
