@@ -147,13 +147,15 @@ def connection_churn(base: Profile, caps: Capabilities, ref: Reference) -> Traff
 
 
 def cancel_storm(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
-    """Twice as many conversations as in flight, long answers; once answers are under way, every request in flight
-    is abandoned (mid-answer first, then queued), and the other half goes on: the engine must free what the
-    abandoned held (rules zombie_requests, no_recovery)."""
+    """As many long answers at once as the concurrency; once they are under way every request in flight is
+    abandoned (mid-answer first, then those the engine queued), and two more conversations follow alone: an engine
+    that goes on with what was abandoned runs more than they (rules zombie_requests, no_recovery). The traffic after
+    is light on purpose: a full load would hide the zombies among its own requests."""
     n = 16
-    chaos = [{"at_s": 1.0, "action": "abort_burst", "count": n, "recover_within_s": 30.0}]
-    return Traffic(_profile(base, "cancel-storm", _chats(caps, 2 * n, max_tokens=128), {"arrival": "closed",
-                                                                                    "concurrency": n}, chaos=chaos),
+    # due at once: an abort burst waits for answers to be under way (load/arrivals.py), then cancels
+    chaos = [{"at_s": 0.1, "action": "abort_burst", "count": n, "recover_within_s": 30.0}]
+    load = {"arrival": "closed", "concurrency": n}
+    return Traffic(_profile(base, "cancel-storm", _chats(caps, n + 2, turns=1, max_tokens=128), load, chaos=chaos),
                    _sized(caps))
 
 
@@ -234,8 +236,8 @@ PHASES: tuple[Phase, ...] = (
     Phase("ramp-recovery", "half steady's rate, then twice it (past what steady served), then half again until the "
           "backlog drained: the last windows must be served as the first were", ramp_recovery),
     Phase("connection-churn", "every request on a new connection, closed after its answer", connection_churn),
-    Phase("cancel-storm", "every request in flight abandoned at once, mid-answer and queued, then the rest of the "
-          "traffic", cancel_storm),
+    Phase("cancel-storm", "every request in flight abandoned at once, mid-answer and queued, then two more "
+          "conversations alone", cancel_storm),
     Phase("long-context", "prompts near the longest the target takes", long_context),
     Phase("oversize", "requests just past what the target can hold, among normal ones: refused cleanly", oversize),
     Phase("malformed", "requests no client should send (bad UTF-8, cut JSON, wrong types, a huge body, negative "
