@@ -109,6 +109,8 @@ def _saturation_facts(found: Saturation) -> dict[str, Fact]:
 def degradation(result: RunResult, spec: VerdictSpec, measured: Measurements) -> Finding | None:
     """The last window against the first steady one: TTFT p95 grown by more than `max_ttft_growth` (and by more
     than TTFT_FLOOR_MS) beyond doubt, or the error rate up by more than `max_error_growth`. Needs three windows.
+    For TTFT the last window is the last with MIN_SAMPLES first tokens: a run's tail (its last arrivals, and the
+    drain of its last requests) can be a window of its own holding a few, which says nothing of TTFT.
     Beyond doubt: the lowest the last window's p95 may be (windows.quantile_bounds) against the highest the first's
     may be, so a few slow requests in a window of a few dozen (its p95 their slowest) are not degradation.
     TTFT grown by saturation (a queue growing under a steady service, rule `saturated`) is not degradation; nor is
@@ -125,11 +127,13 @@ def degradation(result: RunResult, spec: VerdictSpec, measured: Measurements) ->
     first, last = calm[0], calm[-1]
     parts = []
     queued = measured.saturation is not None  # a queue under a steady service
-    if not queued and _enough(first) and _enough(last) and first.ttft_p95_bounds_ms and last.ttft_p95_bounds_ms:
-        (_, high), (low, _) = first.ttft_p95_bounds_ms, last.ttft_p95_bounds_ms
+    # A tail window of a few requests must not hide the growth the windows before it show.
+    timed = next((w for w in reversed(calm[1:]) if _enough(w)), last)
+    if not queued and _enough(first) and _enough(timed) and first.ttft_p95_bounds_ms and timed.ttft_p95_bounds_ms:
+        (_, high), (low, _) = first.ttft_p95_bounds_ms, timed.ttft_p95_bounds_ms
         if low - high > TTFT_FLOOR_MS and low > high * (1 + spec.max_ttft_growth):
             parts.append(f"TTFT p95 grew from {first.ttft_p95_ms:,.0f} ms in {first.span} to "
-                         f"{last.ttft_p95_ms:,.0f} ms in {last.span} (at most +{spec.max_ttft_growth:.0%} allowed; "
+                         f"{timed.ttft_p95_ms:,.0f} ms in {timed.span} (at most +{spec.max_ttft_growth:.0%} allowed; "
                          f"its p95 at least {low:,.0f} ms now against at most {high:,.0f} ms then)")
     if first.requests and last.requests and last.error_rate - first.error_rate > spec.max_error_growth:
         parts.append(f"the error rate grew from {first.error_rate:.1%} in {first.span} to {last.error_rate:.1%} in "
