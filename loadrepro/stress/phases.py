@@ -21,6 +21,7 @@ ORDINARY_SHARE = 0.4  # of what one request may hold, for the phases not about t
 TURN_TOKENS = 64  # what each follow-up adds
 DEFAULT_RATE = 2.0  # requests/s the rate phases start from when no steady phase measured the target's
 MIN_WINDOW_REQUESTS = 8  # ramp-recovery's windows hold at least this many requests at its low rate
+RAMP_TURNS = 2  # ramp-recovery's requests a conversation, as steady's: its rates are of conversations
 PRESSURE = 1.5  # long-context's requests at once need this many times the KV pool
 LONG_AT_ONCE, MAX_LONG = 2, 16  # long-context's conversations at once: at least, at most
 LONG_ANSWER = 256  # long-context's answers, at most: a long decode on a long prompt
@@ -128,14 +129,17 @@ def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic 
     """Half steady's rate, then twice it for two windows (past what steady served), then half again for long
     enough to drain that backlog twice over: the last windows must be served as the first were (rule degradation,
     windows of a few requests each). A backlog of (2 - 1) x rate x 2 windows drains at (1 - 0.5) x rate in 4
-    windows; the last 8 windows leave it 4 more."""
+    windows; the last 8 windows leave it 4 more. Steady's own conversations (a warm-up that fills the prefix, a
+    follow-up that reuses it), so that its rate is one of requests as heavy as those steady measured: one request
+    a conversation, each a prefix to fill, costs an engine whose prefill dominates (llama.cpp on a CPU) more, and
+    the backlog of twice the rate may never drain (served at 0.64 of steady's rate: in 19 windows)."""
     low, high = 0.5 * ref.requests_per_s, 2.0 * ref.requests_per_s
     window = max(1.0, MIN_WINDOW_REQUESTS / low)
-    steps = [{"seconds": 3 * window, "rate": low}, {"seconds": 2 * window, "rate": high},
-             {"seconds": 8 * window, "rate": low}]
+    steps = [{"seconds": 3 * window, "rate": low / RAMP_TURNS}, {"seconds": 2 * window, "rate": high / RAMP_TURNS},
+             {"seconds": 8 * window, "rate": low / RAMP_TURNS}]
     n = round(sum(s["seconds"] * s["rate"] for s in steps))
     load = {"arrival": "series", "rates": steps, "concurrency": 512}
-    return Traffic(_profile(base, "ramp-recovery", _chats(caps, n, turns=1, max_tokens=16), load,
+    return Traffic(_profile(base, "ramp-recovery", _chats(caps, n, turns=RAMP_TURNS), load,
                             verdict={"window_s": window}), _sized(caps))
 
 
