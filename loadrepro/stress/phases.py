@@ -118,11 +118,15 @@ def microburst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | s
 
 
 def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
-    r, period, periods = ref.requests_per_s, 4.0, 3
+    """A rate from a quarter of steady's to twice it and back, three times; a window a period, each with enough
+    requests that its TTFT is judged, so that the last period must be served as the second was (rule degradation)."""
+    r, periods = ref.requests_per_s, 3
     low, high = 0.25 * r, 2.0 * r
+    period = max(4.0, MIN_WINDOW_REQUESTS / ((low + high) / 2))
     n = max(12, round((low + high) / 2 * period * periods))
-    load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": period, "concurrency": 256}
-    return Traffic(_profile(base, "zigzag", _chats(caps, n, turns=1, max_tokens=16), load), _sized(caps))
+    load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": round(period, 3), "concurrency": 256}
+    return Traffic(_profile(base, "zigzag", _chats(caps, n, turns=1, max_tokens=16), load,
+                            verdict={"window_s": round(period, 3)}), _sized(caps))
 
 
 def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
