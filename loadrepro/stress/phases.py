@@ -207,8 +207,9 @@ def structured(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | s
     if caps.structured_outputs is False:
         return f"the {caps.flavour} takes no structured outputs: it answers free text whatever a request asks"
     if caps.structured_outputs is None:
-        return (f"whether the target ({caps.flavour}) honours a JSON schema cannot be told: --phases structured "
-                "runs it anyway")
+        return (f"whether the target ({caps.flavour} engine) honours a JSON schema cannot be told: it is not "
+                "llama.cpp, vLLM or SGLang; a [[phases]] entry with profile = a profile of structured_share = 1 "
+                "runs such traffic anyway")
     workload = _chats(caps, 16, turns=1, max_tokens=96, structured_share=1.0, structured_format="json_schema")
     return Traffic(_profile(base, "structured", workload, {"arrival": "closed", "concurrency": 8}), _sized(caps))
 
