@@ -219,3 +219,21 @@ def test_an_engines_hostile_texts_are_shown_as_they_are_and_every_chart_is_drawn
     assert seen["notes"] == report["notes"] and any("<!--<script>" in note for note in seen["notes"]), seen["notes"]
     assert seen["scripts"] == ["timeline-data", "latency-latency-data", "code", "code"], seen["scripts"]  # no more
     assert seen["titles"][2].endswith(": not published"), seen["titles"]  # its /metrics answered 404
+
+
+async def _stress_look(url: str) -> dict:
+    async with opened(url) as page:
+        return {"charts": await page.evaluate("(window.loadreproStress || []).length"),
+                "canvases": await page.evaluate("document.querySelectorAll('#stress-charts canvas').length"),
+                "links": await page.evaluate("[...document.querySelectorAll('table a')].map(a => a.textContent)"),
+                "errors": list(page.errors)}
+
+
+def test_a_stress_battery_s_phases_draw_in_the_browser_each_linked_to_its_report(tmp_path):
+    done = cli("stress", "--phases", "steady,long-context,structured", "--out", str(tmp_path), "--quiet")
+    assert done.returncode == 1, done.stderr  # the stock draft pool dies of long-context
+    page = (tmp_path / "stress.html").read_text()
+    assert not re.search(r"""(src|href)=["']?https?://""", page)
+    seen = asyncio.run(_stress_look((tmp_path / "stress.html").as_uri()))
+    assert seen["errors"] == [] and seen["charts"] == 1 and seen["canvases"] >= 1, seen
+    assert seen["links"] == ["steady", "long-context"], seen  # structured skipped: no run to link to
