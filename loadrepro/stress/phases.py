@@ -14,11 +14,14 @@ from pydantic import ValidationError
 
 from loadrepro.config.profile import Profile
 from loadrepro.errors import ProfileError
-from loadrepro.runs.sizing import FIT_MIN_PREFIX, OVERRUN_TURN_OVERHEAD
+from loadrepro.runs.sizing import OVERRUN_TURN_OVERHEAD
 from loadrepro.schema.stress_report import Capabilities
 
 ORDINARY_SHARE = 0.4  # of what one request may hold, for the phases not about the limit
 TURN_TOKENS = 64  # what each follow-up adds
+# The least prefix an ordinary phase holds, whatever the share: a system prompt and a template (about 120 tokens in
+# a Llama chat template) and room for the conversation's own records; a KV pool of 512 tokens takes it whole.
+LEAST_PREFIX = 256
 DEFAULT_RATE = 2.0  # requests/s the rate phases start from when no steady phase measured the target's
 MIN_WINDOW_REQUESTS = 8  # ramp-recovery's windows hold at least this many requests at its low rate
 RAMP_TURNS = 2  # ramp-recovery's requests a conversation, as steady's: its rates are of conversations
@@ -84,7 +87,7 @@ def _chats(caps: Capabilities, conversations: int, turns: int = 2, prefix: int =
     still takes each one whole. Only long-context and oversize go near the limit, on purpose."""
     later = (turns - 1) * (TURN_TOKENS + OVERRUN_TURN_OVERHEAD)
     if (budget := _budget(caps)) is not None:
-        prefix = min(prefix, max(FIT_MIN_PREFIX, int(ORDINARY_SHARE * budget) - later - max_tokens))
+        prefix = min(prefix, max(LEAST_PREFIX, int(ORDINARY_SHARE * budget) - later - max_tokens))
     return {"kind": "conversations", "conversations": conversations, "turns": turns, "prefix_tokens": prefix,
             "turn_tokens": TURN_TOKENS, "max_tokens": max_tokens, "warm_max_tokens": 1, "ignore_eos": True, **more}
 
