@@ -114,17 +114,21 @@ def burst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
 
 def microburst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     size, bursts = 8, 6
-    every = round(size / (1.5 * ref.requests_per_s), 3)  # on average half as much again as steady served
+    # on average three quarters of what steady served: the bursts, not a rate beyond the engine's, make the queue
+    every = round(size / (0.75 * ref.requests_per_s), 3)
     load = {"arrival": "bursts", "burst_size": size, "burst_every_s": max(0.05, every), "concurrency": size * bursts}
     workload = _chats(caps, size * bursts, turns=1, max_tokens=16)
     return Traffic(_profile(base, "microburst", workload, load), _sized(caps))
 
 
 def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
-    """A rate from a quarter of steady's to twice it and back, three times; a window a period, each with enough
-    requests that its TTFT is judged, so that the last period must be served as the second was (rule degradation)."""
+    """A rate from a quarter of steady's to one and a half times it and back, three times: on average below what
+    steady served, so an engine that keeps up on average drains each peak's queue in the trough after it; a window a
+    period, each with enough requests that its TTFT is judged, so that the last period must be served as the second
+    was (rule degradation). (Peaks of twice steady's rate averaged above it: a queue that grew period after period,
+    the rate's fault, not the engine's.)"""
     r, periods = ref.requests_per_s, 3
-    low, high = 0.25 * r, 2.0 * r
+    low, high = 0.25 * r, 1.5 * r
     period = max(4.0, MIN_WINDOW_REQUESTS / ((low + high) / 2))
     n = max(12, round((low + high) / 2 * period * periods))
     load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": round(period, 3), "concurrency": 256}
@@ -219,16 +223,18 @@ def structured(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | s
 
 def agentic(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     """Seeded agent sessions: tool turns, subagents spawned and joined, compaction near the target's context."""
-    context = caps.max_model_len
-    system = 1024 if context is None else max(64, min(1024, context // 8))
-    agents: dict[str, Any] = {"agents": 4, "turns": 4, "system_tokens": system, "task_tokens": 128,
-                              "tool_result_tokens": 128, "reply_tokens": 32, "tool_latency_s": 0.1,
+    budget = _budget(caps)  # a KV pool smaller than the context holds a session's last request whole
+    def scaled(share: int, least: int, most: int) -> int:
+        return most if budget is None else max(least, min(most, budget // share))
+    system, task, reply = scaled(8, 64, 1024), scaled(16, 16, 128), scaled(32, 8, 32)
+    agents: dict[str, Any] = {"agents": 4, "turns": 4, "system_tokens": system, "task_tokens": task,
+                              "tool_result_tokens": task, "reply_tokens": reply, "tool_latency_s": 0.1,
                               "subagent_probability": 0.5, "subagent_fanout": 2, "subagent_turns": 2,
-                              "summary_tokens": 64}
-    # compacted at the share of the context the ordinary phases hold, where that leaves room for the system prompt,
+                              "summary_tokens": task, "block_tokens": min(64, max(16, task))}
+    # compacted at the share of the budget the ordinary phases hold, where that leaves room for the system prompt,
     # the task, a summary and a block
-    if context is not None and int(ORDINARY_SHARE * context) >= system + 128 + 64 + 64:
-        agents["context_limit_tokens"] = int(ORDINARY_SHARE * context)
+    if budget is not None and int(ORDINARY_SHARE * budget) >= system + 2 * task + agents["block_tokens"]:
+        agents["context_limit_tokens"] = int(ORDINARY_SHARE * budget)
     workload = {"kind": "agents", "agents": agents, "ignore_eos": True}
     return Traffic(_profile(base, "agentic", workload, {"arrival": "closed", "concurrency": 4,
                                                         "concurrency_unit": "session"}), False)
@@ -243,8 +249,9 @@ def _not_sent(what: str) -> Build:
 PHASES: tuple[Phase, ...] = (
     Phase("steady", "prefix-shared conversations, a few at once: the reference the others are sized from", steady),
     Phase("burst", "after an idle spell, every conversation at once", burst),
-    Phase("microburst", "short bursts on a rhythm, half as much again as steady served on average", microburst),
-    Phase("zigzag", "Poisson arrivals whose rate goes up to twice steady's and down, again and again", zigzag),
+    Phase("microburst", "short bursts on a rhythm, three quarters of what steady served on average", microburst),
+    Phase("zigzag", "Poisson arrivals whose rate goes from a quarter of steady's up to one and a half times it and "
+          "down, three times", zigzag),
     Phase("ramp-recovery", "half steady's rate, then twice it (past what steady served), then half again until the "
           "backlog drained: the last windows must be served as the first were", ramp_recovery),
     Phase("connection-churn", "every request on a new connection, closed after its answer", connection_churn),
