@@ -123,17 +123,15 @@ def microburst(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | s
 
 def zigzag(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
     """A rate from a quarter of steady's to one and a half times it and back, three times: on average below what
-    steady served, so an engine that keeps up on average drains each peak's queue in the trough after it; a window a
-    period, each with enough requests that its TTFT is judged, so that the last period must be served as the second
-    was (rule degradation). (Peaks of twice steady's rate averaged above it: a queue that grew period after period,
-    the rate's fault, not the engine's.)"""
+    steady served, so an engine that keeps up on average drains each peak's queue in the trough after it. Judged by
+    what fails under a varying rate (failures, stalls, death), not by degradation: the periods of Poisson arrivals
+    differ by chance, and a period's TTFT p95 against another's said chance (vLLM 0.20.0: 138 ms against 24 ms)."""
     r, periods = ref.requests_per_s, 3
     low, high = 0.25 * r, 1.5 * r
     period = max(4.0, MIN_WINDOW_REQUESTS / ((low + high) / 2))
     n = max(12, round((low + high) / 2 * period * periods))
     load = {"arrival": "zigzag", "rate": high, "rate_low": low, "period_s": round(period, 3), "concurrency": 256}
-    return Traffic(_profile(base, "zigzag", _chats(caps, n, turns=1, max_tokens=16), load,
-                            verdict={"window_s": round(period, 3)}), _sized(caps))
+    return Traffic(_profile(base, "zigzag", _chats(caps, n, turns=1, max_tokens=16), load), _sized(caps))
 
 
 def ramp_recovery(base: Profile, caps: Capabilities, ref: Reference) -> Traffic | str:
