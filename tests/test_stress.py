@@ -3,9 +3,8 @@ without the defect fails none; a target at a URL that died makes the phases afte
 skips none for death; the phases chosen and the battery's own ([[phases]]); the skips the target's capabilities
 decide; the battery's files; a release matrix; a failing phase's run shrunk.
 
-The phases burst, microburst, zigzag, ramp-recovery and connection-churn are left out of these batteries until
-their arrivals ([load] arrival "bursts", "series", "zigzag", fresh_connections) are sent: BATTERY is where they
-join."""
+The phases of a shape (burst, microburst, zigzag, ramp-recovery, connection-churn) run in the whole battery on the
+simulated engine's patched policy, which must fail none; ramp-recovery's must and must-not: test_stress_recovery.py."""
 
 from __future__ import annotations
 
@@ -400,3 +399,15 @@ def test_a_matrix_wants_a_label_for_each_engine_command(tmp_path):
                str(tmp_path / "m"), "--quiet")
     assert done.returncode == 2 and "2 commands, 1 labels" in done.stderr, done.stderr
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_the_whole_battery_on_the_patched_simulated_engine_fails_no_phase(tmp_path: Path) -> None:
+    """The must-not of every built-in phase at once, its shapes included: an engine whose admission holds fails
+    none, each phase that ran passed, and only the phases it cannot take or loadrepro does not send skip."""
+    code, stressed = battery(tmp_path / "stress", "--set", 'sim.policy="patched"')
+    assert code == 0, stressed
+    skipped = {p["name"] for p in stressed["phases"] if p["verdict"] == "skip"}
+    assert skipped == {"structured", "priority", "adapters", "multimodal"}, verdicts(stressed)
+    assert all(p["verdict"] == "pass" for p in stressed["phases"] if p["name"] not in skipped), verdicts(stressed)
+    assert [p["name"] for p in stressed["phases"]] == [p.name for p in PHASES]
